@@ -1,0 +1,219 @@
+/* abx.h — the public C API of abx: declare operations, embed a server, call it.
+ *
+ * An operation is declared once, as a static abx_op_def next to its handler; the
+ * built-in namespaces use exactly this declaration. The registry reads the tables,
+ * freezes when a server starts, and everything else (routes, catalog, OpenAPI, MCP,
+ * clients, docs) is generated from it.
+ *
+ * Ownership rules, used throughout:
+ *   - "borrowed": valid for the duration of the call (or of the request for ctx).
+ *   - "owned": the receiver must release it (json_decref for json_t, free() for memory).
+ * JSON values are jansson's json_t. */
+#ifndef ABX_ABX_H
+#define ABX_ABX_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ABX_VERSION "0.1.0"
+#define ABX_CATALOG_VERSION 1
+#define ABX_API_FAMILY "agent-sandbox/2"
+
+/* ---- error codes: one table, src/core/errors.def ---------------------------- */
+typedef enum abx_err {
+    ABX_OK = 0,
+#define ABX_ERR(name, code, status, meaning) ABX_E_##name,
+#include "errors.def"
+#undef ABX_ERR
+    ABX_E__COUNT
+} abx_err;
+
+const char *abx_err_code(abx_err e);    /* "files.not_found"; borrowed, static */
+int abx_err_status(abx_err e);          /* HTTP status */
+const char *abx_err_meaning(abx_err e); /* one-line meaning; static */
+int abx_err_by_code(const char *code);  /* -1 when unknown */
+
+/* ---- the declaration ---------------------------------------------------------- */
+enum abx_effect {
+    ABX_EFF_READ = 1u << 0,
+    ABX_EFF_WRITE = 1u << 1,
+    ABX_EFF_DELETE = 1u << 2,
+    ABX_EFF_EXEC = 1u << 3,
+    ABX_EFF_NET = 1u << 4,
+    ABX_EFF_ADMIN = 1u << 5,
+};
+
+typedef enum abx_type {
+    ABX_T_NONE = 0,
+    ABX_T_STRING,
+    ABX_T_INT,
+    ABX_T_NUMBER,
+    ABX_T_BOOL,
+    ABX_T_BYTES, /* base64 text in JSON; raw body for stream=bytes ops */
+    ABX_T_LIST,  /* list of .item */
+    ABX_T_MAP,   /* map of string to .item */
+    ABX_T_ENUM,  /* one of .choices ("a|b|c"); the spec's Literal[...] */
+    ABX_T_OBJECT /* fixed .fields; the spec's TypedDict/dataclass */
+} abx_type;
+
+typedef enum abx_kind {
+    ABX_KIND_PLAIN = 0,
+    ABX_KIND_PATH,     /* checked by path scopes, canonicalized, opened through the jail */
+    ABX_KIND_COMMAND,  /* split to argv, checked by command scopes */
+    ABX_KIND_URL,      /* checked by url scopes */
+    ABX_KIND_LANGUAGE, /* checked by language allowlists */
+    ABX_KIND_AGENT     /* checked by agent scopes */
+} abx_kind;
+
+/* access kinds of a path parameter */
+enum abx_access { ABX_ACC_READ = 1u << 0, ABX_ACC_WRITE = 1u << 1, ABX_ACC_DELETE = 1u << 2 };
+
+/* bounds flags for abx_param.bounds */
+enum { ABX_HAS_MIN = 1u << 0, ABX_HAS_MAX = 1u << 1 };
+
+typedef struct abx_param {
+    const char *name;
+    abx_type type;
+    abx_type item;                   /* element type for LIST and MAP */
+    bool required;
+    bool nullable;                   /* "optional T": null is accepted and means absent */
+    const char *dflt;                /* default as JSON text ("0", "\"utf8\"", "true") */
+    const char *doc;
+    abx_kind kind;
+    unsigned access;                 /* for ABX_KIND_PATH: ABX_ACC_* */
+    const char *choices;             /* for ENUM: "utf8|base64" */
+    int64_t min, max;                /* for INT (and LIST length), with .bounds */
+    unsigned bounds;
+    const struct abx_param *fields;  /* for OBJECT (and LIST/MAP of OBJECT): {0}-terminated */
+    const char *roots;               /* intrinsic jail of a path parameter: patterns joined by | */
+} abx_param;
+
+#define ABX_MIN(v) .min = (v), .bounds = ABX_HAS_MIN
+#define ABX_RANGE(lo, hi) .min = (lo), .max = (hi), .bounds = ABX_HAS_MIN | ABX_HAS_MAX
+
+/* limits an op honours (documented in the catalog, applied at admission) */
+enum abx_limit {
+    ABX_LIM_TIMEOUT = 1u << 0,
+    ABX_LIM_MAX_OUTPUT_BYTES = 1u << 1,
+    ABX_LIM_MAX_BYTES = 1u << 2,
+    ABX_LIM_MAX_ENTRIES = 1u << 3,
+    ABX_LIM_RATE = 1u << 4,
+    ABX_LIM_CONCURRENCY = 1u << 5,
+    ABX_LIM_MEMORY = 1u << 6,
+    ABX_LIM_PIDS = 1u << 7,
+    ABX_LIM_CPU = 1u << 8,
+};
+#define ABX_LIM__COUNT 9
+
+typedef enum abx_stream { ABX_STREAM_NONE = 0, ABX_STREAM_SSE, ABX_STREAM_NDJSON, ABX_STREAM_BYTES, ABX_STREAM_WS } abx_stream;
+
+typedef struct abx_ctx abx_ctx;
+typedef struct abx_reply abx_reply;
+
+/* A handler reads its validated arguments (borrowed) and fills the reply.
+ * It returns ABX_OK or an error from the table (with abx_reply_error for a message). */
+typedef abx_err (*abx_handler)(abx_ctx *ctx, const json_t *args, abx_reply *reply);
+
+#define ABX_MAX_BINDINGS 4
+#define ABX_MAX_ALIASES 4
+#define ABX_MAX_INSTALL 4
+
+typedef struct abx_op_def {
+    const char *id;                          /* 2–5 dotted segments of [a-z][a-z0-9_]* */
+    unsigned effects;                        /* ABX_EFF_*; 0 = undeclared → admin (lint warning) */
+    const char *summary;
+    const char *http[ABX_MAX_BINDINGS];      /* "GET /files/read"; the RPC binding always exists */
+    const abx_param *params;                 /* {0}-terminated; NULL = none */
+    const char *one_of;                      /* "command|argv": exactly one of these must be given */
+    unsigned limits;                         /* ABX_LIM_* honoured */
+    const char *group;
+    const char *install[ABX_MAX_INSTALL];
+    abx_stream stream;
+    const char *result_content_type;         /* for bytes results */
+    const char *since;
+    const char *aliases[ABX_MAX_ALIASES];
+    const char *deprecated;
+    bool requires_approval;
+    abx_handler handler;
+    void *udata;                             /* borrowed; handed to the handler via abx_ctx_udata */
+} abx_op_def;
+
+/* ---- handler context (borrowed for the request) --------------------------------- */
+const char *abx_ctx_request_id(const abx_ctx *ctx);
+const char *abx_ctx_principal(const abx_ctx *ctx);
+const char *abx_ctx_op_id(const abx_ctx *ctx);
+void *abx_ctx_udata(const abx_ctx *ctx);
+/* Canonical admitted value of a path parameter (absolute, symlinks resolved), or NULL. */
+const char *abx_ctx_path(const abx_ctx *ctx, const char *param);
+/* Open a canonical admitted path through the jail (openat2 RESOLVE_BENEATH from the
+ * root's dirfd). flags as for open(2). Returns an fd (caller closes) or -errno. */
+int abx_ctx_open(abx_ctx *ctx, const char *param, int flags, unsigned mode);
+/* Effective limit (min of op default, statements and request), or -1 when unlimited. */
+int64_t abx_ctx_limit(const abx_ctx *ctx, enum abx_limit which);
+/* Absolute deadline in CLOCK_MONOTONIC milliseconds, or 0 for none. */
+int64_t abx_ctx_deadline_ms(const abx_ctx *ctx);
+/* Structured log line tagged with the request id, principal and op. */
+void abx_ctx_log(abx_ctx *ctx, const char *level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- replies ----------------------------------------------------------------------- */
+/* Set the JSON result (steals the reference). Status defaults to 200. */
+void abx_reply_json(abx_reply *r, json_t *body);
+void abx_reply_status(abx_reply *r, int http_status);
+/* Error with a message (printf-style) and optional details (steals the reference).
+ * Returns the code so a handler can `return abx_reply_error(...)`. */
+abx_err abx_reply_error(abx_reply *r, abx_err code, json_t *details, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Bytes result copied from memory (e.g. text/plain), with its content type. */
+void abx_reply_bytes(abx_reply *r, const void *data, size_t len, const char *content_type);
+/* Bytes result from an open fd (the reply takes ownership), from offset for length bytes. */
+void abx_reply_fd(abx_reply *r, int fd, uint64_t offset, uint64_t length, const char *content_type);
+
+/* ---- registry ------------------------------------------------------------------------ */
+typedef struct abx_registry abx_registry;
+
+/* The process-wide registry holding the built-ins (borrowed; lives for the process). */
+abx_registry *abx_registry_default(void);
+abx_registry *abx_registry_new(abx_registry *parent); /* copy-on-write child; caller frees */
+void abx_registry_free(abx_registry *reg);
+/* Register a {0}-terminated table of ops (borrowed: must outlive the registry).
+ * Returns 0, or -1 with a message naming the offending id in errbuf. After freeze
+ * it fails with "RegistryFrozen: ...". */
+int abx_registry_add(abx_registry *reg, const abx_op_def *ops, char *errbuf, size_t errlen);
+void abx_registry_freeze(abx_registry *reg);
+bool abx_registry_frozen(const abx_registry *reg);
+
+/* ---- server ---------------------------------------------------------------------------- */
+typedef struct abx_server abx_server;
+
+typedef struct abx_server_opts {
+    const char *config_path;  /* NULL = embedded default (preset workspace on .workspace) */
+    const char *listen;       /* "127.0.0.1:8080"; overrides the config; port 0 = any */
+    const char *workspace;    /* default: the current directory */
+    bool explain_denials;     /* add did-you-mean suggestions to 404s (development) */
+    bool quiet;               /* no banner on stdout */
+    abx_registry *registry;   /* parent registry (default: abx_registry_default()) */
+} abx_server_opts;
+
+/* Create a server: a child registry of opts->registry, config loaded and linted.
+ * Returns NULL with a message in errbuf. Ops can be added with abx_server_registry(). */
+abx_server *abx_server_new(const abx_server_opts *opts, char *errbuf, size_t errlen);
+abx_registry *abx_server_registry(abx_server *s);
+/* Freeze the registry, compile the policy, open the listener(s). 0 or -1 (errbuf). */
+int abx_server_start(abx_server *s, char *errbuf, size_t errlen);
+int abx_server_port(const abx_server *s); /* the bound port after start */
+void abx_server_stop(abx_server *s);
+void abx_server_free(abx_server *s);
+/* Run an op in-process through the same pipeline (steps 4–10). principal NULL =
+ * anonymous. args is borrowed. Returns the HTTP status; *body (owned) is the reply. */
+int abx_server_call(abx_server *s, const char *op_id, const char *principal, const json_t *args, json_t **body);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,17 @@
+/* builtin.h — the built-in namespaces' op tables and what their handlers share.
+ * Handlers see abx_ctx and their validated arguments; the few core ops that describe
+ * the server itself read the request value through builtin_req(). */
+#ifndef ABX_BUILTIN_BUILTIN_H
+#define ABX_BUILTIN_BUILTIN_H
+
+#include "pipeline/pipeline.h"
+
+extern const abx_op_def abx_builtin_core[];
+extern const abx_op_def abx_builtin_files[];
+
+static inline abx_request *builtin_req(abx_ctx *ctx) { return ctx->req; }
+
+/* errno from a jailed open/stat → the error table */
+abx_err abx_errno_to_err(int err);
+
+#endif

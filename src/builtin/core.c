@@ -1,0 +1,103 @@
+/* core.c — the core namespace: health, capabilities, discovery of the caller's ops,
+ * OpenAPI and metrics. Everything it describes comes from the registry and the
+ * caller's policy view; nothing here is typed twice. */
+#include "builtin/builtin.h"
+#include "discovery/discovery.h"
+#include <string.h>
+
+static abx_err core_health(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_reply_json(r, json_pack("{s:s, s:s}", "status", "ok", "version", ABX_VERSION));
+    return ABX_OK;
+}
+
+static abx_err core_capabilities(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_request *q = builtin_req(ctx);
+    const abx_registry *reg = q->server->reg;
+    json_t *ns = json_array();
+    char last[ABX_ID_MAX] = "";
+    for (size_t i = 0; i < abx_registry_count(reg); i++) {
+        if (!abx_policy_mounted(q->policy, q->slot, i))
+            continue;
+        const char *id = abx_registry_at(reg, i)->id;
+        size_t n = strcspn(id, ".");
+        if (strlen(last) == n && strncmp(last, id, n) == 0)
+            continue;
+        snprintf(last, sizeof last, "%.*s", (int)n, id);
+        json_array_append_new(ns, json_string(last));
+    }
+    json_t *limits = json_pack("{s:I, s:I, s:i}", "request_max_bytes", (json_int_t)q->server->cfg.request_max_bytes,
+                               "upload_max_bytes", (json_int_t)q->server->cfg.upload_max_bytes, "connections",
+                               q->server->cfg.connections);
+    abx_reply_json(r, json_pack("{s:s, s:i, s:s, s:s, s:o, s:o}", "api", ABX_API_FAMILY, "catalog_version",
+                                ABX_CATALOG_VERSION, "sdk_version", ABX_VERSION, "principal",
+                                abx_policy_principal_id(q->policy, q->slot), "namespaces", ns, "limits", limits));
+    return ABX_OK;
+}
+
+static abx_err core_ops_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_request *q = builtin_req(ctx);
+    abx_reply_json(r, abx_catalog(q->server->reg, q->policy, q->slot));
+    return ABX_OK;
+}
+
+static abx_err core_ops_describe(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_request *q = builtin_req(ctx);
+    const char *id = json_string_value(json_object_get(args, "id"));
+    const abx_op *op = abx_registry_resolve(q->server->reg, id);
+    if (!op || !abx_policy_mounted(q->policy, q->slot, abx_registry_index_of(q->server->reg, op)))
+        return abx_reply_error(r, ABX_E_OP_NOT_ENABLED, NULL, "No such operation is enabled for this caller");
+    abx_reply_json(r, abx_catalog_entry(op));
+    return ABX_OK;
+}
+
+static abx_err core_openapi_get(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_request *q = builtin_req(ctx);
+    char url[128];
+    snprintf(url, sizeof url, "http://%s:%d", strchr(q->server->cfg.listen_host, ':') ? "[::1]" : q->server->cfg.listen_host,
+             q->server->port);
+    abx_reply_json(r, abx_openapi(q->server->reg, q->policy, q->slot, url));
+    return ABX_OK;
+}
+
+static abx_err core_metrics(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_request *q = builtin_req(ctx);
+    size_t len;
+    char *text = abx_metrics_render(q->server->metrics, q->server->reg, atomic_load(&q->server->conns), &len);
+    if (!text)
+        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    abx_reply_bytes(r, text, len, "text/plain; version=0.0.4; charset=utf-8");
+    abx_free(text);
+    return ABX_OK;
+}
+
+static const abx_param describe_params[] = {
+    {"id", ABX_T_STRING, .required = true, .doc = "Operation id (or alias)"},
+    {0},
+};
+
+const abx_op_def abx_builtin_core[] = {
+    {.id = "core.health", .effects = ABX_EFF_READ, .summary = "Liveness check; anonymous by default.",
+     .http = {"GET /health"}, .since = "0.1", .handler = core_health},
+    {.id = "core.capabilities", .effects = ABX_EFF_READ,
+     .summary = "API family, catalog and SDK versions, the caller's namespaces and listener limits.",
+     .http = {"GET /capabilities"}, .since = "0.1", .handler = core_capabilities},
+    {.id = "core.ops.list", .effects = ABX_EFF_READ,
+     .summary = "The operations catalog (operations.json shape), filtered to the caller's operations.",
+     .http = {"GET /ops"}, .since = "0.1", .handler = core_ops_list},
+    {.id = "core.ops.describe", .effects = ABX_EFF_READ, .summary = "One catalog entry of an operation the caller may call.",
+     .http = {"GET /ops/{id}"}, .params = describe_params, .since = "0.1", .handler = core_ops_describe},
+    {.id = "core.openapi.get", .effects = ABX_EFF_READ,
+     .summary = "OpenAPI 3.1 document of the operations the caller may call.", .http = {"GET /openapi.json"},
+     .since = "0.1", .handler = core_openapi_get},
+    {.id = "core.metrics", .effects = ABX_EFF_READ,
+     .summary = "Prometheus text metrics: requests by op and status, latency histograms, denials, connections.",
+     .http = {"GET /metrics"}, .stream = ABX_STREAM_BYTES, .result_content_type = "text/plain; version=0.0.4",
+     .since = "0.1", .handler = core_metrics},
+    {0},
+};

@@ -1,0 +1,303 @@
+/* config.c — top-level config keys as a table, validated by generic code. Unknown
+ * keys are errors; keys of features this build does not have are errors too (never
+ * accepted and ignored: a silent no-op in a security config is a lie). */
+#include "config/config.h"
+#include "config/yaml.h"
+#include "core/util.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum vkind { V_STRING, V_BOOL, V_STRLIST, V_MAP, V_LIMITS, V_TLS, V_UNSUPPORTED };
+
+static const struct {
+    const char *key;
+    enum vkind kind;
+    const char *doc;
+} keys[] = {
+    {"listen", V_STRING, "main listener host:port"},
+    {"workspace", V_STRING, "default root for presets and relative paths"},
+    {"allowed_hosts", V_STRLIST, "Host header values accepted besides loopback"},
+    {"allowed_origins", V_STRLIST, "Origin header values accepted"},
+    {"tls", V_TLS, "{cert, key} for a non-loopback listener"},
+    {"allow_plaintext", V_BOOL, "allow a non-loopback listener without TLS"},
+    {"allow_lint_errors", V_BOOL, "start despite lint errors"},
+    {"limits", V_LIMITS, "listener limits"},
+    {"auth", V_MAP, "principals and credentials"},
+    {"policy", V_MAP, "allow and deny statements"},
+    {"terminal_listen", V_UNSUPPORTED, "terminal listener"},
+    {"confine", V_UNSUPPORTED, "kernel confinement mode"},
+    {"run_as", V_UNSUPPORTED, "uid:gid of spawned processes"},
+    {"ledger", V_UNSUPPORTED, "the action ledger"},
+    {"system", V_UNSUPPORTED, "system.* settings"},
+    {"custom", V_UNSUPPORTED, "declarative commands"},
+    {"load", V_UNSUPPORTED, "plugins and op workers"},
+    {"tests", V_UNSUPPORTED, "policy tests"},
+};
+
+bool abx_host_is_loopback(const char *host)
+{
+    return strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0 ||
+           strcmp(host, "[::1]") == 0;
+}
+
+bool abx_parse_listen(const char *s, char **host, int *port)
+{
+    const char *colon;
+    char *h;
+    if (s[0] == '[') {
+        const char *rb = strchr(s, ']');
+        if (!rb || rb[1] != ':')
+            return false;
+        h = abx_strndup(s + 1, (size_t)(rb - s - 1));
+        colon = rb + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon || colon == s)
+            return false;
+        h = abx_strndup(s, (size_t)(colon - s));
+    }
+    char *end;
+    errno = 0;
+    long p = strtol(colon + 1, &end, 10);
+    if (!h || errno || *end || colon[1] == '\0' || p < 0 || p > 65535) {
+        abx_free(h);
+        return false;
+    }
+    *host = h;
+    *port = (int)p;
+    return true;
+}
+
+static int line_of(const abx_config *c, const char *key)
+{
+    return c->lines ? abx_linemap_key_line(c->lines, c->root, key) : 0;
+}
+
+static bool get_strlist(abx_config *c, const char *key, char ***out, size_t *n, abx_diags *d)
+{
+    const json_t *v = json_object_get(c->root, key);
+    *out = NULL;
+    *n = 0;
+    if (!v)
+        return true;
+    if (!json_is_array(v)) {
+        abx_diag_add(d, "error", "config.invalid", line_of(c, key), "'%s' must be a list of strings", key);
+        return false;
+    }
+    *out = abx_calloc(json_array_size(v) + 1, sizeof **out);
+    size_t i;
+    json_t *it;
+    json_array_foreach(v, i, it)
+    {
+        if (!json_is_string(it)) {
+            abx_diag_add(d, "error", "config.invalid", line_of(c, key), "'%s' must contain only strings", key);
+            return false;
+        }
+        (*out)[(*n)++] = abx_strdup(json_string_value(it));
+    }
+    return true;
+}
+
+static bool load_limits(abx_config *c, abx_diags *d)
+{
+    const json_t *v = json_object_get(c->root, "limits");
+    if (!v)
+        return true;
+    if (!json_is_object(v)) {
+        abx_diag_add(d, "error", "config.invalid", line_of(c, "limits"), "'limits' must be a mapping");
+        return false;
+    }
+    const char *k;
+    json_t *val;
+    json_object_foreach((json_t *)v, k, val)
+    {
+        int line = c->lines ? abx_linemap_key_line(c->lines, v, k) : 0;
+        char num[32];
+        const char *text = json_is_string(val) ? json_string_value(val) : NULL;
+        if (!text && json_is_integer(val)) {
+            snprintf(num, sizeof num, "%lld", (long long)json_integer_value(val));
+            text = num;
+        }
+        int64_t x = -1;
+        if (strcmp(k, "request_max_bytes") == 0 || strcmp(k, "upload_max_bytes") == 0) {
+            x = text ? abx_parse_size(text) : -1;
+            if (x <= 0) {
+                abx_diag_add(d, "error", "config.bad_value", line, "'limits.%s' must be a size such as 16MiB", k);
+                return false;
+            }
+            if (k[0] == 'r')
+                c->request_max_bytes = x;
+            else
+                c->upload_max_bytes = x;
+        } else if (strcmp(k, "connections") == 0) {
+            if (!json_is_integer(val) || json_integer_value(val) < 1 || json_integer_value(val) > 100000) {
+                abx_diag_add(d, "error", "config.bad_value", line, "'limits.connections' must be 1..100000");
+                return false;
+            }
+            c->connections = (int)json_integer_value(val);
+        } else if (strcmp(k, "read_timeout") == 0) {
+            x = text ? abx_parse_duration_ms(text) : -1;
+            if (x < 100 || x > 600000) {
+                abx_diag_add(d, "error", "config.bad_value", line, "'limits.read_timeout' must be 0.1s..10m");
+                return false;
+            }
+            c->read_timeout_ms = x;
+        } else {
+            abx_diag_add(d, "error", "config.unknown_key", line,
+                         "unknown key 'limits.%s' (request_max_bytes, upload_max_bytes, connections, read_timeout)", k);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void set_defaults(abx_config *c)
+{
+    c->listen_host = abx_strdup("127.0.0.1");
+    c->listen_port = 8080;
+    c->request_max_bytes = 16 * 1024 * 1024;
+    c->upload_max_bytes = 4LL * 1024 * 1024 * 1024;
+    c->connections = 256;
+    c->read_timeout_ms = 3000;
+}
+
+int abx_config_load(abx_config *c, const char *path, abx_diags *d)
+{
+    memset(c, 0, sizeof *c);
+    set_defaults(c);
+    size_t errors_before = d->errors;
+    if (!path) {
+        c->root = json_object();
+        return 0;
+    }
+    c->path = abx_strdup(path);
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        abx_diag_add(d, "error", "config.unreadable", 0, "cannot open %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    abx_buf b;
+    abx_buf_init(&b, 4 * 1024 * 1024);
+    char chunk[8192];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (!abx_buf_append(&b, chunk, got))
+            break;
+    bool too_big = b.failed;
+    fclose(f);
+    if (too_big) {
+        abx_buf_release(&b);
+        abx_diag_add(d, "error", "config.too_large", 0, "%s is larger than 4 MiB", path);
+        goto fail;
+    }
+    char err[300];
+    int eline = 0;
+    c->root = abx_yaml_load(b.data ? b.data : "", b.len, &c->lines, err, sizeof err, &eline);
+    abx_buf_release(&b);
+    if (!c->root) {
+        abx_diag_add(d, "error", "config.syntax", eline, "%s", err);
+        goto fail;
+    }
+    if (!json_is_object(c->root)) {
+        abx_diag_add(d, "error", "config.invalid", 1, "the config must be a mapping of keys");
+        goto fail;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(c->root, k, v)
+    {
+        int line = line_of(c, k);
+        size_t i;
+        for (i = 0; i < ABX_ARRAY_LEN(keys); i++)
+            if (strcmp(keys[i].key, k) == 0)
+                break;
+        if (i == ABX_ARRAY_LEN(keys)) {
+            abx_diag_add(d, "error", "config.unknown_key", line, "unknown key '%s'", k);
+            continue;
+        }
+        switch (keys[i].kind) {
+        case V_STRING:
+            if (!json_is_string(v))
+                abx_diag_add(d, "error", "config.invalid", line, "'%s' must be a string", k);
+            break;
+        case V_BOOL:
+            if (!json_is_boolean(v))
+                abx_diag_add(d, "error", "config.invalid", line, "'%s' must be true or false", k);
+            break;
+        case V_MAP:
+        case V_LIMITS:
+        case V_TLS:
+            if (!json_is_object(v))
+                abx_diag_add(d, "error", "config.invalid", line, "'%s' must be a mapping", k);
+            break;
+        case V_STRLIST:
+            break;
+        case V_UNSUPPORTED:
+            abx_diag_add(d, "error", "config.unsupported", line, "'%s' (%s) is not supported by this build of abx", k,
+                         keys[i].doc);
+            break;
+        }
+    }
+    if (d->errors > errors_before)
+        goto fail;
+    const json_t *listen = json_object_get(c->root, "listen");
+    if (listen) {
+        abx_free(c->listen_host);
+        c->listen_host = NULL;
+        if (!abx_parse_listen(json_string_value(listen), &c->listen_host, &c->listen_port)) {
+            abx_diag_add(d, "error", "config.bad_value", line_of(c, "listen"), "'listen' must read HOST:PORT");
+            goto fail;
+        }
+    }
+    const json_t *ws = json_object_get(c->root, "workspace");
+    if (ws) {
+        const char *w = json_string_value(ws);
+        if (w[0] != '/') {
+            abx_diag_add(d, "error", "config.bad_value", line_of(c, "workspace"), "'workspace' must be absolute");
+            goto fail;
+        }
+        c->workspace = abx_strdup(w);
+    }
+    if (!get_strlist(c, "allowed_hosts", &c->allowed_hosts, &c->n_allowed_hosts, d) ||
+        !get_strlist(c, "allowed_origins", &c->allowed_origins, &c->n_allowed_origins, d) || !load_limits(c, d))
+        goto fail;
+    const json_t *tls = json_object_get(c->root, "tls");
+    if (tls) {
+        const json_t *cert = json_object_get(tls, "cert"), *key = json_object_get(tls, "key");
+        if (!json_is_string(cert) || !json_is_string(key) || json_object_size(tls) != 2) {
+            abx_diag_add(d, "error", "config.invalid", line_of(c, "tls"), "'tls' must be {cert: FILE, key: FILE}");
+            goto fail;
+        }
+        c->tls_cert = abx_strdup(json_string_value(cert));
+        c->tls_key = abx_strdup(json_string_value(key));
+    }
+    c->allow_plaintext = json_is_true(json_object_get(c->root, "allow_plaintext"));
+    c->allow_lint_errors = json_is_true(json_object_get(c->root, "allow_lint_errors"));
+    c->auth = json_object_get(c->root, "auth");
+    c->policy = json_object_get(c->root, "policy");
+    return 0;
+fail:
+    abx_config_release(c);
+    return -1;
+}
+
+void abx_config_release(abx_config *c)
+{
+    abx_free(c->path);
+    json_decref(c->root);
+    abx_linemap_free(c->lines);
+    abx_free(c->listen_host);
+    abx_free(c->workspace);
+    for (size_t i = 0; i < c->n_allowed_hosts; i++)
+        abx_free(c->allowed_hosts[i]);
+    abx_free(c->allowed_hosts);
+    for (size_t i = 0; i < c->n_allowed_origins; i++)
+        abx_free(c->allowed_origins[i]);
+    abx_free(c->allowed_origins);
+    abx_free(c->tls_cert);
+    abx_free(c->tls_key);
+    memset(c, 0, sizeof *c);
+}

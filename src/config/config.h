@@ -1,0 +1,43 @@
+/* config.h — the config file (YAML or JSON) → a validated config value. The top-level
+ * keys are a table read by generic code; "auth" and "policy" are handed to the policy
+ * compiler as they are. Every problem is reported with file:line; nothing falls back
+ * to a default policy when the file is broken. */
+#ifndef ABX_CONFIG_CONFIG_H
+#define ABX_CONFIG_CONFIG_H
+
+#include "policy/policy.h"
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct abx_config {
+    char *path;                 /* owned; NULL = embedded default */
+    json_t *root;               /* owned; the parsed file ({} for the default) */
+    abx_linemap *lines;         /* owned; NULL for the default */
+    char *listen_host;          /* owned */
+    int listen_port;
+    char *workspace;            /* owned, absolute (not yet canonical) */
+    char **allowed_hosts;       /* owned */
+    size_t n_allowed_hosts;
+    char **allowed_origins;     /* owned */
+    size_t n_allowed_origins;
+    char *tls_cert, *tls_key;   /* owned file paths */
+    bool allow_plaintext;
+    bool allow_lint_errors;
+    int64_t request_max_bytes;
+    int64_t upload_max_bytes;
+    int connections;
+    int64_t read_timeout_ms;
+    const json_t *auth;         /* borrowed from root */
+    const json_t *policy;       /* borrowed from root */
+} abx_config;
+
+/* Load and validate. path NULL = embedded default. Diagnostics go to diags (with lines).
+ * Returns 0, or -1 when diags has errors (the config is then released). */
+int abx_config_load(abx_config *cfg, const char *path, abx_diags *diags);
+void abx_config_release(abx_config *cfg);
+/* "host:port" → parts; [v6]:port accepted. false on error. */
+bool abx_parse_listen(const char *s, char **host, int *port);
+bool abx_host_is_loopback(const char *host);
+
+#endif

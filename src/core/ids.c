@@ -1,0 +1,145 @@
+/* ids.c — the op id grammar (v2.1), the prefix rule, reserved namespaces, verbs,
+ * legacy-name mangling and edit distance for did-you-mean. Pure string functions. */
+#include "core/core.h"
+#include "core/util.h"
+#include <stdio.h>
+#include <string.h>
+
+bool abx_id_valid(const char *id, char *err, size_t errlen)
+{
+    if (!id || !*id) {
+        snprintf(err, errlen, "op id is empty");
+        return false;
+    }
+    size_t len = strlen(id);
+    if (len >= ABX_ID_MAX) {
+        snprintf(err, errlen, "op id '%.40s...' is longer than %d characters", id, ABX_ID_MAX - 1);
+        return false;
+    }
+    int segments = 0;
+    const char *p = id;
+    for (;;) {
+        if (!(*p >= 'a' && *p <= 'z')) {
+            snprintf(err, errlen, "op id '%s': each segment must start with a lower-case letter (at offset %zu)", id,
+                     (size_t)(p - id));
+            return false;
+        }
+        p++;
+        while ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_')
+            p++;
+        segments++;
+        if (*p == '\0')
+            break;
+        if (*p != '.') {
+            snprintf(err, errlen, "op id '%s': character '%c' at offset %zu is not in [a-z0-9_.]", id,
+                     (*p >= 0x20 && *p < 0x7f) ? *p : '?', (size_t)(p - id));
+            return false;
+        }
+        p++;
+    }
+    if (segments < 2 || segments > 5) {
+        snprintf(err, errlen, "op id '%s' has %d segment%s; 2 to 5 are allowed", id, segments, segments == 1 ? "" : "s");
+        return false;
+    }
+    return true;
+}
+
+bool abx_id_is_prefix(const char *a, const char *b)
+{
+    size_t la = strlen(a);
+    return strncmp(a, b, la) == 0 && b[la] == '.';
+}
+
+static const char *const reserved[] = {"core", "files", "commands", "process", "terminal", "system", "devtools",
+                                       "browser", "agents", "ext", "ledger", "approvals", "kernels", "tools"};
+
+bool abx_id_reserved_ns(const char *id)
+{
+    const char *dot = strchr(id, '.');
+    size_t n = dot ? (size_t)(dot - id) : strlen(id);
+    for (size_t i = 0; i < ABX_ARRAY_LEN(reserved); i++)
+        if (strlen(reserved[i]) == n && strncmp(reserved[i], id, n) == 0)
+            return true;
+    return false;
+}
+
+static const char *const verbs[] = {"list", "get", "create", "update", "delete", "run", "start", "stop", "stream",
+                                    "read", "write", "download", "upload", "stat", "move", "search", "watch",
+                                    "signal", "check", "describe", "install", "health", "capabilities", "edit",
+                                    "mkdir", "copy", "find", "archive", "exec", "close", "output", "resize",
+                                    "connect", "info", "reload", "explain", "timeline", "decide", "execute",
+                                    "send", "cancel", "verify", "grade", "metrics"};
+
+bool abx_id_known_verb(const char *id)
+{
+    const char *last = strrchr(id, '.');
+    last = last ? last + 1 : id;
+    for (size_t i = 0; i < ABX_ARRAY_LEN(verbs); i++)
+        if (strcmp(verbs[i], last) == 0)
+            return true;
+    return false;
+}
+
+bool abx_id_mangle(const char *name, char *out, size_t outlen)
+{
+    size_t o = 0;
+    bool pending_us = false;
+    if (outlen < 4)
+        return false;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        unsigned char c = *p;
+        if (c >= 'A' && c <= 'Z')
+            c = (unsigned char)(c - 'A' + 'a');
+        bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (!ok) { /* '_' and every other character become one separator */
+            pending_us = o > 0;
+            continue;
+        }
+        if (o == 0 && c >= '0' && c <= '9') {
+            out[o++] = 'c';
+            out[o++] = '_';
+        }
+        if (pending_us) {
+            if (o + 1 >= outlen)
+                return false;
+            out[o++] = '_';
+            pending_us = false;
+        }
+        if (o + 1 >= outlen)
+            return false;
+        out[o++] = (char)c;
+    }
+    out[o] = '\0';
+    return o > 0;
+}
+
+int abx_edit_distance(const char *a, const char *b, int max)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 128 || lb > 128)
+        return max + 1;
+    if ((int)(la > lb ? la - lb : lb - la) > max)
+        return max + 1;
+    int row[129];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int prev = row[0], best = row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int cur = row[j];
+            int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            int v = prev + cost;
+            if (row[j] + 1 < v)
+                v = row[j] + 1;
+            if (row[j - 1] + 1 < v)
+                v = row[j - 1] + 1;
+            row[j] = v;
+            prev = cur;
+            if (v < best)
+                best = v;
+        }
+        if (best > max)
+            return max + 1;
+    }
+    return row[lb];
+}

@@ -1,0 +1,20 @@
+/* discovery.h — documents generated from the registry: the operations.json catalog
+ * (spec section 7.1), OpenAPI 3.1, and the docs tables. Filtered views take a policy
+ * snapshot and a principal slot so a caller never sees an op it cannot call. */
+#ifndef ABX_DISCOVERY_DISCOVERY_H
+#define ABX_DISCOVERY_DISCOVERY_H
+
+#include "core/core.h"
+#include "policy/policy.h"
+
+/* One catalog entry in the section 7.1 shape (owned). */
+json_t *abx_catalog_entry(const abx_op *op);
+/* {"catalog_version", "sdk_version", "ops": [...]}; policy NULL = every op (owned). */
+json_t *abx_catalog(const abx_registry *reg, const abx_policy *policy, int slot);
+/* OpenAPI 3.1 document; server_url may be NULL (owned). */
+json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot, const char *server_url);
+/* Markdown: the operations table and the error-code table (caller frees). */
+char *abx_docs_ops_markdown(const abx_registry *reg);
+char *abx_docs_errors_markdown(void);
+
+#endif

@@ -1,0 +1,686 @@
+/* server.c — the server value and its HTTP front door (libmicrohttpd, a thread per
+ * connection, so handlers and streams may block). Owns step 0 (raw target, header
+ * sanity, Host/Origin, busy slot, read timeout) and the transport half of step 1
+ * (size cap from Content-Length before reading, Content-Type), then hands a request
+ * value to abx_dispatch and renders the reply. Never decides policy itself. */
+#include "pipeline/pipeline.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HEALTH_RESERVE 16 /* connections kept beyond the limit so core.health still answers */
+
+/* per-request transport state: created by the URI log callback (it sees the raw
+ * target first), freed by the completion callback */
+typedef struct conn_req {
+    abx_request *r;
+    char *raw;          /* raw request target; owned by the request arena */
+    size_t raw_len;
+    bool started;
+    bool responded;
+    bool bytes_body;    /* route is a bytes-stream op: body goes to the handler raw */
+    int64_t max_body;
+} conn_req;
+
+/* ---- embedded default: token file ---- */
+
+static char *abx_home(void)
+{
+    const char *h = getenv("ABX_HOME");
+    if (h && *h)
+        return abx_strdup(h);
+    const char *home = getenv("HOME");
+    return abx_asprintf("%s/.abx", home && *home ? home : "/root");
+}
+
+static int ensure_default_token(abx_server *s, char *err, size_t errlen, bool *created, char token_out[65])
+{
+    char *home = abx_home();
+    if (!home)
+        return -1;
+    mkdir(home, 0700);
+    s->token_path = abx_asprintf("%s/token", home);
+    abx_free(home);
+    *created = false;
+    int fd = open(s->token_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+        struct stat st;
+        char buf[129] = {0};
+        ssize_t n = (fstat(fd, &st) == 0 && (st.st_mode & 077) == 0 && st.st_uid == geteuid())
+                        ? read(fd, buf, sizeof buf - 1)
+                        : -1;
+        close(fd);
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+            buf[--n] = '\0';
+        if (n == 64) {
+            memcpy(token_out, buf, 65);
+            abx_sha256_hex(buf, 64, s->token_sha256_hex);
+            return 0;
+        }
+        if (n < 0) {
+            snprintf(err, errlen, "%s must be owned by this user with mode 0600", s->token_path);
+            return -1;
+        }
+    }
+    unsigned char rnd[32];
+    if (abx_random(rnd, sizeof rnd) != 0) {
+        snprintf(err, errlen, "no randomness for the token");
+        return -1;
+    }
+    abx_hex(rnd, sizeof rnd, token_out);
+    char *tmp = abx_asprintf("%s.tmp.%d", s->token_path, (int)getpid());
+    fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600) : -1;
+    bool ok = fd >= 0 && write(fd, token_out, 64) == 64 && write(fd, "\n", 1) == 1 && fsync(fd) == 0;
+    if (fd >= 0)
+        close(fd);
+    ok = ok && rename(tmp, s->token_path) == 0;
+    if (!ok) {
+        snprintf(err, errlen, "cannot write %s: %s", s->token_path, strerror(errno));
+        if (tmp)
+            unlink(tmp);
+        abx_free(tmp);
+        return -1;
+    }
+    abx_free(tmp);
+    abx_sha256_hex(token_out, 64, s->token_sha256_hex);
+    *created = true;
+    return 0;
+}
+
+/* ---- server lifecycle ---- */
+
+abx_server *abx_server_new(const abx_server_opts *opts, char *errbuf, size_t errlen)
+{
+    abx_server_opts o = opts ? *opts : (abx_server_opts){0};
+    abx_server *s = abx_calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(errbuf, errlen, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&s->snap_mu, NULL);
+    s->opts = o;
+    s->reg = abx_registry_new(o.registry ? o.registry : abx_registry_default());
+    abx_diags d = {0};
+    if (!s->reg || abx_config_load(&s->cfg, o.config_path, &d) != 0) {
+        size_t off = (size_t)snprintf(errbuf, errlen, "config errors:");
+        for (size_t i = 0; i < d.n && off < errlen; i++)
+            if (strcmp(d.items[i].level, "error") == 0)
+                off += (size_t)snprintf(errbuf + off, errlen - off, "\n  %s:%d: %s: %s",
+                                        o.config_path ? o.config_path : "-", d.items[i].line, d.items[i].code,
+                                        d.items[i].message);
+        abx_diags_release(&d);
+        abx_registry_free(s->reg);
+        abx_free(s);
+        return NULL;
+    }
+    abx_diags_release(&d);
+    if (o.listen) {
+        abx_free(s->cfg.listen_host);
+        s->cfg.listen_host = NULL;
+        if (!abx_parse_listen(o.listen, &s->cfg.listen_host, &s->cfg.listen_port)) {
+            snprintf(errbuf, errlen, "--listen must read HOST:PORT");
+            abx_server_free(s);
+            return NULL;
+        }
+    }
+    char cwd[4096];
+    const char *ws = o.workspace ? o.workspace : s->cfg.workspace;
+    if (!ws)
+        ws = getcwd(cwd, sizeof cwd);
+    if (!ws || abx_path_canon("/", ws, &s->workspace) != 0) {
+        snprintf(errbuf, errlen, "cannot resolve the workspace");
+        abx_server_free(s);
+        return NULL;
+    }
+    snprintf(s->version_header, sizeof s->version_header, "abx/%s catalog=%d", ABX_VERSION, ABX_CATALOG_VERSION);
+    return s;
+}
+
+abx_registry *abx_server_registry(abx_server *s) { return s->reg; }
+int abx_server_port(const abx_server *s) { return s->port; }
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls);
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c);
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t);
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code);
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n'))
+        msg[--n] = '\0';
+    abx_log("debug", NULL, "microhttpd: %s", msg);
+}
+
+static char *read_file_text(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return NULL;
+    abx_buf b;
+    abx_buf_init(&b, 1 << 20);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        abx_buf_append(&b, chunk, n);
+    fclose(f);
+    if (b.failed) {
+        abx_buf_release(&b);
+        return NULL;
+    }
+    return abx_buf_detach(&b);
+}
+
+int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
+{
+    if (s->started) {
+        snprintf(errbuf, errlen, "the server is already started");
+        return -1;
+    }
+    abx_registry_freeze(s->reg);
+    s->router = abx_router_build(s->reg);
+    s->metrics = abx_metrics_new(abx_registry_count(s->reg));
+    s->limiter = abx_auth_limiter_new();
+    if (!s->router || !s->metrics || !s->limiter) {
+        snprintf(errbuf, errlen, "out of memory");
+        return -1;
+    }
+    char token[65] = "";
+    bool created = false;
+    if (!s->cfg.path && ensure_default_token(s, errbuf, errlen, &created, token) != 0)
+        return -1;
+    const char *protected_files[3] = {s->cfg.path, s->token_path, NULL};
+    abx_policy_input in = {
+        .reg = s->reg,
+        .auth = s->cfg.auth,
+        .policy = s->cfg.policy,
+        .lines = s->cfg.lines,
+        .config_path = s->cfg.path,
+        .workspace = s->workspace,
+        .default_token_sha256_hex = s->cfg.path ? NULL : s->token_sha256_hex,
+        .protected_files = protected_files,
+        .n_protected = 2,
+    };
+    abx_diags d = {0};
+    s->snap = abx_policy_compile(&in, &d);
+    for (size_t i = 0; i < d.n; i++)
+        abx_log(d.items[i].level, NULL, "%s:%d: %s: %s", s->cfg.path ? s->cfg.path : "(default)", d.items[i].line,
+                d.items[i].code, d.items[i].message);
+    if (!s->snap) {
+        size_t off = (size_t)snprintf(errbuf, errlen, "policy errors:");
+        for (size_t i = 0; i < d.n && off < errlen; i++)
+            if (strcmp(d.items[i].level, "error") == 0)
+                off += (size_t)snprintf(errbuf + off, errlen - off, "\n  %s:%d: %s: %s",
+                                        s->cfg.path ? s->cfg.path : "-", d.items[i].line, d.items[i].code,
+                                        d.items[i].message);
+        abx_diags_release(&d);
+        return -1;
+    }
+    abx_diags_release(&d);
+    if (!abx_host_is_loopback(s->cfg.listen_host) && !s->cfg.tls_cert && !s->cfg.allow_plaintext) {
+        snprintf(errbuf, errlen, "listen address %s is not loopback: configure tls: {cert, key} or allow_plaintext: true",
+                 s->cfg.listen_host);
+        return -1;
+    }
+    struct sockaddr_storage ss = {0};
+    socklen_t sl;
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+    const char *h = strcmp(s->cfg.listen_host, "localhost") == 0 ? "127.0.0.1" : s->cfg.listen_host;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    if (inet_pton(AF_INET, h, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)s->cfg.listen_port);
+        sl = sizeof *v4;
+    } else if (inet_pton(AF_INET6, h, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)s->cfg.listen_port);
+        sl = sizeof *v6;
+        flags |= MHD_USE_IPv6;
+    } else {
+        snprintf(errbuf, errlen, "listen host '%s' must be an IP address or localhost", s->cfg.listen_host);
+        return -1;
+    }
+    (void)sl;
+    char *cert = NULL, *key = NULL;
+    if (s->cfg.tls_cert) {
+        cert = read_file_text(s->cfg.tls_cert);
+        key = read_file_text(s->cfg.tls_key);
+        if (!cert || !key) {
+            snprintf(errbuf, errlen, "cannot read tls cert/key");
+            abx_free(cert);
+            abx_free(key);
+            return -1;
+        }
+        flags |= MHD_USE_TLS;
+    }
+    unsigned timeout_s = (unsigned)((s->cfg.read_timeout_ms + 999) / 1000);
+    struct MHD_OptionItem tls_opts[] = {
+        {cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, cert},
+        {key ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, key},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    struct MHD_Daemon *d0 = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->cfg.connections + HEALTH_RESERVE), MHD_OPTION_CONNECTION_TIMEOUT,
+        timeout_s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(512 * 1024),
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+        MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+    abx_free(cert);
+    abx_free(key);
+    if (!d0) {
+        snprintf(errbuf, errlen, "cannot listen on %s:%d: %s", s->cfg.listen_host, s->cfg.listen_port,
+                 strerror(errno ? errno : EADDRINUSE));
+        return -1;
+    }
+    s->mhd = d0;
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d0, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : s->cfg.listen_port;
+    s->started = true;
+    s->started_ms = abx_now_ms();
+    if (!s->opts.quiet) {
+        printf("abx %s serving %s on http%s://%s:%d (workspace %s)\n", ABX_VERSION,
+               s->cfg.path ? s->cfg.path : "the embedded default (preset workspace)", cert ? "s" : "",
+               strchr(s->cfg.listen_host, ':') ? "[::1]" : s->cfg.listen_host, s->port, s->workspace);
+        if (created)
+            printf("token for principal 'local' (shown once, stored 0600 in %s):\n  %s\n", s->token_path, token);
+        else if (s->token_path)
+            printf("token for principal 'local': stored in %s\n", s->token_path);
+        fflush(stdout);
+    }
+    if (s->token_path) { /* tell `abx call` where this server listens */
+        char *url_path = abx_asprintf("%.*s/url", (int)(strrchr(s->token_path, '/') - s->token_path), s->token_path);
+        FILE *f = url_path ? fopen(url_path, "we") : NULL;
+        if (f) {
+            fprintf(f, "http://%s:%d\n", strchr(s->cfg.listen_host, ':') ? "[::1]" : s->cfg.listen_host, s->port);
+            fclose(f);
+        }
+        abx_free(url_path);
+    }
+    explicit_bzero(token, sizeof token);
+    return 0;
+}
+
+void abx_server_stop(abx_server *s)
+{
+    if (s && s->mhd) {
+        MHD_stop_daemon(s->mhd);
+        s->mhd = NULL;
+    }
+}
+
+void abx_server_free(abx_server *s)
+{
+    if (!s)
+        return;
+    abx_server_stop(s);
+    abx_policy_unref(s->snap);
+    abx_router_free(s->router);
+    abx_metrics_free(s->metrics);
+    abx_auth_limiter_free(s->limiter);
+    abx_config_release(&s->cfg);
+    abx_registry_free(s->reg);
+    abx_free(s->workspace);
+    abx_free(s->token_path);
+    pthread_mutex_destroy(&s->snap_mu);
+    abx_free(s);
+}
+
+int abx_server_call(abx_server *s, const char *op_id, const char *principal, const json_t *args, json_t **body)
+{
+    *body = NULL;
+    if (!s->started) {
+        *body = json_pack("{s:{s:s,s:s}}", "error", "code", "server.unavailable", "message", "server not started");
+        return 503;
+    }
+    abx_request *r = abx_request_new(s, ABX_DOOR_INPROC);
+    if (!r)
+        return 503;
+    r->method = "CALL";
+    r->trusted_principal = true;
+    r->principal_name = principal;
+    r->op_name = op_id;
+    r->args_in = args;
+    abx_dispatch(r);
+    int status = abx_reply_http_status(&r->reply);
+    if (r->reply.err) {
+        *body = json_pack("{s:{s:s, s:s}}", "error", "code", abx_err_code(r->reply.err), "message",
+                          r->reply.message ? r->reply.message : "");
+        if (*body && r->reply.details)
+            json_object_set(json_object_get(*body, "error"), "details", r->reply.details);
+    } else if (r->reply.raw) {
+        char *b64 = abx_base64_encode(r->reply.raw, r->reply.raw_len, NULL);
+        *body = json_pack("{s:s, s:I, s:s?, s:b}", "content_type",
+                          r->reply.content_type ? r->reply.content_type : "application/octet-stream", "length",
+                          (json_int_t)r->reply.raw_len, "content_base64", b64, "truncated", 0);
+        abx_free(b64);
+    } else if (r->reply.fd >= 0) {
+        /* bytes results in-process: content (up to 1 MiB) as base64 with its type */
+        size_t n = r->reply.length > (1u << 20) ? (1u << 20) : (size_t)r->reply.length;
+        char *buf = abx_malloc(n + 1);
+        ssize_t got = buf ? pread(r->reply.fd, buf, n, (off_t)r->reply.offset) : -1;
+        char *b64 = got >= 0 ? abx_base64_encode(buf, (size_t)got, NULL) : NULL;
+        *body = json_pack("{s:s, s:I, s:s?, s:b}", "content_type",
+                          r->reply.content_type ? r->reply.content_type : "application/octet-stream", "length",
+                          (json_int_t)r->reply.length, "content_base64", b64, "truncated", r->reply.length > n);
+        abx_free(b64);
+        abx_free(buf);
+    } else {
+        *body = r->reply.body ? json_incref(r->reply.body) : json_object();
+    }
+    abx_request_free(r);
+    return status;
+}
+
+/* ---- the HTTP front door ---- */
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    abx_server *s = cls;
+    abx_request *r = abx_request_new(s, ABX_DOOR_HTTP);
+    if (!r)
+        return NULL;
+    conn_req *cr = abx_arena_alloc(r->arena, sizeof *cr);
+    if (!cr) {
+        abx_request_free(r);
+        return NULL;
+    }
+    cr->r = r;
+    cr->raw_len = strlen(uri);
+    cr->raw = abx_arena_strndup(r->arena, uri, cr->raw_len);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char addr[64] = "-";
+    if (ci && ci->client_addr) {
+        if (ci->client_addr->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)ci->client_addr)->sin_addr, addr, sizeof addr);
+        else if (ci->client_addr->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ci->client_addr)->sin6_addr, addr, sizeof addr);
+    }
+    r->client = abx_arena_strdup(r->arena, addr);
+    return cr;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t)
+{
+    conn_req *cr = *con_cls;
+    if (cr)
+        abx_request_free(cr->r);
+    *con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    abx_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED)
+        atomic_fetch_add(&s->conns, 1);
+    else
+        atomic_fetch_sub(&s->conns, 1);
+}
+
+static void add_common_headers(abx_server *s, abx_request *r, struct MHD_Response *resp)
+{
+    MHD_add_response_header(resp, "X-ABX-Server", s->version_header);
+    MHD_add_response_header(resp, "X-Request-Id", r->id);
+    MHD_add_response_header(resp, "Cache-Control", "no-store");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *c, conn_req *cr)
+{
+    abx_request *r = cr->r;
+    abx_server *s = r->server;
+    struct MHD_Response *resp;
+    int status = abx_reply_http_status(&r->reply);
+    cr->responded = true;
+    if (!r->reply.err && r->reply.raw) {
+        resp = MHD_create_response_from_buffer(r->reply.raw_len, r->reply.raw, MHD_RESPMEM_MUST_COPY);
+        if (resp)
+            MHD_add_response_header(resp, "Content-Type",
+                                    r->reply.content_type ? r->reply.content_type : "application/octet-stream");
+    } else if (!r->reply.err && r->reply.fd >= 0) {
+        resp = MHD_create_response_from_fd_at_offset64(r->reply.length, r->reply.fd, r->reply.offset);
+        if (resp) {
+            r->reply.fd = -1; /* MHD owns and closes it */
+            MHD_add_response_header(resp, "Content-Type",
+                                    r->reply.content_type ? r->reply.content_type : "application/octet-stream");
+        }
+    } else {
+        size_t len;
+        char *body = abx_reply_render(&r->reply, &len);
+        resp = body ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE) : NULL;
+        if (!resp)
+            free(body);
+        else
+            MHD_add_response_header(resp, "Content-Type", "application/json");
+    }
+    if (!resp)
+        return MHD_NO;
+    add_common_headers(s, r, resp);
+    if (r->reply.allow[0])
+        MHD_add_response_header(resp, "Allow", r->reply.allow);
+    if (r->reply.retry_after > 0) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", r->reply.retry_after);
+        MHD_add_response_header(resp, "Retry-After", ra);
+    }
+    if (r->reply.err && status >= 400 && !cr->started)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+/* A transport-level rejection (steps 0 and 1): audited like any call, then answered. */
+static enum MHD_Result reject(struct MHD_Connection *c, conn_req *cr, abx_err e, const char *msg)
+{
+    abx_request *r = cr->r;
+    abx_fail(r, e, "%s", msg);
+    abx_dispatch(r); /* with an error set, dispatch only audits */
+    return send_reply(c, cr);
+}
+
+typedef struct hdr_scan {
+    abx_request *r;
+    int n_cl, n_te;
+    bool bad;
+    char bad_why[120];
+    const char *host, *origin, *cl, *te;
+    int n_host, n_auth;
+} hdr_scan;
+
+static bool token_char(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           strchr("!#$%&'*+-.^_`|~", ch) != NULL;
+}
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t klen,
+                                   const char *value, size_t vlen)
+{
+    hdr_scan *h = cls;
+    abx_request *r = h->r;
+    for (size_t i = 0; i < klen; i++)
+        if (!token_char((unsigned char)key[i])) {
+            h->bad = true;
+            snprintf(h->bad_why, sizeof h->bad_why, "header name has an invalid character (space before the colon?)");
+            return MHD_NO;
+        }
+    for (size_t i = 0; value && i < vlen; i++)
+        if ((unsigned char)value[i] < 0x20 && value[i] != '\t') {
+            h->bad = true;
+            snprintf(h->bad_why, sizeof h->bad_why, "header value has a control character");
+            return MHD_NO;
+        }
+    if (strcasecmp(key, "Content-Length") == 0) {
+        h->n_cl++;
+        h->cl = value;
+    } else if (strcasecmp(key, "Transfer-Encoding") == 0) {
+        h->n_te++;
+        h->te = value;
+    } else if (strcasecmp(key, "Host") == 0) {
+        h->n_host++;
+        h->host = value;
+    } else if (strcasecmp(key, "Origin") == 0) {
+        h->origin = value;
+    } else if (strcasecmp(key, "Content-Type") == 0) {
+        r->content_type = value;
+    } else if (strcasecmp(key, "Authorization") == 0) {
+        h->n_auth++;
+        if (strncasecmp(value, "Bearer ", 7) == 0 && value[7])
+            r->bearer = value + 7;
+        else
+            r->auth_bad_scheme = true;
+    } else if (strcasecmp(key, "X-Access-Token") == 0) {
+        r->x_token = value;
+    }
+    return MHD_YES;
+}
+
+static bool host_allowed(abx_server *s, const char *host)
+{
+    if (!host)
+        return true; /* HTTP/1.0 without Host: no browser sends that, nothing to rebind */
+    char h[256];
+    snprintf(h, sizeof h, "%s", host);
+    for (size_t i = 0; i < s->cfg.n_allowed_hosts; i++)
+        if (strcasecmp(s->cfg.allowed_hosts[i], h) == 0)
+            return true;
+    /* strip the port */
+    char *colon = h[0] == '[' ? strstr(h, "]:") : strrchr(h, ':');
+    if (colon) {
+        if (h[0] == '[')
+            colon++;
+        *colon = '\0';
+    }
+    if (strcasecmp(h, "localhost") == 0 || strcmp(h, "[::1]") == 0)
+        return true;
+    struct in_addr a;
+    if (inet_pton(AF_INET, h, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127)
+        return true;
+    for (size_t i = 0; i < s->cfg.n_allowed_hosts; i++)
+        if (strcasecmp(s->cfg.allowed_hosts[i], h) == 0)
+            return true;
+    return false;
+}
+
+static bool origin_allowed(abx_server *s, const char *origin)
+{
+    for (size_t i = 0; i < s->cfg.n_allowed_origins; i++)
+        if (strcmp(s->cfg.allowed_origins[i], origin) == 0)
+            return true;
+    return false;
+}
+
+static bool is_json_type(const char *ct)
+{
+    if (!ct)
+        return false;
+    size_t n = strlen("application/json");
+    return strncasecmp(ct, "application/json", n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+/* First call for a request: step 0 and the transport half of step 1. */
+static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const char *method)
+{
+    abx_request *r = cr->r;
+    abx_server *s = r->server;
+    r->method = abx_arena_strdup(r->arena, method);
+    /* step 0b: the raw target */
+    if (!abx_target_ok(cr->raw, cr->raw_len))
+        return reject(c, cr, ABX_E_REQUEST_BAD_TARGET, "the request target is malformed");
+    const char *q = memchr(cr->raw, '?', cr->raw_len);
+    r->path = cr->raw;
+    r->path_len = q ? (size_t)(q - cr->raw) : cr->raw_len;
+    if (q) {
+        r->query = q + 1;
+        r->query_len = cr->raw_len - r->path_len - 1;
+    }
+    /* header sanity: the desync cases libmicrohttpd lets through */
+    hdr_scan h = {.r = r};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_header, &h);
+    if (h.bad)
+        return reject(c, cr, ABX_E_REQUEST_BAD_HEADER, h.bad_why);
+    if (h.n_cl > 1 || h.n_te > 1 || (h.n_cl && h.n_te) || h.n_host > 1 || h.n_auth > 1)
+        return reject(c, cr, ABX_E_REQUEST_BAD_HEADER,
+                      "ambiguous framing or duplicate headers (Content-Length, Transfer-Encoding, Host, Authorization)");
+    if (h.te && strcasecmp(h.te, "chunked") != 0)
+        return reject(c, cr, ABX_E_REQUEST_BAD_HEADER, "only Transfer-Encoding: chunked is accepted");
+    int64_t clen = -1;
+    if (h.cl) {
+        if (!*h.cl || strspn(h.cl, "0123456789") != strlen(h.cl) || strlen(h.cl) > 18)
+            return reject(c, cr, ABX_E_REQUEST_BAD_HEADER, "Content-Length must be digits only");
+        clen = strtoll(h.cl, NULL, 10);
+    }
+    /* step 0c: Host and Origin */
+    if (!host_allowed(s, h.host))
+        return reject(c, cr, ABX_E_REQUEST_HOST_DENIED, "the Host header is not allowed");
+    if (h.origin && !origin_allowed(s, h.origin))
+        return reject(c, cr, ABX_E_REQUEST_ORIGIN_DENIED, "the Origin header is not allowed");
+    /* step 2 early (pure trie walk): the busy slot and the body rules depend on the op */
+    abx_route(r);
+    const abx_op *op = r->route == ABX_ROUTE_FOUND ? r->match.op : NULL;
+    bool health = op && strcmp(op->id, "core.health") == 0;
+    /* step 0a: bounded connections, with a reserved slot for health */
+    if (atomic_load(&s->conns) > s->cfg.connections && !health)
+        return reject(c, cr, ABX_E_REQUEST_BUSY, "too many connections; try again");
+    cr->bytes_body = op && op->def->stream == ABX_STREAM_BYTES && r->door == ABX_DOOR_HTTP;
+    cr->max_body = cr->bytes_body ? s->cfg.upload_max_bytes : s->cfg.request_max_bytes;
+    /* step 1: size cap before reading; JSON bodies must say so */
+    bool has_body = clen > 0 || h.te != NULL;
+    if (clen > cr->max_body) {
+        char msg[120];
+        snprintf(msg, sizeof msg, "the body (%lld bytes) is larger than the limit of %lld bytes", (long long)clen,
+                 (long long)cr->max_body);
+        return reject(c, cr, ABX_E_LIMIT_REQUEST_TOO_LARGE, msg);
+    }
+    if (has_body && !cr->bytes_body && !is_json_type(r->content_type))
+        return reject(c, cr, ABX_E_REQUEST_BAD_CONTENT_TYPE, "send the body as Content-Type: application/json");
+    r->has_body = has_body;
+    abx_buf_init(&r->body, (size_t)cr->max_body);
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    conn_req *cr = *con_cls;
+    if (!cr)
+        return MHD_NO; /* out of memory in the URI callback: drop the connection */
+    if (cr->responded) {
+        *upload_size = 0; /* a rejection was queued; discard what follows */
+        return MHD_YES;
+    }
+    if (!cr->started) {
+        enum MHD_Result rc = first_call(c, cr, method);
+        cr->started = true;
+        return rc;
+    }
+    if (*upload_size) {
+        if (!abx_buf_append(&cr->r->body, upload, *upload_size)) {
+            *upload_size = 0;
+            char msg[96];
+            snprintf(msg, sizeof msg, "the body is larger than the limit of %lld bytes", (long long)cr->max_body);
+            return reject(c, cr, cr->r->body.len + 1 > (size_t)cr->max_body ? ABX_E_LIMIT_REQUEST_TOO_LARGE
+                                                                              : ABX_E_SERVER_UNAVAILABLE,
+                          msg);
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    abx_dispatch(cr->r);
+    return send_reply(c, cr);
+}

@@ -1,0 +1,550 @@
+/* dispatch.c — the one path from a request value to a handler: steps 1–10 of the
+ * spec, in order, in abx_dispatch(). Every front door enters here. Each step returns
+ * OK or an abx_error; the single exit audits and leaves the reply for the door to
+ * render. Handler failures never skip the audit. */
+#include "pipeline/pipeline.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *abx_door_name(abx_door d)
+{
+    switch (d) {
+    case ABX_DOOR_HTTP: return "http";
+    case ABX_DOOR_RPC: return "rpc";
+    case ABX_DOOR_INPROC: return "inproc";
+    }
+    return "?";
+}
+
+static atomic_ulong request_counter;
+static char boot_prefix[9];
+static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
+
+static void boot_init(void)
+{
+    unsigned char r[4];
+    if (abx_random(r, sizeof r) != 0)
+        memset(r, 0x5a, sizeof r);
+    abx_hex(r, sizeof r, boot_prefix);
+}
+
+abx_request *abx_request_new(abx_server *s, abx_door door)
+{
+    pthread_once(&boot_once, boot_init);
+    abx_arena *a = abx_arena_new();
+    if (!a)
+        return NULL;
+    abx_request *r = abx_arena_alloc(a, sizeof *r);
+    if (!r) {
+        abx_arena_free(a);
+        return NULL;
+    }
+    r->arena = a;
+    r->server = s;
+    r->door = door;
+    r->slot = -1;
+    r->reply.fd = -1;
+    r->start_us = abx_now_us();
+    r->ctx.req = r;
+    unsigned long n = atomic_fetch_add_explicit(&request_counter, 1, memory_order_relaxed) + 1;
+    snprintf(r->id, sizeof r->id, "%s-%08lx", boot_prefix, n);
+    abx_buf_init(&r->body, 0);
+    return r;
+}
+
+void abx_request_free(abx_request *r)
+{
+    if (!r)
+        return;
+    if (r->policy)
+        abx_policy_unref(r->policy);
+    abx_decision_release(&r->decision);
+    json_decref(r->args);
+    abx_free(r->reply.message);
+    json_decref(r->reply.details);
+    json_decref(r->reply.body);
+    abx_free(r->reply.raw);
+    if (r->reply.fd >= 0)
+        close(r->reply.fd);
+    abx_buf_release(&r->body);
+    abx_arena_free(r->arena);
+}
+
+static void vset_error(abx_reply *rep, abx_err e, json_t *details, const char *fmt, va_list ap)
+{
+    rep->err = e;
+    rep->status = abx_err_status(e);
+    abx_free(rep->message);
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    rep->message = abx_strdup(msg);
+    json_decref(rep->details);
+    rep->details = details;
+    json_decref(rep->body);
+    rep->body = NULL;
+    abx_free(rep->raw);
+    rep->raw = NULL;
+    if (rep->fd >= 0) {
+        close(rep->fd);
+        rep->fd = -1;
+    }
+}
+
+void abx_fail(abx_request *r, abx_err e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vset_error(&r->reply, e, NULL, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- public reply and ctx API (include/abx/abx.h) ---- */
+
+void abx_reply_json(abx_reply *r, json_t *body)
+{
+    json_decref(r->body);
+    r->body = body;
+}
+
+void abx_reply_status(abx_reply *r, int http_status) { r->status = http_status; }
+
+abx_err abx_reply_error(abx_reply *r, abx_err code, json_t *details, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vset_error(r, code, details, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void abx_reply_bytes(abx_reply *r, const void *data, size_t len, const char *content_type)
+{
+    abx_free(r->raw);
+    r->raw = abx_malloc(len ? len : 1);
+    if (r->raw) {
+        memcpy(r->raw, data, len);
+        r->raw_len = len;
+    } else {
+        abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    }
+    r->content_type = content_type;
+}
+
+void abx_reply_fd(abx_reply *r, int fd, uint64_t offset, uint64_t length, const char *content_type)
+{
+    if (r->fd >= 0)
+        close(r->fd);
+    r->fd = fd;
+    r->offset = offset;
+    r->length = length;
+    r->content_type = content_type;
+}
+
+const char *abx_ctx_request_id(const abx_ctx *ctx) { return ctx->req->id; }
+const char *abx_ctx_principal(const abx_ctx *ctx) { return abx_policy_principal_id(ctx->req->policy, ctx->req->slot); }
+const char *abx_ctx_op_id(const abx_ctx *ctx) { return ctx->req->op->id; }
+void *abx_ctx_udata(const abx_ctx *ctx) { return ctx->req->op->def->udata; }
+
+static const abx_path_value *ctx_pv(const abx_ctx *ctx, const char *param)
+{
+    for (size_t i = 0; i < ctx->req->decision.n_paths; i++)
+        if (strcmp(ctx->req->decision.paths[i].param, param) == 0)
+            return &ctx->req->decision.paths[i];
+    return NULL;
+}
+
+const char *abx_ctx_path(const abx_ctx *ctx, const char *param)
+{
+    const abx_path_value *pv = ctx_pv(ctx, param);
+    return pv ? pv->canonical : NULL;
+}
+
+int abx_ctx_open(abx_ctx *ctx, const char *param, int flags, unsigned mode)
+{
+    const abx_path_value *pv = ctx_pv(ctx, param);
+    if (!pv)
+        return -EINVAL;
+    return abx_jail_open(pv->rootfd, pv->rel, flags, (mode_t)mode);
+}
+
+int64_t abx_ctx_limit(const abx_ctx *ctx, enum abx_limit which)
+{
+    for (int i = 0; i < ABX_LIM__COUNT; i++)
+        if ((unsigned)which == 1u << i)
+            return ctx->req->decision.limits[i];
+    return -1;
+}
+
+int64_t abx_ctx_deadline_ms(const abx_ctx *ctx)
+{
+    int64_t t = abx_ctx_limit(ctx, ABX_LIM_TIMEOUT);
+    return t > 0 ? ctx->req->start_us / 1000 + t : 0;
+}
+
+void abx_ctx_log(abx_ctx *ctx, const char *level, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    abx_log(level, ctx->req->id, "%s: %s", ctx->req->op ? ctx->req->op->id : "-", msg);
+}
+
+/* ---- steps ---- */
+
+abx_policy *abx_server_snapshot(abx_server *s)
+{
+    pthread_mutex_lock(&s->snap_mu);
+    abx_policy *p = s->snap;
+    abx_policy_ref(p);
+    pthread_mutex_unlock(&s->snap_mu);
+    return p;
+}
+
+/* Step 1: capture the snapshot; a JSON body must say so and must be an object. */
+static abx_err step1_parse(abx_request *r)
+{
+    if (!r->policy)
+        r->policy = abx_server_snapshot(r->server);
+    return ABX_OK;
+}
+
+void abx_route(abx_request *r)
+{
+    if (r->routed)
+        return;
+    r->routed = true;
+    if (r->door != ABX_DOOR_HTTP)
+        return;
+    /* the RPC binding: POST /ops/{id} for every op */
+    if (strcmp(r->method, "POST") == 0 && r->path_len > 5 && memcmp(r->path, "/ops/", 5) == 0 &&
+        !memchr(r->path + 5, '/', r->path_len - 5)) {
+        r->door = ABX_DOOR_RPC;
+        size_t n = r->path_len - 5;
+        char *name = abx_arena_alloc(r->arena, n + 1);
+        if (name && abx_pct_decode(r->path + 5, n, name, false) >= 0)
+            r->op_name = name;
+        else
+            r->op_name = "";
+        return;
+    }
+    r->route = abx_router_match(r->server->router, r->method, r->path, r->path_len, &r->match);
+}
+
+/* Step 3: credentials → principal. Bearer wins; X-Access-Token is the legacy alias. */
+static abx_err step3_authenticate(abx_request *r)
+{
+    abx_policy *p = r->policy;
+    if (r->trusted_principal) {
+        r->slot = abx_policy_principal_slot(p, r->principal_name);
+        if (r->slot < 0) {
+            abx_fail(r, ABX_E_AUTH_INVALID_TOKEN, "unknown principal");
+            return ABX_E_AUTH_INVALID_TOKEN;
+        }
+        return ABX_OK;
+    }
+    const char *tok = r->bearer ? r->bearer : r->x_token;
+    if (r->bearer && r->x_token && strcmp(r->bearer, r->x_token) != 0) {
+        abx_fail(r, ABX_E_AUTH_CONFLICTING_CREDENTIALS, "Authorization and X-Access-Token carry different tokens");
+        return ABX_E_AUTH_CONFLICTING_CREDENTIALS;
+    }
+    int64_t now = abx_now_ms();
+    if (!tok) {
+        r->slot = (int)p->n_principals; /* anonymous: may still be mounted (core.health) */
+        if (r->auth_bad_scheme) {
+            abx_fail(r, ABX_E_AUTH_REQUIRED, "use Authorization: Bearer <token>");
+            return ABX_E_AUTH_REQUIRED;
+        }
+        return ABX_OK;
+    }
+    char fp[65];
+    abx_sha256_hex(tok, strlen(tok), fp);
+    fp[16] = '\0'; /* a fingerprint, never the token */
+    int wait = abx_auth_limited(r->server->limiter, fp, r->client, now);
+    if (wait > 0) {
+        r->reply.retry_after = wait;
+        abx_fail(r, ABX_E_AUTH_RATE_LIMITED, "too many failed attempts; retry in %d s", wait);
+        return ABX_E_AUTH_RATE_LIMITED;
+    }
+    r->slot = abx_policy_auth(p, tok, strlen(tok), abx_wall_ms());
+    if (r->slot < 0) {
+        abx_auth_failed(r->server->limiter, fp, r->client, now);
+        abx_fail(r, ABX_E_AUTH_INVALID_TOKEN, "the token is unknown or expired");
+        return ABX_E_AUTH_INVALID_TOKEN;
+    }
+    return ABX_OK;
+}
+
+static bool is_anonymous(const abx_request *r) { return r->slot == (int)r->policy->n_principals; }
+
+/* The one 404 body: identical bytes for unknown and unmounted ops. */
+static abx_err not_enabled(abx_request *r, const char *asked)
+{
+    if (r->server->opts.explain_denials && asked && *asked) {
+        /* development only: suggestions among ops mounted for this caller */
+        const abx_registry *reg = r->server->reg;
+        const char *best = NULL;
+        int bestd = 3;
+        for (size_t i = 0; i < abx_registry_count(reg); i++) {
+            const abx_op *op = abx_registry_at(reg, i);
+            if (!abx_policy_mounted(r->policy, r->slot, i))
+                continue;
+            int d = abx_edit_distance(asked, op->id, 2);
+            if (d < bestd) {
+                bestd = d;
+                best = op->id;
+            }
+        }
+        if (best) {
+            abx_fail(r, ABX_E_OP_NOT_ENABLED, "No such operation is enabled for this caller (did you mean '%s'?)",
+                     best);
+            return ABX_E_OP_NOT_ENABLED;
+        }
+    }
+    abx_fail(r, ABX_E_OP_NOT_ENABLED, "No such operation is enabled for this caller");
+    return ABX_E_OP_NOT_ENABLED;
+}
+
+/* Step 4 (resolve) and 5 (mounted?). 401 for anonymous callers comes first. */
+static abx_err step4_5_resolve_mounted(abx_request *r)
+{
+    const abx_registry *reg = r->server->reg;
+    const char *asked = NULL;
+    if (r->door == ABX_DOOR_HTTP) {
+        if (r->route == ABX_ROUTE_FOUND) {
+            r->op = r->match.op;
+            r->op_index = r->match.op_index;
+        } else if (r->route == ABX_ROUTE_WRONG_METHOD) {
+            /* 405 only where an op mounted for this caller owns the path */
+            char allow[64] = "";
+            for (size_t i = 0; i < r->match.n_others; i++)
+                if (abx_policy_mounted(r->policy, r->slot, r->match.others[i].op_index)) {
+                    size_t o = strlen(allow);
+                    snprintf(allow + o, sizeof allow - o, "%s%s", o ? ", " : "", r->match.others[i].method);
+                }
+            if (allow[0]) {
+                snprintf(r->reply.allow, sizeof r->reply.allow, "%s", allow);
+                abx_fail(r, ABX_E_REQUEST_METHOD_NOT_ALLOWED, "method %s is not allowed here; allowed: %s", r->method,
+                         allow);
+                return ABX_E_REQUEST_METHOD_NOT_ALLOWED;
+            }
+        }
+    } else {
+        asked = r->op_name;
+        r->op = asked ? abx_registry_resolve(reg, asked) : NULL;
+        if (r->op)
+            r->op_index = abx_registry_index_of(reg, r->op);
+    }
+    bool mounted = r->op && abx_policy_mounted(r->policy, r->slot, r->op_index);
+    if (!mounted && is_anonymous(r) && !r->trusted_principal) {
+        /* unauthenticated callers learn nothing about routes: 401 before any 404/405 */
+        abx_fail(r, ABX_E_AUTH_REQUIRED, "credentials are required: Authorization: Bearer <token>");
+        return ABX_E_AUTH_REQUIRED;
+    }
+    if (!mounted) {
+        if (!asked && r->door == ABX_DOOR_HTTP && r->path_len > 1) {
+            /* suggestions for REST paths: compare the path as an id ("/files/lsit" → files.lsit) */
+            char *guess = abx_arena_strndup(r->arena, r->path + 1, r->path_len - 1);
+            for (char *c = guess; c && *c; c++)
+                if (*c == '/')
+                    *c = '.';
+            asked = guess;
+        }
+        r->op = NULL;
+        return not_enabled(r, asked);
+    }
+    return ABX_OK;
+}
+
+typedef struct qctx {
+    abx_request *r;
+    abx_err err;
+    char msg[300];
+} qctx;
+
+static int add_query_arg(void *ud, const char *name, size_t nlen, const char *val, size_t vlen)
+{
+    qctx *q = ud;
+    if (memchr(name, '\0', nlen) || nlen == 0) {
+        q->err = ABX_E_ARGS_INVALID;
+        snprintf(q->msg, sizeof q->msg, "query parameter names must be non-empty text");
+        return 1;
+    }
+    q->err = abx_args_add_text(q->r->op, q->r->args, name, val, vlen, q->msg, sizeof q->msg);
+    return q->err ? 1 : 0;
+}
+
+/* Step 6: place arguments mechanically (path variables, then query for GET/DELETE or
+ * the JSON body for POST/PUT/PATCH) and validate them against the schema. */
+static abx_err step6_args(abx_request *r)
+{
+    char msg[300] = "";
+    abx_err e = ABX_OK;
+    const abx_op *op = r->op;
+    if (r->door == ABX_DOOR_INPROC) {
+        r->args = r->args_in ? json_deep_copy(r->args_in) : json_object();
+    } else if (r->has_body && r->body.len > 0 && op->def->stream != ABX_STREAM_BYTES) {
+        json_error_t je;
+        r->args = json_loadb(r->body.data, r->body.len, JSON_REJECT_DUPLICATES, &je);
+        if (!r->args || !json_is_object(r->args)) {
+            abx_fail(r, ABX_E_REQUEST_BAD_JSON, "the body is not a JSON object: %s",
+                     r->args ? "not an object" : je.text);
+            return ABX_E_REQUEST_BAD_JSON;
+        }
+    } else {
+        r->args = json_object();
+    }
+    if (!r->args) {
+        abx_fail(r, ABX_E_SERVER_UNAVAILABLE, "out of memory");
+        return ABX_E_SERVER_UNAVAILABLE;
+    }
+    if (r->door == ABX_DOOR_HTTP) {
+        for (size_t i = 0; i < r->match.n_vars && !e; i++) {
+            size_t n = r->match.vars[i].len;
+            char *v = abx_arena_alloc(r->arena, n + 1);
+            long dn = v ? abx_pct_decode(r->match.vars[i].val, n, v, false) : -1;
+            if (dn < 0) {
+                e = ABX_E_ARGS_INVALID;
+                snprintf(msg, sizeof msg, "path variable '%s' is malformed", r->match.vars[i].name);
+                break;
+            }
+            json_object_del(r->args, r->match.vars[i].name); /* the path wins over the body */
+            e = abx_args_add_text(op, r->args, r->match.vars[i].name, v, (size_t)dn, msg, sizeof msg);
+        }
+        bool query_args = strcmp(r->method, "GET") == 0 || strcmp(r->method, "DELETE") == 0 ||
+                          op->def->stream == ABX_STREAM_BYTES;
+        if (!e && r->query && r->query_len) {
+            if (!query_args) {
+                e = ABX_E_ARGS_INVALID;
+                snprintf(msg, sizeof msg, "arguments of %s requests go in the JSON body, not the query string",
+                         r->method);
+            } else {
+                qctx q = {r, ABX_OK, ""};
+                int rc = abx_query_each(r->query, r->query_len, add_query_arg, &q);
+                if (rc == -1) {
+                    e = ABX_E_ARGS_INVALID;
+                    snprintf(msg, sizeof msg, "the query string has a malformed escape");
+                } else if (rc) {
+                    e = q.err;
+                    snprintf(msg, sizeof msg, "%s", q.msg);
+                }
+            }
+        }
+    } else if (r->door == ABX_DOOR_RPC && r->query && r->query_len) {
+        e = ABX_E_ARGS_INVALID;
+        snprintf(msg, sizeof msg, "POST /ops/{id} takes its arguments in the JSON body");
+    }
+    if (!e)
+        e = abx_args_validate(op, r->args, msg, sizeof msg);
+    if (e) {
+        abx_fail(r, e, "%s", msg);
+        return e;
+    }
+    return ABX_OK;
+}
+
+/* Step 7: deny rules, protected areas, allow statements with scopes, limits. */
+static abx_err step7_policy(abx_request *r)
+{
+    abx_decide(r->policy, r->slot, r->op, r->op_index, r->args, &r->decision);
+    if (r->decision.err) {
+        abx_fail(r, r->decision.err, "%s", r->decision.message);
+        return r->decision.err;
+    }
+    return ABX_OK;
+}
+
+/* Step 8: admission. The request's own limit-style arguments narrow the effective
+ * limits (never widen); the deadline follows from the effective timeout. */
+static abx_err step8_admit(abx_request *r)
+{
+    for (int i = 0; i < ABX_LIM__COUNT; i++) {
+        unsigned bit = 1u << i;
+        if (!(r->op->def->limits & bit))
+            continue;
+        const json_t *v = json_object_get(r->args, abx_limit_name((enum abx_limit)bit));
+        if (json_is_integer(v) && json_integer_value(v) > 0) {
+            int64_t x = json_integer_value(v);
+            if (bit == ABX_LIM_TIMEOUT)
+                x *= 1000;
+            if (r->decision.limits[i] < 0 || x < r->decision.limits[i])
+                r->decision.limits[i] = x;
+        }
+    }
+    return ABX_OK;
+}
+
+/* Step 9: the handler, with canonical admitted values in ctx. */
+static abx_err step9_run(abx_request *r)
+{
+    abx_err e = r->op->def->handler(&r->ctx, r->args, &r->reply);
+    if (e == ABX_OK && r->reply.err == ABX_OK)
+        return ABX_OK;
+    if (e == ABX_OK)
+        e = r->reply.err;
+    if (e <= ABX_OK || e >= ABX_E__COUNT) {
+        abx_log("error", r->id, "handler %s returned an invalid code %d", r->op->id, (int)e);
+        e = ABX_E_SERVER_INTERNAL;
+    }
+    if (e == ABX_E_SERVER_INTERNAL) {
+        /* never leak the internal message: log it with the request id */
+        abx_log("error", r->id, "handler %s failed: %s", r->op->id, r->reply.message ? r->reply.message : "");
+        abx_fail(r, ABX_E_SERVER_INTERNAL, "internal error (request %s)", r->id);
+    } else if (r->reply.err != e) {
+        abx_fail(r, e, "%s", abx_err_meaning(e));
+    }
+    return e;
+}
+
+void abx_dispatch(abx_request *r)
+{
+    if (r->reply.err == ABX_OK && step1_parse(r) == ABX_OK) {
+        abx_route(r); /* step 2 */
+        if (step3_authenticate(r) == ABX_OK && step4_5_resolve_mounted(r) == ABX_OK && step6_args(r) == ABX_OK &&
+            step7_policy(r) == ABX_OK && step8_admit(r) == ABX_OK)
+            step9_run(r);
+    }
+    abx_audit(r); /* step 10: always */
+}
+
+/* ---- rendering ---- */
+
+int abx_reply_http_status(const abx_reply *rep)
+{
+    if (rep->err)
+        return abx_err_status(rep->err);
+    return rep->status ? rep->status : 200;
+}
+
+char *abx_reply_render(const abx_reply *rep, size_t *len)
+{
+    json_t *doc;
+    if (rep->err) {
+        doc = json_pack("{s:{s:s, s:s}}", "error", "code", abx_err_code(rep->err), "message",
+                        rep->message ? rep->message : abx_err_meaning(rep->err));
+        if (doc && rep->details)
+            json_object_set(json_object_get(doc, "error"), "details", rep->details);
+    } else {
+        doc = rep->body ? json_incref(rep->body) : json_object();
+    }
+    char *s = doc ? json_dumps(doc, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    json_decref(doc);
+    if (!s) {
+        static const char oom[] = "{\"error\":{\"code\":\"server.unavailable\",\"message\":\"out of memory\"}}";
+        s = strdup(oom);
+    }
+    *len = s ? strlen(s) : 0;
+    return s;
+}
+
+void abx_audit(abx_request *r)
+{
+    int status = abx_reply_http_status(&r->reply);
+    int64_t dur = abx_now_us() - r->start_us;
+    abx_metrics_observe(r->server->metrics, r->op_index, r->op != NULL, status, r->reply.err, dur);
+    abx_log_request(r, status, dur);
+}

@@ -1,0 +1,136 @@
+/* pipeline.h — the request value every front door builds, the reply it gets back,
+ * the server value, and dispatch(): steps 1–10 of the spec in one function.
+ * Front doors (HTTP REST/RPC, in-process calls, later MCP and batch) fill an
+ * abx_request and call abx_dispatch; nothing reaches a handler any other way. */
+#ifndef ABX_PIPELINE_PIPELINE_H
+#define ABX_PIPELINE_PIPELINE_H
+
+#include "config/config.h"
+#include "core/core.h"
+#include "core/util.h"
+#include "http/http.h"
+#include "policy/policy.h"
+#include "policy/paths.h"
+#include "sandbox/jail.h"
+#include <pthread.h>
+#include <stdatomic.h>
+
+typedef enum abx_door { ABX_DOOR_HTTP, ABX_DOOR_RPC, ABX_DOOR_INPROC } abx_door;
+const char *abx_door_name(abx_door d);
+
+struct abx_reply {
+    int status;                /* 0 = from the error, else 200 */
+    abx_err err;
+    char *message;             /* owned; error message */
+    json_t *details;           /* owned */
+    json_t *body;              /* owned; JSON result */
+    char *raw;                 /* bytes result from memory: owned */
+    size_t raw_len;
+    int fd;                    /* bytes result: owned fd, -1 none */
+    uint64_t offset, length;
+    const char *content_type;  /* static or borrowed for the request */
+    char allow[64];            /* Allow header for 405 */
+    int retry_after;           /* seconds, for 429 */
+};
+
+struct abx_ctx {
+    struct abx_request *req;
+};
+
+typedef struct abx_metrics abx_metrics;
+typedef struct abx_auth_limiter abx_auth_limiter;
+
+struct abx_server {
+    abx_registry *reg;          /* owned child registry */
+    abx_router *router;         /* owned, built at start */
+    abx_config cfg;             /* owned */
+    abx_server_opts opts;
+    char *workspace;            /* owned, canonical */
+    char *token_path;           /* owned; the embedded default's token file, or NULL */
+    char token_sha256_hex[65];  /* embedded default token hash */
+    pthread_mutex_t snap_mu;    /* guards load+ref of snap only */
+    abx_policy *snap;           /* current policy snapshot (one reference held) */
+    void *mhd;                  /* struct MHD_Daemon * */
+    int port;
+    atomic_int conns;           /* open connections */
+    abx_metrics *metrics;       /* owned */
+    abx_auth_limiter *limiter;  /* owned */
+    int64_t started_ms;
+    bool started;
+    char version_header[96];    /* "abx/0.1.0 catalog=1" */
+};
+
+typedef struct abx_request {
+    abx_server *server;         /* borrowed */
+    abx_arena *arena;           /* owned; freed with the request */
+    char id[40];
+    abx_door door;
+    int64_t start_us;
+    /* transport input (borrowed from the transport or the arena) */
+    const char *method;
+    const char *path;           /* path part of the target, validated by step 0 */
+    size_t path_len;
+    const char *query;          /* raw query (after '?'), or NULL */
+    size_t query_len;
+    abx_buf body;               /* request body, capped */
+    bool has_body;
+    const char *content_type;
+    const char *bearer;         /* Authorization: Bearer value */
+    const char *x_token;        /* X-Access-Token value */
+    bool auth_bad_scheme;       /* Authorization present but not Bearer */
+    const char *client;         /* client address for rate limits and logs */
+    bool trusted_principal;     /* in-process: principal given by id, no token */
+    const char *principal_name; /* in-process principal id (NULL = anonymous) */
+    const char *op_name;        /* RPC/in-process: the op id or alias asked for */
+    const json_t *args_in;      /* in-process: the arguments (borrowed) */
+    /* state */
+    abx_policy *policy;         /* one reference, taken at step 1 */
+    int slot;                   /* principal slot, -1 before step 3 */
+    bool routed;
+    enum abx_route_result route;
+    abx_route_match match;
+    const abx_op *op;
+    size_t op_index;
+    json_t *args;               /* owned, validated */
+    abx_decision decision;
+    abx_ctx ctx;
+    abx_reply reply;
+} abx_request;
+
+/* Create a request (arena, id, start time). NULL on OOM. */
+abx_request *abx_request_new(abx_server *s, abx_door door);
+void abx_request_free(abx_request *r);
+/* Step 2, idempotent: the transport may call it early (body rules, busy slot). */
+void abx_route(abx_request *r);
+/* Steps 1–10; the reply is in r->reply. */
+void abx_dispatch(abx_request *r);
+/* Error reply helper used by the transport's step-0 rejections too. */
+void abx_fail(abx_request *r, abx_err e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Render the reply's JSON body (error envelope or result); caller frees. */
+char *abx_reply_render(const abx_reply *rep, size_t *len);
+int abx_reply_http_status(const abx_reply *rep);
+/* Step 10: log line and metrics for a finished request. */
+void abx_audit(abx_request *r);
+
+/* snapshot capture (one reference; release with abx_policy_unref) */
+abx_policy *abx_server_snapshot(abx_server *s);
+
+/* metrics (metrics.c) */
+abx_metrics *abx_metrics_new(size_t n_ops);
+void abx_metrics_free(abx_metrics *m);
+void abx_metrics_observe(abx_metrics *m, size_t op_index, bool has_op, int status, abx_err err, int64_t dur_us);
+char *abx_metrics_render(abx_metrics *m, const abx_registry *reg, int conns, size_t *len);
+
+/* auth failure limiter (auth.c) */
+abx_auth_limiter *abx_auth_limiter_new(void);
+void abx_auth_limiter_free(abx_auth_limiter *l);
+/* Seconds to wait when this credential fingerprint or client is over the limit, else 0. */
+int abx_auth_limited(abx_auth_limiter *l, const char *fingerprint, const char *client, int64_t now_ms);
+void abx_auth_failed(abx_auth_limiter *l, const char *fingerprint, const char *client, int64_t now_ms);
+
+/* structured logs (log.c) */
+void abx_log(const char *level, const char *request_id, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void abx_log_request(const abx_request *r, int status, int64_t dur_us);
+void abx_log_set_level(const char *level); /* "debug" | "info" | "warn" | "error" | "off" */
+
+#endif

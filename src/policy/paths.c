@@ -1,0 +1,431 @@
+/* paths.c — path patterns (validation, matching, jail roots), canonicalization of the
+ * paths a request names, and the "is this path below that root" test.
+ *
+ * It owns the policy's view of a path: the string the allow/deny rules are matched
+ * against and from which handlers derive the root-relative name they hand to the jail.
+ * It must never open a file (only lstat/readlink on the existing prefix), never recurse
+ * on symlink targets (a hostile tree must not exhaust the stack), and never let a glob
+ * take exponential time on a hostile pattern/path pair. */
+#include "policy/paths.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The kernel's PATH_MAX counts the terminating NUL, so 4095 bytes of text. */
+#define CANON_MAX 4095
+/* Same bound the kernel uses for nested symlinks in one lookup (MAXSYMLINKS). */
+#define CANON_MAX_LINKS 40
+
+/* ---------------------------------------------------------------- globs ---- */
+
+/* Length in bytes of the character that starts at s (n > 0 bytes available).
+ * A strict UTF-8 sequence (no overlongs, no surrogates, <= U+10FFFF) is one
+ * character; any other byte is a character on its own. `?` and `*` count in these
+ * units, so "?" matches "é" and a `*` never splits a multi-byte character. */
+static size_t glob_char_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t need;
+    unsigned lo = 0x80, hi = 0xBF;
+
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 1;
+    } else if (c == 0xE0) {
+        need = 2;
+        lo = 0xA0;
+    } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
+        need = 2;
+    } else if (c == 0xED) {
+        need = 2;
+        hi = 0x9F;
+    } else if (c == 0xF0) {
+        need = 3;
+        lo = 0x90;
+    } else if (c >= 0xF1 && c <= 0xF3) {
+        need = 3;
+    } else if (c == 0xF4) {
+        need = 3;
+        hi = 0x8F;
+    } else {
+        return 1;
+    }
+    if (n < need + 1 || s[1] < lo || s[1] > hi)
+        return 1;
+    for (size_t i = 2; i <= need; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF)
+            return 1;
+    return need + 1;
+}
+
+static void glob_err(char *err, size_t errlen, const char *msg, size_t off)
+{
+    if (err && errlen > 0)
+        snprintf(err, errlen, "%s (at byte %zu)", msg, off);
+}
+
+bool abx_glob_valid(const char *pattern, char *err, size_t errlen)
+{
+    if (err && errlen > 0)
+        err[0] = '\0';
+    if (!pattern) {
+        glob_err(err, errlen, "pattern is missing", 0);
+        return false;
+    }
+    if (pattern[0] != '/') {
+        glob_err(err, errlen, "pattern must be an absolute path", 0);
+        return false;
+    }
+    if (pattern[1] == '\0')
+        return true; /* "/": the root itself */
+
+    const char *seg = pattern + 1;
+    for (;;) {
+        const char *end = strchr(seg, '/');
+        size_t len = end ? (size_t)(end - seg) : strlen(seg);
+        size_t off = (size_t)(seg - pattern);
+
+        if (len == 0) {
+            glob_err(err, errlen, "empty path segment (\"//\" or a trailing '/')", off);
+            return false;
+        }
+        if ((len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.')) {
+            glob_err(err, errlen, "\".\" and \"..\" segments are not allowed", off);
+            return false;
+        }
+        bool is_globstar = len == 2 && seg[0] == '*' && seg[1] == '*';
+        for (size_t i = 0; i < len; i++) {
+            unsigned char c = (unsigned char)seg[i];
+            if (c < 0x20 || c == 0x7f) {
+                glob_err(err, errlen, "control character in pattern", off + i);
+                return false;
+            }
+            if (c == '[' || c == ']') {
+                glob_err(err, errlen, "character classes ('[', ']') are not supported", off + i);
+                return false;
+            }
+            if (c == '\\') {
+                glob_err(err, errlen, "backslash escapes are not supported", off + i);
+                return false;
+            }
+            /* "**" is special only as a whole segment; "a**" or "***" would be
+             * read by nobody the same way, so refuse it instead of guessing. */
+            if (!is_globstar && c == '*' && i + 1 < len && seg[i + 1] == '*') {
+                glob_err(err, errlen, "\"**\" must be a whole path segment", off + i);
+                return false;
+            }
+        }
+        if (!end)
+            return true;
+        seg = end + 1;
+    }
+}
+
+/* One segment against one segment pattern, `*` and `?` only. Two-pointer matching
+ * with a single backtrack point: O(plen * tlen) worst case, never exponential. */
+static bool glob_seg_match(const char *p, size_t plen, const char *t, size_t tlen)
+{
+    const unsigned char *up = (const unsigned char *)p, *ut = (const unsigned char *)t;
+    size_t pi = 0, ti = 0;
+    size_t star_p = SIZE_MAX, star_t = 0;
+
+    while (ti < tlen) {
+        if (pi < plen && up[pi] == '*') {
+            star_p = ++pi;
+            star_t = ti;
+            continue;
+        }
+        if (pi < plen) {
+            size_t tl = glob_char_len(ut + ti, tlen - ti);
+            if (up[pi] == '?') {
+                pi++;
+                ti += tl;
+                continue;
+            }
+            size_t pl = glob_char_len(up + pi, plen - pi);
+            if (pl == tl && memcmp(up + pi, ut + ti, pl) == 0) {
+                pi += pl;
+                ti += tl;
+                continue;
+            }
+        }
+        if (star_p == SIZE_MAX)
+            return false;
+        /* Let the last `*` swallow one more character and retry from there. */
+        star_t += glob_char_len(ut + star_t, tlen - star_t);
+        ti = star_t;
+        pi = star_p;
+    }
+    while (pi < plen && up[pi] == '*')
+        pi++;
+    return pi == plen;
+}
+
+/* Start of the segment after the one starting at s, or NULL at the end. */
+static const char *seg_next(const char *s)
+{
+    const char *slash = strchr(s, '/');
+    return slash ? slash + 1 : NULL;
+}
+
+static size_t seg_len(const char *s)
+{
+    const char *slash = strchr(s, '/');
+    return slash ? (size_t)(slash - s) : strlen(s);
+}
+
+bool abx_glob_match(const char *pattern, const char *path)
+{
+    if (!pattern || !path || pattern[0] != '/' || path[0] != '/')
+        return false;
+
+    /* Segments are walked as pointers to their first byte; NULL means "no more".
+     * "/" has no segments at all. */
+    const char *pp = pattern[1] ? pattern + 1 : NULL;
+    const char *tp = path[1] ? path + 1 : NULL;
+    /* The same two-pointer scheme as within a segment, one level up: `**` is the
+     * star, every other segment pattern matches exactly one path segment. */
+    const char *star_pp = NULL, *star_tp = NULL;
+    bool have_star = false;
+
+    while (tp) {
+        if (pp) {
+            size_t pl = seg_len(pp);
+            if (pl == 2 && pp[0] == '*' && pp[1] == '*') {
+                have_star = true;
+                star_pp = seg_next(pp);
+                star_tp = tp;
+                pp = star_pp;
+                continue;
+            }
+            if (glob_seg_match(pp, pl, tp, seg_len(tp))) {
+                pp = seg_next(pp);
+                tp = seg_next(tp);
+                continue;
+            }
+        }
+        if (!have_star)
+            return false;
+        star_tp = seg_next(star_tp);
+        tp = star_tp;
+        pp = star_pp;
+        if (!tp)
+            break; /* the `**` took every remaining segment */
+    }
+    while (pp && seg_len(pp) == 2 && pp[0] == '*' && pp[1] == '*')
+        pp = seg_next(pp);
+    return pp == NULL;
+}
+
+char *abx_glob_root(const char *pattern)
+{
+    if (!abx_glob_valid(pattern, NULL, 0))
+        return NULL;
+
+    size_t root_len = 0; /* bytes of pattern forming the root; 0 means "/" */
+    bool found_glob = false;
+    const char *seg = pattern[1] ? pattern + 1 : NULL;
+    while (seg) {
+        size_t len = seg_len(seg);
+        if (memchr(seg, '*', len) || memchr(seg, '?', len)) {
+            found_glob = true;
+            break;
+        }
+        seg = seg_next(seg);
+    }
+    if (found_glob) {
+        root_len = (size_t)(seg - pattern) - 1; /* drop the '/' before the glob segment */
+    } else {
+        /* A literal pattern names one file; its jail is the directory holding it. */
+        const char *last = strrchr(pattern, '/');
+        root_len = (size_t)(last - pattern);
+    }
+    if (root_len == 0)
+        return strdup("/");
+    return strndup(pattern, root_len);
+}
+
+/* ------------------------------------------------------- canonicalization ---- */
+
+int abx_path_canon(const char *anchor, const char *input, char **out)
+{
+    if (out)
+        *out = NULL;
+    if (!input || !out || input[0] == '\0')
+        return -EINVAL;
+
+    size_t inlen = strlen(input);
+    if (inlen > CANON_MAX)
+        return -ENAMETOOLONG;
+
+    /* rem: what is still to be walked; res: the resolved prefix, stored as
+     * "/a/b" (empty string = "/"); lnk: readlink's scratch. One allocation. */
+    char *mem = malloc(3 * (CANON_MAX + 1));
+    if (!mem)
+        return -ENOMEM;
+    char *rem = mem, *res = mem + CANON_MAX + 1, *lnk = mem + 2 * (CANON_MAX + 1);
+    size_t remlen, rlen = 0, pos = 0;
+    int rc = 0;
+
+    if (input[0] == '/') {
+        memcpy(rem, input, inlen + 1);
+        remlen = inlen;
+    } else {
+        if (!anchor || anchor[0] != '/') {
+            rc = -EINVAL;
+            goto done;
+        }
+        size_t alen = strlen(anchor);
+        if (alen + 1 + inlen > CANON_MAX) {
+            rc = -ENAMETOOLONG;
+            goto done;
+        }
+        memcpy(rem, anchor, alen);
+        rem[alen] = '/';
+        memcpy(rem + alen + 1, input, inlen + 1);
+        remlen = alen + 1 + inlen;
+    }
+    res[0] = '\0';
+
+    int links = 0;
+    /* How many trailing components of res are known not to exist. While > 0 there
+     * is nothing on disk to ask, so names are appended as written. A ".." that
+     * climbs back into the existing prefix brings lookups back: otherwise
+     * "missing/../link/x" would be checked as ".../link/x" while the kernel (and
+     * the jail) would follow "link". */
+    size_t missing = 0;
+
+    while (pos < remlen) {
+        while (pos < remlen && rem[pos] == '/')
+            pos++;
+        if (pos == remlen)
+            break;
+        size_t start = pos;
+        while (pos < remlen && rem[pos] != '/')
+            pos++;
+        size_t clen = pos - start;
+
+        if (clen > NAME_MAX) {
+            rc = -ENAMETOOLONG;
+            goto done;
+        }
+        if (clen == 1 && rem[start] == '.')
+            continue;
+        if (clen == 2 && rem[start] == '.' && rem[start + 1] == '.') {
+            /* res holds no symlinks, so its textual parent is the real parent. */
+            while (rlen > 0 && res[rlen - 1] != '/')
+                rlen--;
+            if (rlen > 0)
+                rlen--;
+            res[rlen] = '\0';
+            if (missing > 0)
+                missing--;
+            continue;
+        }
+        if (rlen + 1 + clen > CANON_MAX) {
+            rc = -ENAMETOOLONG;
+            goto done;
+        }
+        size_t newlen = rlen + 1 + clen;
+        res[rlen] = '/';
+        memcpy(res + rlen + 1, rem + start, clen);
+        res[newlen] = '\0';
+
+        if (missing > 0) {
+            missing++;
+            rlen = newlen;
+            continue;
+        }
+
+        struct stat st;
+        if (lstat(res, &st) != 0) {
+            int e = errno;
+            if (e == ENOENT || e == ENOTDIR) {
+                missing = 1;
+                rlen = newlen;
+                continue;
+            }
+            rc = -e;
+            goto done;
+        }
+        if (!S_ISLNK(st.st_mode)) {
+            rlen = newlen;
+            continue;
+        }
+
+        if (++links > CANON_MAX_LINKS) {
+            rc = -ELOOP;
+            goto done;
+        }
+        ssize_t n = readlink(res, lnk, CANON_MAX + 1);
+        if (n < 0) {
+            rc = -errno;
+            goto done;
+        }
+        if (n == 0) {
+            rc = -ENOENT; /* Linux refuses to create these; treat like the kernel */
+            goto done;
+        }
+        if ((size_t)n > CANON_MAX) {
+            rc = -ENAMETOOLONG;
+            goto done;
+        }
+        /* Splice: remaining = target + the unwalked rest (which starts at a '/' or
+         * is empty). Walking continues from the link's directory, or from "/" for
+         * an absolute target, so ".." in a target is relative to where the link is. */
+        size_t restlen = remlen - pos;
+        if ((size_t)n + restlen > CANON_MAX) {
+            rc = -ENAMETOOLONG;
+            goto done;
+        }
+        memmove(rem + n, rem + pos, restlen);
+        memcpy(rem, lnk, (size_t)n);
+        remlen = (size_t)n + restlen;
+        rem[remlen] = '\0';
+        pos = 0;
+        if (lnk[0] == '/')
+            rlen = 0;
+        res[rlen] = '\0';
+    }
+
+    *out = rlen == 0 ? strdup("/") : strndup(res, rlen);
+    if (!*out)
+        rc = -ENOMEM;
+done:
+    free(mem);
+    return rc;
+}
+
+bool abx_path_under(const char *root, const char *path, const char **rel)
+{
+    if (!root || !path || root[0] != '/' || path[0] != '/')
+        return false;
+
+    size_t rl = strlen(root);
+    /* Tolerate a trailing slash on the root ("/" itself is the common case). */
+    while (rl > 1 && root[rl - 1] == '/')
+        rl--;
+    const char *rest;
+    if (rl == 1) {
+        rest = path + 1;
+    } else {
+        if (strncmp(root, path, rl) != 0)
+            return false;
+        if (path[rl] == '\0')
+            rest = path + rl;
+        else if (path[rl] == '/')
+            rest = path + rl + 1;
+        else
+            return false; /* "/ab" is not below "/a" */
+    }
+    if (rel)
+        *rel = rest[0] ? rest : ".";
+    return true;
+}

@@ -1,0 +1,1207 @@
+/* policy.c — compile auth + policy config into an immutable snapshot, and decide.
+ * The algebra (POLICY.md): default deny; a matching deny wins; protected areas are
+ * denied unless an unsafe statement names them; otherwise at least one mounting
+ * statement must admit the call with all its scopes; limits are the tightest over
+ * admitting statements. Decisions never depend on statement order or duplication.
+ * Must never touch file contents or spawn anything. */
+#include "policy/policy.h"
+#include "config/yaml.h"
+#include "core/util.h"
+#include "policy/paths.h"
+#include "sandbox/jail.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void abx_diag_add(abx_diags *d, const char *level, const char *code, int line, const char *fmt, ...)
+{
+    if (!d)
+        return;
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 8;
+        abx_diag *n = abx_realloc(d->items, cap * sizeof *n);
+        if (!n)
+            return;
+        d->items = n;
+        d->cap = cap;
+    }
+    abx_diag *x = &d->items[d->n++];
+    snprintf(x->level, sizeof x->level, "%s", level);
+    snprintf(x->code, sizeof x->code, "%s", code);
+    x->line = line;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->message, sizeof x->message, fmt, ap);
+    va_end(ap);
+    if (strcmp(level, "error") == 0)
+        d->errors++;
+}
+
+void abx_diags_release(abx_diags *d)
+{
+    abx_free(d->items);
+    memset(d, 0, sizeof *d);
+}
+
+/* ---- freeing ---- */
+
+static void stmt_release(abx_stmt *s)
+{
+    for (size_t i = 0; i < s->n_ops; i++)
+        abx_free(s->ops[i].text);
+    abx_free(s->ops);
+    for (size_t i = 0; i < s->n_principals; i++)
+        abx_free(s->principals[i]);
+    abx_free(s->principals);
+    for (int k = 0; k < ABX_ACC_IDX__N; k++) {
+        for (size_t i = 0; i < s->n_paths[k]; i++)
+            abx_free(s->paths[k][i].glob);
+        abx_free(s->paths[k]);
+    }
+}
+
+static void policy_free(abx_policy *p)
+{
+    for (size_t i = 0; i < p->n_principals; i++) {
+        abx_free(p->principals[i].id);
+        for (size_t r = 0; r < p->principals[i].n_roles; r++)
+            abx_free(p->principals[i].roles[r]);
+        abx_free(p->principals[i].roles);
+    }
+    abx_free(p->principals);
+    for (size_t i = 0; i < p->n_allow; i++)
+        stmt_release(&p->allow[i]);
+    for (size_t i = 0; i < p->n_deny; i++)
+        stmt_release(&p->deny[i]);
+    abx_free(p->allow);
+    abx_free(p->deny);
+    for (size_t i = 0; i < p->n_roots; i++) {
+        abx_free(p->roots[i]);
+        if (p->rootfds[i] >= 0)
+            close(p->rootfds[i]);
+    }
+    abx_free(p->roots);
+    abx_free(p->rootfds);
+    for (size_t i = 0; i < p->n_protected; i++)
+        abx_free(p->protected_files[i]);
+    abx_free(p->protected_files);
+    abx_free(p->mount_off);
+    abx_free(p->mount_cnt);
+    abx_free(p->mount_stmts);
+    abx_free(p->workspace);
+    abx_free(p);
+}
+
+void abx_policy_ref(abx_policy *p) { atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed); }
+
+void abx_policy_unref(abx_policy *p)
+{
+    if (p && atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
+        policy_free(p);
+}
+
+/* ---- compile helpers ---- */
+
+typedef struct cctx {
+    abx_policy *p;
+    const abx_policy_input *in;
+    abx_diags *d;
+    bool strict;
+} cctx;
+
+static int line_of(cctx *c, const json_t *obj, const char *key)
+{
+    if (!c->in->lines)
+        return 0;
+    int l = key ? abx_linemap_key_line(c->in->lines, obj, key) : 0;
+    return l ? l : abx_linemap_line(c->in->lines, obj);
+}
+
+static bool strlist(cctx *c, const json_t *parent, const char *key, char ***out, size_t *n)
+{
+    const json_t *v = json_object_get(parent, key);
+    *out = NULL;
+    *n = 0;
+    if (!v)
+        return true;
+    if (json_is_string(v)) { /* a single string is accepted as a one-element list */
+        *out = abx_calloc(1, sizeof **out);
+        (*out)[0] = abx_strdup(json_string_value(v));
+        *n = 1;
+        return true;
+    }
+    if (!json_is_array(v)) {
+        abx_diag_add(c->d, "error", "config.invalid", line_of(c, parent, key), "'%s' must be a list of strings", key);
+        return false;
+    }
+    *out = abx_calloc(json_array_size(v) + 1, sizeof **out);
+    size_t i;
+    json_t *it;
+    json_array_foreach(v, i, it)
+    {
+        if (!json_is_string(it)) {
+            abx_diag_add(c->d, "error", "config.invalid", line_of(c, it, NULL), "'%s' must contain only strings", key);
+            return false;
+        }
+        (*out)[(*n)++] = abx_strdup(json_string_value(it));
+    }
+    return true;
+}
+
+static void free_strlist(char **l, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        abx_free(l[i]);
+    abx_free(l);
+}
+
+static size_t root_index(cctx *c, const char *root)
+{
+    abx_policy *p = c->p;
+    for (size_t i = 0; i < p->n_roots; i++)
+        if (strcmp(p->roots[i], root) == 0)
+            return i;
+    char **r = abx_realloc(p->roots, (p->n_roots + 1) * sizeof *r);
+    int *f = abx_realloc(p->rootfds, (p->n_roots + 1) * sizeof *f);
+    if (r)
+        p->roots = r;
+    if (f)
+        p->rootfds = f;
+    if (!r || !f)
+        return (size_t)-1;
+    p->roots[p->n_roots] = abx_strdup(root);
+    int fd = abx_jail_open_root(root);
+    p->rootfds[p->n_roots] = fd >= 0 ? fd : -1;
+    return p->n_roots++;
+}
+
+/* A pattern as written → canonical pattern: "~" is not expanded; relative patterns are
+ * anchored at the workspace; the literal prefix is canonicalized (symlinks resolved)
+ * so that patterns and arguments are compared in the same space. */
+static char *canon_pattern(cctx *c, const char *pat, int line)
+{
+    char err[160];
+    char *joined = NULL;
+    if (pat[0] != '/')
+        joined = abx_asprintf("%s/%s", strcmp(c->p->workspace, "/") == 0 ? "" : c->p->workspace, pat);
+    const char *use = joined ? joined : pat;
+    if (!abx_glob_valid(use, err, sizeof err)) {
+        abx_diag_add(c->d, "error", "config.bad_glob", line, "path pattern '%s': %s", pat, err);
+        abx_free(joined);
+        return NULL;
+    }
+    char *root = abx_glob_root(use);
+    char *croot = NULL;
+    char *out = NULL;
+    /* the literal part of the pattern: canonicalize it, keep the glob tail */
+    size_t rl = strlen(root);
+    bool exact = strpbrk(use, "*?") == NULL;
+    if (exact) {
+        if (abx_path_canon("/", use, &out) != 0)
+            out = abx_strdup(use);
+    } else if (abx_path_canon("/", root, &croot) == 0) {
+        const char *tail = use + rl;
+        if (strcmp(root, "/") == 0)
+            tail = use; /* pattern root "/" : tail starts with '/' already */
+        out = abx_asprintf("%s%s", strcmp(croot, "/") == 0 ? "" : croot, tail);
+    } else {
+        out = abx_strdup(use);
+    }
+    abx_free(croot);
+    abx_free(root);
+    abx_free(joined);
+    return out;
+}
+
+static bool add_patterns(cctx *c, abx_stmt *s, int k, const json_t *list, int line)
+{
+    if (json_is_string(list)) {
+        json_t *tmp = json_pack("[O]", list);
+        bool ok = add_patterns(c, s, k, tmp, line);
+        json_decref(tmp);
+        return ok;
+    }
+    if (!json_is_array(list)) {
+        abx_diag_add(c->d, "error", "config.invalid", line, "path scope must be a list of patterns");
+        return false;
+    }
+    size_t i;
+    json_t *it;
+    json_array_foreach(list, i, it)
+    {
+        if (!json_is_string(it)) {
+            abx_diag_add(c->d, "error", "config.invalid", line, "path patterns must be strings");
+            return false;
+        }
+        char *g = canon_pattern(c, json_string_value(it), line);
+        if (!g)
+            return false;
+        char *root = abx_glob_root(g);
+        size_t ri = root ? root_index(c, root) : (size_t)-1;
+        abx_free(root);
+        abx_pattern *grown = abx_realloc(s->paths[k], (s->n_paths[k] + 1) * sizeof *grown);
+        if (!grown || ri == (size_t)-1) {
+            abx_free(g);
+            abx_diag_add(c->d, "error", "config.internal", line, "out of memory");
+            return false;
+        }
+        s->paths[k] = grown;
+        s->paths[k][s->n_paths[k]++] = (abx_pattern){g, ri};
+    }
+    return true;
+}
+
+static bool parse_paths(cctx *c, abx_stmt *s, const json_t *stmt)
+{
+    const json_t *v = json_object_get(stmt, "paths");
+    if (!v)
+        return true;
+    int line = line_of(c, stmt, "paths");
+    s->has_paths = true;
+    if (json_is_array(v) || json_is_string(v)) { /* shorthand: read, write and delete */
+        for (int k = 0; k < ABX_ACC_IDX__N; k++)
+            if (!add_patterns(c, s, k, v, line))
+                return false;
+        return true;
+    }
+    if (!json_is_object(v)) {
+        abx_diag_add(c->d, "error", "config.invalid", line, "'paths' must be a list or {read, write, delete}");
+        return false;
+    }
+    static const char *const names[] = {"read", "write", "delete"};
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)v, key, val)
+    {
+        int k = -1;
+        for (int i = 0; i < 3; i++)
+            if (strcmp(key, names[i]) == 0)
+                k = i;
+        if (k < 0) {
+            abx_diag_add(c->d, "error", "config.unknown_key", line_of(c, v, key),
+                         "unknown access kind '%s' in paths (read, write, delete)", key);
+            return false;
+        }
+        if (!add_patterns(c, s, k, val, line_of(c, v, key)))
+            return false;
+    }
+    return true;
+}
+
+static const char *const limit_keys[ABX_LIM__COUNT] = {"timeout", "max_output_bytes", "max_bytes", "max_entries",
+                                                       "rate", "concurrency", "memory", "pids", "cpu"};
+
+static int64_t parse_rate_per_min(const char *s)
+{
+    char *end;
+    double n = strtod(s, &end);
+    if (end == s || n <= 0)
+        return -1;
+    if (strcmp(end, "/s") == 0)
+        return (int64_t)(n * 60);
+    if (strcmp(end, "/min") == 0 || strcmp(end, "/m") == 0)
+        return (int64_t)n;
+    if (strcmp(end, "/h") == 0)
+        return (int64_t)(n / 60) > 0 ? (int64_t)(n / 60) : 1;
+    return -1;
+}
+
+static bool parse_limits(cctx *c, abx_stmt *s, const json_t *stmt)
+{
+    for (int i = 0; i < ABX_LIM__COUNT; i++)
+        s->limits[i] = -1;
+    const json_t *v = json_object_get(stmt, "limits");
+    if (!v)
+        return true;
+    if (!json_is_object(v)) {
+        abx_diag_add(c->d, "error", "config.invalid", line_of(c, stmt, "limits"), "'limits' must be a mapping");
+        return false;
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)v, key, val)
+    {
+        int k = -1;
+        for (int i = 0; i < ABX_LIM__COUNT; i++)
+            if (strcmp(limit_keys[i], key) == 0)
+                k = i;
+        int line = line_of(c, v, key);
+        if (k < 0) {
+            abx_diag_add(c->d, "error", "config.unknown_key", line, "unknown limit '%s'", key);
+            return false;
+        }
+        int64_t x = -1;
+        char num[64];
+        const char *text = json_is_string(val) ? json_string_value(val) : NULL;
+        if (!text && json_is_number(val)) {
+            snprintf(num, sizeof num, "%.17g", json_number_value(val));
+            text = num;
+        }
+        if (text) {
+            unsigned bit = 1u << k;
+            if (bit == ABX_LIM_TIMEOUT)
+                x = abx_parse_duration_ms(text);
+            else if (bit == ABX_LIM_MAX_OUTPUT_BYTES || bit == ABX_LIM_MAX_BYTES || bit == ABX_LIM_MEMORY)
+                x = abx_parse_size(text);
+            else if (bit == ABX_LIM_RATE)
+                x = parse_rate_per_min(text);
+            else if (bit == ABX_LIM_CPU) {
+                char *end;
+                double d = strtod(text, &end);
+                x = (end != text && !*end && d > 0) ? (int64_t)(d * 1000) : -1;
+            } else if (json_is_integer(val) && json_integer_value(val) >= 1)
+                x = json_integer_value(val);
+        }
+        if (x < 0 || (x == 0 && (1u << k) != ABX_LIM_TIMEOUT)) {
+            abx_diag_add(c->d, "error", "config.bad_value", line, "limit '%s' has an invalid value", key);
+            return false;
+        }
+        s->limits[k] = x;
+    }
+    return true;
+}
+
+/* Does an op selector match? allow_side: explicit-only ops match only exact ids. */
+static bool sel_match(const abx_sel *s, const abx_op *op, bool allow_side)
+{
+    switch (s->kind) {
+    case ABX_SEL_EXACT:
+        if (strcmp(s->text, op->id) == 0)
+            return true;
+        for (size_t a = 0; a < ABX_MAX_ALIASES && op->def->aliases[a]; a++)
+            if (strcmp(s->text, op->def->aliases[a]) == 0)
+                return true;
+        return false;
+    case ABX_SEL_ALL:
+        return !(allow_side && op->explicit_only);
+    case ABX_SEL_NS:
+        return !(allow_side && op->explicit_only) && abx_id_is_prefix(s->text, op->id);
+    case ABX_SEL_GROUP:
+        return !(allow_side && op->explicit_only) && op->def->group && strcmp(op->def->group, s->text) == 0;
+    case ABX_SEL_EFFECT:
+        if (allow_side)
+            return !op->explicit_only && (op->effects & ~s->effects) == 0;
+        return (op->effects & s->effects) != 0;
+    }
+    return false;
+}
+
+static void suggest(cctx *c, const char *text, char *out, size_t outlen)
+{
+    int best = 3;
+    out[0] = '\0';
+    for (size_t i = 0; i < abx_registry_count(c->p->reg); i++) {
+        const abx_op *op = abx_registry_at(c->p->reg, i);
+        int d = abx_edit_distance(text, op->id, 2);
+        if (d < best) {
+            best = d;
+            snprintf(out, outlen, "%s", op->id);
+        }
+    }
+}
+
+static bool parse_ops(cctx *c, abx_stmt *s, const json_t *stmt, bool allow_side)
+{
+    char **list;
+    size_t n;
+    if (!strlist(c, stmt, "ops", &list, &n))
+        return false;
+    int line = line_of(c, stmt, "ops");
+    s->ops = abx_calloc(n + 1, sizeof *s->ops);
+    for (size_t i = 0; i < n; i++) {
+        const char *t = list[i];
+        abx_sel *sel = &s->ops[s->n_ops++];
+        if (strcmp(t, "*") == 0) {
+            sel->kind = ABX_SEL_ALL;
+            sel->text = abx_strdup("*");
+        } else if (strncmp(t, "group:", 6) == 0) {
+            sel->kind = ABX_SEL_GROUP;
+            sel->text = abx_strdup(t + 6);
+        } else if (strncmp(t, "effect:", 7) == 0) {
+            sel->kind = ABX_SEL_EFFECT;
+            sel->text = abx_strdup(t + 7);
+            char tmp[128];
+            snprintf(tmp, sizeof tmp, "%s", t + 7);
+            for (char *save = NULL, *e = strtok_r(tmp, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+                unsigned bit = abx_effect_parse(e);
+                if (!bit) {
+                    abx_diag_add(c->d, "error", "config.unknown_selector", line, "unknown effect '%s' in '%s'", e, t);
+                    free_strlist(list, n);
+                    return false;
+                }
+                sel->effects |= bit;
+            }
+        } else if (strlen(t) > 2 && strcmp(t + strlen(t) - 2, ".*") == 0) {
+            sel->kind = ABX_SEL_NS;
+            sel->text = abx_strndup(t, strlen(t) - 2);
+        } else {
+            sel->kind = ABX_SEL_EXACT;
+            const abx_op *op = abx_registry_resolve(c->p->reg, t);
+            if (op && strcmp(op->id, t) != 0) {
+                abx_diag_add(c->d, "warning", "config.alias_used", line, "'%s' is an alias; write '%s'", t, op->id);
+                sel->text = abx_strdup(op->id);
+            } else {
+                sel->text = abx_strdup(t);
+            }
+        }
+        /* strict: a selector that matches no registered op is an error */
+        bool any = false;
+        for (size_t o = 0; o < abx_registry_count(c->p->reg) && !any; o++)
+            any = sel_match(sel, abx_registry_at(c->p->reg, o), false);
+        if (!any) {
+            char sug[ABX_ID_MAX];
+            suggest(c, t, sug, sizeof sug);
+            abx_diag_add(c->d, c->strict ? "error" : "warning", "config.unknown_selector", line,
+                         "selector '%s' matches no registered operation%s%s%s", t, sug[0] ? " (did you mean '" : "",
+                         sug, sug[0] ? "'?)" : "");
+            if (c->strict) {
+                free_strlist(list, n);
+                return false;
+            }
+        }
+    }
+    (void)allow_side;
+    free_strlist(list, n);
+    return true;
+}
+
+static bool check_keys(cctx *c, const json_t *obj, const char *const *allowed, const char *what)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)obj, key, val)
+    {
+        bool ok = false;
+        for (const char *const *a = allowed; *a; a++)
+            if (strcmp(*a, key) == 0)
+                ok = true;
+        if (!ok) {
+            abx_diag_add(c->d, "error", "config.unknown_key", line_of(c, obj, key), "unknown key '%s' in %s", key,
+                         what);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool parse_stmt(cctx *c, abx_stmt *s, const json_t *stmt, bool allow_side, const char *label)
+{
+    static const char *const allow_keys[] = {"id", "ops", "principals", "paths", "limits", "approval", "unsafe",
+                                             NULL};
+    static const char *const deny_keys[] = {"id", "ops", "principals", "paths", NULL};
+    memset(s, 0, sizeof *s);
+    snprintf(s->label, sizeof s->label, "%s", label);
+    for (int i = 0; i < ABX_LIM__COUNT; i++)
+        s->limits[i] = -1;
+    if (!json_is_object(stmt)) {
+        abx_diag_add(c->d, "error", "config.invalid", line_of(c, stmt, NULL), "%s must be a mapping", label);
+        return false;
+    }
+    s->line = line_of(c, stmt, NULL);
+    if (!check_keys(c, stmt, allow_side ? allow_keys : deny_keys, label))
+        return false;
+    const json_t *id = json_object_get(stmt, "id");
+    if (id) {
+        if (!json_is_string(id)) {
+            abx_diag_add(c->d, "error", "config.invalid", line_of(c, stmt, "id"), "'id' must be a string");
+            return false;
+        }
+        snprintf(s->label, sizeof s->label, "%s", json_string_value(id));
+    }
+    if (!parse_ops(c, s, stmt, allow_side))
+        return false;
+    if (!strlist(c, stmt, "principals", &s->principals, &s->n_principals))
+        return false;
+    if (allow_side && s->n_ops == 0) {
+        abx_diag_add(c->d, "error", "config.invalid", s->line, "%s needs 'ops'", label);
+        return false;
+    }
+    if (allow_side && s->n_principals == 0) {
+        abx_diag_add(c->d, "error", "config.invalid", s->line, "%s needs 'principals'", label);
+        return false;
+    }
+    if (!parse_paths(c, s, stmt))
+        return false;
+    if (allow_side) {
+        if (!parse_limits(c, s, stmt))
+            return false;
+        const json_t *ap = json_object_get(stmt, "approval");
+        if (ap) {
+            if (!json_is_string(ap) || (strcmp(json_string_value(ap), "required") != 0 &&
+                                        strcmp(json_string_value(ap), "none") != 0)) {
+                abx_diag_add(c->d, "error", "config.bad_value", line_of(c, stmt, "approval"),
+                             "'approval' must be 'required' or 'none'");
+                return false;
+            }
+            s->approval = strcmp(json_string_value(ap), "required") == 0;
+        }
+        const json_t *un = json_object_get(stmt, "unsafe");
+        if (un && !json_is_boolean(un)) {
+            abx_diag_add(c->d, "error", "config.bad_value", line_of(c, stmt, "unsafe"), "'unsafe' must be a boolean");
+            return false;
+        }
+        s->unsafe = json_is_true(un);
+    }
+    return true;
+}
+
+static bool principal_matches(const abx_policy *p, int slot, const char *sel)
+{
+    bool anon = slot == (int)p->n_principals;
+    if (strcmp(sel, "anonymous") == 0)
+        return anon;
+    if (anon)
+        return false;
+    const abx_principal *pr = &p->principals[slot];
+    if (strcmp(sel, "*") == 0)
+        return true;
+    if (strncmp(sel, "role:", 5) == 0) {
+        for (size_t r = 0; r < pr->n_roles; r++)
+            if (strcmp(pr->roles[r], sel + 5) == 0)
+                return true;
+        return false;
+    }
+    return strcmp(pr->id, sel) == 0;
+}
+
+static bool stmt_has_principal(const abx_policy *p, const abx_stmt *s, int slot)
+{
+    for (size_t i = 0; i < s->n_principals; i++)
+        if (principal_matches(p, slot, s->principals[i]))
+            return true;
+    return false;
+}
+
+static bool stmt_has_op(const abx_stmt *s, const abx_op *op, bool allow_side)
+{
+    for (size_t i = 0; i < s->n_ops; i++)
+        if (sel_match(&s->ops[i], op, allow_side))
+            return true;
+    return false;
+}
+
+static bool read_token_source(cctx *c, const json_t *t, int line, unsigned char sha[32], bool *has)
+{
+    const json_t *hex = json_object_get(t, "token_sha256"), *env = json_object_get(t, "token_env"),
+                 *file = json_object_get(t, "token_file"), *plain = json_object_get(t, "token");
+    int n = !!hex + !!env + !!file + !!plain;
+    *has = false;
+    if (n != 1) {
+        abx_diag_add(c->d, "error", "config.invalid", line,
+                     "a token needs exactly one of token_sha256, token_env, token_file, token");
+        return false;
+    }
+    if (hex) {
+        const char *h = json_is_string(hex) ? json_string_value(hex) : "";
+        if (strlen(h) != 64 || abx_unhex(h, 64, sha, 32) != 32) {
+            abx_diag_add(c->d, "error", "config.bad_value", line, "token_sha256 must be 64 hex digits");
+            return false;
+        }
+        *has = true;
+        return true;
+    }
+    char *secret = NULL;
+    if (env) {
+        const char *v = json_is_string(env) ? getenv(json_string_value(env)) : NULL;
+        if (!v || !*v) {
+            abx_diag_add(c->d, "error", "config.token_unavailable", line, "environment variable '%s' is not set",
+                         json_is_string(env) ? json_string_value(env) : "?");
+            return false;
+        }
+        secret = abx_strdup(v);
+    } else if (file) {
+        const char *path = json_is_string(file) ? json_string_value(file) : "";
+        FILE *f = fopen(path, "re");
+        char buf[4096];
+        size_t got = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        if (!f || got == 0) {
+            abx_diag_add(c->d, "error", "config.token_unavailable", line, "cannot read token_file '%s'", path);
+            return false;
+        }
+        buf[got] = '\0';
+        while (got && (buf[got - 1] == '\n' || buf[got - 1] == '\r' || buf[got - 1] == ' '))
+            buf[--got] = '\0';
+        secret = abx_strdup(buf);
+    } else {
+        abx_diag_add(c->d, "warning", "config.plaintext_token", line,
+                     "token in plain text; prefer token_sha256, token_env or token_file");
+        secret = abx_strdup(json_is_string(plain) ? json_string_value(plain) : "");
+    }
+    if (!secret || strlen(secret) < 16) {
+        abx_diag_add(c->d, "error", "config.weak_token", line, "a token must have at least 16 characters");
+        abx_free(secret);
+        return false;
+    }
+    abx_sha256 h;
+    abx_sha256_init(&h);
+    abx_sha256_update(&h, secret, strlen(secret));
+    abx_sha256_final(&h, sha);
+    explicit_bzero(secret, strlen(secret));
+    abx_free(secret);
+    *has = true;
+    return true;
+}
+
+static bool parse_auth(cctx *c, const json_t *auth, json_t **anon_ops)
+{
+    abx_policy *p = c->p;
+    static const char *const keys[] = {"tokens", "anonymous", NULL};
+    *anon_ops = NULL;
+    if (!auth) {
+        if (c->in->default_token_sha256_hex) {
+            p->principals = abx_calloc(1, sizeof *p->principals);
+            p->principals[0].id = abx_strdup("local");
+            p->principals[0].roles = abx_calloc(1, sizeof(char *));
+            p->principals[0].roles[0] = abx_strdup("owner");
+            p->principals[0].n_roles = 1;
+            abx_unhex(c->in->default_token_sha256_hex, 64, p->principals[0].token_sha256, 32);
+            p->principals[0].has_token = true;
+            p->n_principals = 1;
+        }
+        return true;
+    }
+    if (!json_is_object(auth)) {
+        abx_diag_add(c->d, "error", "config.invalid", line_of(c, auth, NULL), "'auth' must be a mapping");
+        return false;
+    }
+    if (!check_keys(c, auth, keys, "auth"))
+        return false;
+    const json_t *tokens = json_object_get(auth, "tokens");
+    if (tokens && !json_is_array(tokens)) {
+        abx_diag_add(c->d, "error", "config.invalid", line_of(c, auth, "tokens"), "'auth.tokens' must be a list");
+        return false;
+    }
+    size_t n = json_array_size(tokens);
+    p->principals = abx_calloc(n + 1, sizeof *p->principals);
+    static const char *const tkeys[] = {"principal", "roles", "token_sha256", "token_env", "token_file", "token",
+                                        "expires_at", NULL};
+    for (size_t i = 0; i < n; i++) {
+        const json_t *t = json_array_get(tokens, i);
+        int line = line_of(c, t, NULL);
+        if (!json_is_object(t)) {
+            abx_diag_add(c->d, "error", "config.invalid", line, "auth.tokens[%zu] must be a mapping", i);
+            return false;
+        }
+        if (!check_keys(c, t, tkeys, "auth.tokens[]"))
+            return false;
+        const json_t *pid = json_object_get(t, "principal");
+        if (!json_is_string(pid) || !*json_string_value(pid) || strncmp(json_string_value(pid), "role:", 5) == 0 ||
+            strcmp(json_string_value(pid), "*") == 0 || strcmp(json_string_value(pid), "anonymous") == 0) {
+            abx_diag_add(c->d, "error", "config.invalid", line, "auth.tokens[%zu] needs a plain 'principal' id", i);
+            return false;
+        }
+        abx_principal *pr = NULL;
+        for (size_t k = 0; k < p->n_principals; k++)
+            if (strcmp(p->principals[k].id, json_string_value(pid)) == 0) {
+                abx_diag_add(c->d, "error", "config.duplicate_principal", line,
+                             "principal '%s' has more than one token entry", json_string_value(pid));
+                return false;
+            }
+        pr = &p->principals[p->n_principals++];
+        pr->id = abx_strdup(json_string_value(pid));
+        if (!strlist(c, t, "roles", &pr->roles, &pr->n_roles))
+            return false;
+        if (!read_token_source(c, t, line, pr->token_sha256, &pr->has_token))
+            return false;
+        for (size_t k = 0; k + 1 < p->n_principals; k++)
+            if (p->principals[k].has_token && abx_ct_equal(p->principals[k].token_sha256, pr->token_sha256, 32)) {
+                abx_diag_add(c->d, "error", "config.duplicate_token", line,
+                             "principals '%s' and '%s' have the same token", p->principals[k].id, pr->id);
+                return false;
+            }
+        const json_t *exp = json_object_get(t, "expires_at");
+        if (exp) {
+            struct tm tm = {0};
+            const char *s = json_is_string(exp) ? json_string_value(exp) : "";
+            const char *end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+            if (!end || (*end && strcmp(end, "Z") != 0)) {
+                abx_diag_add(c->d, "error", "config.bad_value", line_of(c, t, "expires_at"),
+                             "expires_at must read YYYY-MM-DDTHH:MM:SSZ (UTC)");
+                return false;
+            }
+            pr->expires_at_ms = (int64_t)timegm(&tm) * 1000;
+        }
+    }
+    *anon_ops = json_object_get(auth, "anonymous");
+    return true;
+}
+
+static bool add_stmt(abx_stmt **arr, size_t *n, abx_stmt *s)
+{
+    abx_stmt *g = abx_realloc(*arr, (*n + 1) * sizeof *g);
+    if (!g)
+        return false;
+    *arr = g;
+    (*arr)[(*n)++] = *s;
+    return true;
+}
+
+static bool expand_preset(cctx *c, const char *name, int line)
+{
+    if (strcmp(name, "workspace") != 0) {
+        abx_diag_add(c->d, "error", "config.unknown_preset", line, "unknown preset '%s' (known: workspace)", name);
+        return false;
+    }
+    /* preset workspace: every non-admin op for every authenticated principal, confined to
+     * the workspace; the owner role also gets the explicit-only ops. */
+    json_t *st = json_pack("{s:[s], s:[s], s:[s]}", "ops", "*", "principals", "*", "paths", "**");
+    abx_stmt s;
+    bool ok = parse_stmt(c, &s, st, true, "preset:workspace[0]");
+    json_decref(st);
+    if (!ok || !add_stmt(&c->p->allow, &c->p->n_allow, &s)) {
+        stmt_release(&s);
+        return false;
+    }
+    return true;
+}
+
+static bool build_mount_table(cctx *c)
+{
+    abx_policy *p = c->p;
+    size_t slots = p->n_principals + 1, nops = abx_registry_count(p->reg);
+    p->n_ops = nops;
+    p->mount_off = abx_calloc(slots * nops + 1, sizeof *p->mount_off);
+    p->mount_cnt = abx_calloc(slots * nops + 1, sizeof *p->mount_cnt);
+    size_t total = 0, cap = 64;
+    p->mount_stmts = abx_calloc(cap, sizeof *p->mount_stmts);
+    if (!p->mount_off || !p->mount_cnt || !p->mount_stmts)
+        return false;
+    if (p->n_allow > UINT16_MAX)
+        return false;
+    for (size_t s = 0; s < slots; s++)
+        for (size_t o = 0; o < nops; o++) {
+            const abx_op *op = abx_registry_at(p->reg, o);
+            p->mount_off[s * nops + o] = (uint32_t)total;
+            for (size_t a = 0; a < p->n_allow; a++) {
+                if (!stmt_has_principal(p, &p->allow[a], (int)s) || !stmt_has_op(&p->allow[a], op, true))
+                    continue;
+                if (total == cap) {
+                    uint16_t *g = abx_realloc(p->mount_stmts, cap * 2 * sizeof *g);
+                    if (!g)
+                        return false;
+                    p->mount_stmts = g;
+                    cap *= 2;
+                }
+                p->mount_stmts[total++] = (uint16_t)a;
+                p->mount_cnt[s * nops + o]++;
+            }
+        }
+    return true;
+}
+
+abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
+{
+    abx_policy *p = abx_calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    atomic_init(&p->refs, 1);
+    p->reg = in->reg;
+    if (abx_path_canon("/", in->workspace ? in->workspace : "/", &p->workspace) != 0) {
+        abx_diag_add(diags, "error", "config.bad_value", 0, "workspace '%s' cannot be canonicalized", in->workspace);
+        policy_free(p);
+        return NULL;
+    }
+    cctx c = {p, in, diags, true};
+    size_t errors_before = diags->errors;
+    for (size_t i = 0; i < in->n_protected; i++) {
+        char *cp;
+        if (in->protected_files[i] && abx_path_canon(p->workspace, in->protected_files[i], &cp) == 0) {
+            char **g = abx_realloc(p->protected_files, (p->n_protected + 1) * sizeof *g);
+            if (g) {
+                p->protected_files = g;
+                p->protected_files[p->n_protected++] = cp;
+            } else {
+                abx_free(cp);
+            }
+        }
+    }
+    json_t *anon = NULL;
+    if (!parse_auth(&c, in->auth, &anon))
+        goto fail;
+    const json_t *pol = in->policy;
+    static const char *const pkeys[] = {"strict", "presets", "allow", "deny", NULL};
+    if (pol && !json_is_object(pol)) {
+        abx_diag_add(diags, "error", "config.invalid", line_of(&c, pol, NULL), "'policy' must be a mapping");
+        goto fail;
+    }
+    if (pol && !check_keys(&c, pol, pkeys, "policy"))
+        goto fail;
+    const json_t *strict = pol ? json_object_get(pol, "strict") : NULL;
+    if (strict && !json_is_boolean(strict)) {
+        abx_diag_add(diags, "error", "config.bad_value", line_of(&c, pol, "strict"), "'strict' must be a boolean");
+        goto fail;
+    }
+    c.strict = !strict || json_is_true(strict);
+    /* anonymous ops: an implicit statement (default: core.health only) */
+    {
+        json_t *st = json_pack("{s:O?, s:[s]}", "ops", anon, "principals", "anonymous");
+        if (!anon)
+            json_object_set_new(st, "ops", json_pack("[s]", "core.health"));
+        abx_stmt s;
+        bool ok = parse_stmt(&c, &s, st, true, "auth.anonymous");
+        json_decref(st);
+        if (!ok || !add_stmt(&p->allow, &p->n_allow, &s)) {
+            stmt_release(&s);
+            goto fail;
+        }
+    }
+    const json_t *presets = pol ? json_object_get(pol, "presets") : NULL;
+    if (!pol) {
+        if (!expand_preset(&c, "workspace", 0))
+            goto fail;
+    } else if (presets) {
+        char **names;
+        size_t n;
+        if (!strlist(&c, pol, "presets", &names, &n))
+            goto fail;
+        for (size_t i = 0; i < n; i++)
+            if (!expand_preset(&c, names[i], line_of(&c, pol, "presets"))) {
+                free_strlist(names, n);
+                goto fail;
+            }
+        free_strlist(names, n);
+    }
+    static const char *const sides[] = {"allow", "deny"};
+    for (int side = 0; side < 2 && pol; side++) {
+        const json_t *list = json_object_get(pol, sides[side]);
+        if (!list)
+            continue;
+        if (!json_is_array(list)) {
+            abx_diag_add(diags, "error", "config.invalid", line_of(&c, pol, sides[side]), "'policy.%s' must be a list",
+                         sides[side]);
+            goto fail;
+        }
+        size_t i;
+        json_t *it;
+        json_array_foreach(list, i, it)
+        {
+            char label[32];
+            snprintf(label, sizeof label, "%s[%zu]", sides[side], i);
+            abx_stmt s;
+            if (!parse_stmt(&c, &s, it, side == 0, label) ||
+                !add_stmt(side == 0 ? &p->allow : &p->deny, side == 0 ? &p->n_allow : &p->n_deny, &s)) {
+                stmt_release(&s);
+                goto fail;
+            }
+        }
+    }
+    /* scope_required: a statement mounting an op with declared path parameters must carry paths */
+    for (size_t a = 0; a < p->n_allow; a++) {
+        const abx_stmt *s = &p->allow[a];
+        if (s->has_paths)
+            continue;
+        for (size_t o = 0; o < abx_registry_count(p->reg); o++) {
+            const abx_op *op = abx_registry_at(p->reg, o);
+            if (op->path_params && stmt_has_op(s, op, true)) {
+                abx_diag_add(diags, "error", "config.scope_required", s->line,
+                             "%s mounts '%s', which has path parameters, but carries no 'paths' scope", s->label,
+                             op->id);
+                break;
+            }
+        }
+    }
+    if (diags->errors > errors_before)
+        goto fail;
+    if (!build_mount_table(&c)) {
+        abx_diag_add(diags, "error", "config.internal", 0, "out of memory building the mount table");
+        goto fail;
+    }
+    return p;
+fail:
+    policy_free(p);
+    return NULL;
+}
+
+/* ---- decisions ---- */
+
+int abx_policy_auth(const abx_policy *p, const char *token, size_t len, int64_t now_wall_ms)
+{
+    unsigned char h[32];
+    abx_sha256 c;
+    abx_sha256_init(&c);
+    abx_sha256_update(&c, token, len);
+    abx_sha256_final(&c, h);
+    int found = -1;
+    /* compare against every token, no early exit: timing does not reveal which matched */
+    for (size_t i = 0; i < p->n_principals; i++) {
+        bool eq = p->principals[i].has_token && abx_ct_equal(h, p->principals[i].token_sha256, 32);
+        if (eq)
+            found = (int)i;
+    }
+    if (found >= 0 && p->principals[found].expires_at_ms && now_wall_ms >= p->principals[found].expires_at_ms)
+        return -1;
+    return found;
+}
+
+int abx_policy_principal_slot(const abx_policy *p, const char *id)
+{
+    if (!id)
+        return (int)p->n_principals;
+    for (size_t i = 0; i < p->n_principals; i++)
+        if (strcmp(p->principals[i].id, id) == 0)
+            return (int)i;
+    return -1;
+}
+
+const char *abx_policy_principal_id(const abx_policy *p, int slot)
+{
+    if (slot < 0 || slot > (int)p->n_principals)
+        return "";
+    return slot == (int)p->n_principals ? "anonymous" : p->principals[slot].id;
+}
+
+bool abx_policy_mounted(const abx_policy *p, int slot, size_t op_index)
+{
+    if (slot < 0 || slot > (int)p->n_principals || op_index >= p->n_ops)
+        return false;
+    return p->mount_cnt[(size_t)slot * p->n_ops + op_index] > 0;
+}
+
+static void set_err(abx_decision *d, abx_err e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(abx_decision *d, abx_err e, const char *fmt, ...)
+{
+    d->err = e;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->message, sizeof d->message, fmt, ap);
+    va_end(ap);
+}
+
+static bool pattern_list_match(const abx_pattern *pats, size_t n, const char *path, const abx_pattern **hit)
+{
+    for (size_t i = 0; i < n; i++)
+        if (abx_glob_match(pats[i].glob, path)) {
+            if (hit)
+                *hit = &pats[i];
+            return true;
+        }
+    return false;
+}
+
+static bool under_dir(const char *dir, const char *path)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* Protected areas: the system's pseudo-filesystems, abx's own files, and (for writes)
+ * code that the host runs later. */
+static bool protected_path(const abx_policy *p, const char *path, unsigned access)
+{
+    static const char *const dev_ok[] = {"/dev/null", "/dev/zero", "/dev/urandom"};
+    if (under_dir("/proc", path) || under_dir("/sys", path) || under_dir("/boot", path))
+        return true;
+    if (under_dir("/dev", path)) {
+        for (size_t i = 0; i < ABX_ARRAY_LEN(dev_ok); i++)
+            if (strcmp(path, dev_ok[i]) == 0)
+                return false;
+        return true;
+    }
+    for (size_t i = 0; i < p->n_protected; i++)
+        if (under_dir(p->protected_files[i], path))
+            return true;
+    if (access & (ABX_ACC_WRITE | ABX_ACC_DELETE)) {
+        if (abx_glob_match("/**/.git/hooks/**", path) || abx_glob_match("/**/.git/config", path))
+            return true;
+    }
+    return false;
+}
+
+static void append_label(char *buf, size_t len, const char *label)
+{
+    size_t o = strlen(buf);
+    if (o + strlen(label) + 2 >= len)
+        return;
+    snprintf(buf + o, len - o, "%s%s", o ? "," : "", label);
+}
+
+static bool collect_paths(const abx_policy *p, const abx_op *op, const json_t *args, abx_decision *d)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < op->n_params; i++) {
+        if (!(op->path_params & (1u << i)))
+            continue;
+        const json_t *v = json_object_get(args, op->def->params[i].name);
+        count += json_is_array(v) ? json_array_size(v) : (v ? 1 : 0);
+    }
+    d->paths = abx_calloc(count + 1, sizeof *d->paths);
+    if (!d->paths) {
+        set_err(d, ABX_E_SERVER_UNAVAILABLE, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < op->n_params; i++) {
+        if (!(op->path_params & (1u << i)))
+            continue;
+        const abx_param *pa = &op->def->params[i];
+        const json_t *v = json_object_get(args, pa->name);
+        size_t n = json_is_array(v) ? json_array_size(v) : (v ? 1 : 0);
+        for (size_t k = 0; k < n; k++) {
+            const json_t *s = json_is_array(v) ? json_array_get(v, k) : v;
+            abx_path_value *pv = &d->paths[d->n_paths++];
+            pv->param = pa->name;
+            pv->index = k;
+            pv->rootfd = -1;
+            int rc = abx_path_canon(p->workspace, json_string_value(s), &pv->canonical);
+            if (rc == -ELOOP) {
+                set_err(d, ABX_E_POLICY_PATH_DENIED, "path '%s': too many levels of symbolic links", pa->name);
+                return false;
+            }
+            if (rc != 0) {
+                set_err(d, ABX_E_ARGS_INVALID, "argument '%s' is not a usable path (%s)", pa->name, strerror(-rc));
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+static const abx_param *param_of(const abx_op *op, const char *name) { return abx_op_param(op, name); }
+
+static unsigned acc_bits_to_idx_mask(unsigned access)
+{
+    return access & (ABX_ACC_READ | ABX_ACC_WRITE | ABX_ACC_DELETE);
+}
+
+void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index, const json_t *args,
+                abx_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    for (int i = 0; i < ABX_LIM__COUNT; i++)
+        d->limits[i] = -1;
+    if (!abx_policy_mounted(p, slot, op_index)) {
+        set_err(d, ABX_E_OP_NOT_ENABLED, "not mounted");
+        return;
+    }
+    if (!collect_paths(p, op, args, d))
+        return;
+    /* 1. deny statements */
+    for (size_t i = 0; i < p->n_deny; i++) {
+        const abx_stmt *s = &p->deny[i];
+        if (s->n_ops && !stmt_has_op(s, op, false))
+            continue;
+        if (s->n_principals && !stmt_has_principal(p, s, slot))
+            continue;
+        if (!s->has_paths) {
+            snprintf(d->determining, sizeof d->determining, "%s", s->label);
+            set_err(d, ABX_E_POLICY_DENIED, "denied by %s", s->label);
+            return;
+        }
+        for (size_t k = 0; k < d->n_paths; k++)
+            for (int a = 0; a < ABX_ACC_IDX__N; a++)
+                if (pattern_list_match(s->paths[a], s->n_paths[a], d->paths[k].canonical, NULL)) {
+                    snprintf(d->determining, sizeof d->determining, "%s", s->label);
+                    set_err(d, ABX_E_POLICY_PATH_DENIED, "path '%s' is denied by %s", d->paths[k].param, s->label);
+                    return;
+                }
+    }
+    size_t base = (size_t)slot * p->n_ops + op_index;
+    const uint16_t *mounting = &p->mount_stmts[p->mount_off[base]];
+    size_t n_mounting = p->mount_cnt[base];
+    /* 2. protected areas, unless an unsafe mounting statement's scope names the path */
+    for (size_t k = 0; k < d->n_paths; k++) {
+        const abx_param *pa = param_of(op, d->paths[k].param);
+        if (!protected_path(p, d->paths[k].canonical, pa->access))
+            continue;
+        bool waived = false;
+        for (size_t m = 0; m < n_mounting && !waived; m++) {
+            const abx_stmt *s = &p->allow[mounting[m]];
+            if (s->unsafe)
+                for (int a = 0; a < ABX_ACC_IDX__N && !waived; a++)
+                    waived = pattern_list_match(s->paths[a], s->n_paths[a], d->paths[k].canonical, NULL);
+        }
+        if (!waived) {
+            set_err(d, ABX_E_POLICY_PATH_DENIED, "path '%s' lies in a protected area", d->paths[k].param);
+            snprintf(d->determining, sizeof d->determining, "protected");
+            return;
+        }
+    }
+    /* 3. allow: admitted by at least one mounting statement with all its scopes */
+    abx_err reason = ABX_E_POLICY_SCOPE_REQUIRED;
+    const char *reason_param = NULL;
+    bool admitted = false;
+    int chosen = -1;
+    for (size_t m = 0; m < n_mounting; m++) {
+        const abx_stmt *s = &p->allow[mounting[m]];
+        bool ok = true;
+        if (op->path_params && !s->has_paths) {
+            ok = false; /* reason stays scope_required unless something more specific is found */
+        }
+        for (size_t k = 0; ok && k < d->n_paths; k++) {
+            unsigned need = acc_bits_to_idx_mask(param_of(op, d->paths[k].param)->access);
+            for (int a = 0; ok && a < ABX_ACC_IDX__N; a++) {
+                if (!(need & (1u << a)))
+                    continue;
+                if (!pattern_list_match(s->paths[a], s->n_paths[a], d->paths[k].canonical, NULL)) {
+                    ok = false;
+                    reason = ABX_E_POLICY_PATH_NOT_ALLOWED;
+                    reason_param = d->paths[k].param;
+                }
+            }
+        }
+        if (!ok)
+            continue;
+        admitted = true;
+        if (chosen < 0)
+            chosen = mounting[m];
+        append_label(d->determining, sizeof d->determining, s->label);
+        if (s->approval)
+            d->approval = true;
+        for (int i = 0; i < ABX_LIM__COUNT; i++)
+            if (s->limits[i] >= 0 && (d->limits[i] < 0 || s->limits[i] < d->limits[i]))
+                d->limits[i] = s->limits[i];
+    }
+    if (!admitted) {
+        if (reason == ABX_E_POLICY_PATH_NOT_ALLOWED)
+            set_err(d, reason, "path '%s' is outside the allowed paths", reason_param);
+        else
+            set_err(d, reason, "the statement mounting '%s' carries no path scope", op->id);
+        return;
+    }
+    /* jail roots: for each path, the root of a matching pattern of an admitting statement
+     * (the first admitting statement's patterns, for its needed access kinds) */
+    for (size_t k = 0; k < d->n_paths; k++) {
+        abx_path_value *pv = &d->paths[k];
+        unsigned need = acc_bits_to_idx_mask(param_of(op, pv->param)->access);
+        const abx_pattern *hit = NULL;
+        const abx_stmt *s = &p->allow[chosen];
+        for (int a = 0; a < ABX_ACC_IDX__N && !hit; a++)
+            if (need & (1u << a))
+                pattern_list_match(s->paths[a], s->n_paths[a], pv->canonical, &hit);
+        if (!hit) {
+            set_err(d, ABX_E_SERVER_INTERNAL, "no jail root for '%s'", pv->param);
+            return;
+        }
+        const char *root = p->roots[hit->root];
+        if (!abx_path_under(root, pv->canonical, &pv->rel)) {
+            set_err(d, ABX_E_SERVER_INTERNAL, "path '%s' is not under its jail root", pv->param);
+            return;
+        }
+        pv->rootfd = p->rootfds[hit->root];
+        if (pv->rootfd < 0) { /* the root appeared after compile time */
+            int fd = abx_jail_open_root(root);
+            if (fd < 0) {
+                set_err(d, ABX_E_FILES_NOT_FOUND, "path '%s' does not exist", pv->param);
+                return;
+            }
+            pv->rootfd = fd;
+            pv->own_fd = true;
+        }
+    }
+    d->err = ABX_OK;
+}
+
+void abx_decision_release(abx_decision *d)
+{
+    for (size_t i = 0; i < d->n_paths; i++) {
+        abx_free(d->paths[i].canonical);
+        if (d->paths[i].own_fd && d->paths[i].rootfd >= 0)
+            close(d->paths[i].rootfd);
+    }
+    abx_free(d->paths);
+    d->paths = NULL;
+    d->n_paths = 0;
+}

@@ -1,0 +1,145 @@
+/* policy.h — principals, allow/deny statements, scopes and limits compiled into one
+ * immutable snapshot; the decisions of pipeline steps 3 (who), 5 (mounted?) and
+ * 7 (admitted? with which canonical values and limits). Knows no sockets and no
+ * handler internals; it never opens a file for content (only lstat/readlink while
+ * canonicalizing, and the O_PATH directory fds of jail roots). */
+#ifndef ABX_POLICY_POLICY_H
+#define ABX_POLICY_POLICY_H
+
+#include "core/core.h"
+#include <jansson.h>
+#include <stdatomic.h>
+
+typedef struct abx_linemap abx_linemap;
+
+typedef struct abx_principal {
+    char *id;                 /* owned */
+    char **roles;             /* owned */
+    size_t n_roles;
+    unsigned char token_sha256[32];
+    bool has_token;
+    int64_t expires_at_ms;    /* wall clock; 0 = never */
+} abx_principal;
+
+enum abx_sel_kind { ABX_SEL_EXACT, ABX_SEL_NS, ABX_SEL_ALL, ABX_SEL_GROUP, ABX_SEL_EFFECT };
+
+typedef struct abx_sel {
+    enum abx_sel_kind kind;
+    char *text;               /* owned: id, namespace (without ".*"), group name */
+    unsigned effects;         /* for ABX_SEL_EFFECT */
+} abx_sel;
+
+typedef struct abx_pattern {
+    char *glob;               /* owned, canonical absolute pattern */
+    size_t root;              /* index into abx_policy.roots */
+} abx_pattern;
+
+enum { ABX_ACC_IDX_READ, ABX_ACC_IDX_WRITE, ABX_ACC_IDX_DELETE, ABX_ACC_IDX__N };
+
+typedef struct abx_stmt {
+    char label[64];           /* "allow[3]", "deny[0]", "preset:workspace[0]" or the statement's id */
+    int line;                 /* in the config file; 0 for presets */
+    abx_sel *ops;
+    size_t n_ops;
+    char **principals;        /* "ID", "role:R", "*", "anonymous" */
+    size_t n_principals;
+    bool has_paths;
+    abx_pattern *paths[ABX_ACC_IDX__N];
+    size_t n_paths[ABX_ACC_IDX__N];
+    int64_t limits[ABX_LIM__COUNT]; /* -1 = not set; rate is calls per minute ×1000 */
+    bool approval;
+    bool unsafe;
+} abx_stmt;
+
+/* The compiled policy. Immutable once built; shared by requests through a refcount.
+ * Owner: the server holds one reference in its current-snapshot pointer; each request
+ * takes one at step 1 and drops it at the end. */
+typedef struct abx_policy {
+    atomic_int refs;
+    abx_registry *reg;        /* borrowed: the server's frozen registry outlives snapshots */
+    char *workspace;          /* canonical anchor for relative paths */
+    abx_principal *principals;
+    size_t n_principals;
+    abx_stmt *allow, *deny;
+    size_t n_allow, n_deny;
+    char **roots;             /* jail roots (canonical directories) */
+    int *rootfds;             /* O_PATH fds, -1 when the root did not exist at compile time */
+    size_t n_roots;
+    char **protected_files;   /* abx's own config, token and ledger files */
+    size_t n_protected;
+    /* mount table: for principal slot p (0..n_principals-1, n_principals = anonymous)
+     * and op index o: the allow statements mounting o for p, as a run in mount_stmts. */
+    uint32_t *mount_off, *mount_cnt;
+    uint16_t *mount_stmts;
+    size_t n_ops;
+} abx_policy;
+
+/* Compile from the config's "auth" and "policy" values (borrowed; may be NULL).
+ * lines may be NULL. Errors name file:line via the callback-free message buffer.
+ * Returns NULL with err set. */
+typedef struct abx_policy_input {
+    abx_registry *reg;              /* frozen */
+    const json_t *auth;             /* config "auth" or NULL (embedded default) */
+    const json_t *policy;           /* config "policy" or NULL → preset workspace */
+    const abx_linemap *lines;
+    const char *config_path;        /* for messages and the protected list; may be NULL */
+    const char *workspace;          /* absolute */
+    const char *default_token_sha256_hex; /* embedded default: principal local */
+    const char *const *protected_files;
+    size_t n_protected;
+} abx_policy_input;
+
+typedef struct abx_diag {
+    char level[8];      /* "error" | "warning" */
+    char code[40];
+    int line;
+    char message[300];
+} abx_diag;
+
+typedef struct abx_diags {
+    abx_diag *items;
+    size_t n, cap;
+    size_t errors;
+} abx_diags;
+
+void abx_diag_add(abx_diags *d, const char *level, const char *code, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+void abx_diags_release(abx_diags *d);
+
+abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags);
+void abx_policy_ref(abx_policy *p);
+void abx_policy_unref(abx_policy *p);
+
+/* Step 3: principal slot for a presented token (constant-time over all tokens), or -1. */
+int abx_policy_auth(const abx_policy *p, const char *token, size_t len, int64_t now_wall_ms);
+int abx_policy_principal_slot(const abx_policy *p, const char *id); /* -1 unknown; n_principals = anonymous */
+const char *abx_policy_principal_id(const abx_policy *p, int slot);
+
+/* Step 5 */
+bool abx_policy_mounted(const abx_policy *p, int slot, size_t op_index);
+
+/* Step 7: the decision for one call. */
+typedef struct abx_path_value {
+    const char *param;        /* borrowed from the op declaration */
+    size_t index;             /* element index for list parameters */
+    char *canonical;          /* owned */
+    int rootfd;               /* borrowed from the snapshot, or owned when own_fd */
+    bool own_fd;
+    const char *rel;          /* points into canonical */
+} abx_path_value;
+
+typedef struct abx_decision {
+    abx_err err;                          /* ABX_OK = admitted */
+    char message[300];
+    bool approval;
+    int64_t limits[ABX_LIM__COUNT];       /* effective, -1 = unlimited */
+    char determining[256];                /* "allow[0],allow[2]" or "deny[1]" */
+    abx_path_value *paths;                /* owned */
+    size_t n_paths;
+} abx_decision;
+
+void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index, const json_t *args,
+                abx_decision *out);
+void abx_decision_release(abx_decision *d);
+
+#endif
