@@ -25,7 +25,7 @@ void abx_log_set_level(const char *level) { atomic_store(&min_level, level_num(l
 
 static void emit(json_t *o)
 {
-    char *s = json_dumps(o, JSON_COMPACT);
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
     if (!s)
         return;
     size_t n = strlen(s);

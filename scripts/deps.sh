@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages abx needs, and only those that are missing.
+#   scripts/deps.sh build   — compiler, cmake, libraries
+#   scripts/deps.sh test    — build + test tools (cmocka, pytest, clang for fuzzing)
+#   scripts/deps.sh bench   — build + wrk, nginx
+set -euo pipefail
+what=${1:-build}
+pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libyaml-dev libcurl4-openssl-dev ca-certificates)
+case "$what" in
+  build) ;;
+  test) pkgs+=(libcmocka-dev python3 python3-pytest python3-requests clang libclang-rt-14-dev openssl) ;;
+  bench) pkgs+=(wrk nginx-light) ;;
+  *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
+esac
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

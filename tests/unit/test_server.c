@@ -1,0 +1,171 @@
+/* test_server.c — the embedding API and the in-process pipeline: custom ops through
+ * abx_server_call, copy-on-write registries for two servers in one process,
+ * RegistryFrozen after start, and a handler's unexpected failure answered 500
+ * server.internal without leaking its message. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "pipeline/pipeline.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static abx_err op_echo(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_reply_json(r, json_pack("{s:O, s:s}", "who", json_object_get(args, "who"), "principal",
+                                abx_ctx_principal(ctx)));
+    return ABX_OK;
+}
+
+static abx_err op_boom(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    return abx_reply_error(r, ABX_E_SERVER_INTERNAL, NULL, "secret internal detail /etc/shadow");
+}
+
+static abx_err op_other(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_reply_json(r, json_pack("{s:b}", "other", 1));
+    return ABX_OK;
+}
+
+static const abx_param echo_params[] = {{"who", ABX_T_STRING, .required = true, .doc = "name"}, {0}};
+static const abx_op_def ops_a[] = {
+    {.id = "grader.echo.run", .effects = ABX_EFF_READ, .summary = "echo", .params = echo_params, .handler = op_echo},
+    {.id = "grader.boom.run", .effects = ABX_EFF_READ, .summary = "fails", .handler = op_boom},
+    {0},
+};
+static const abx_op_def ops_b[] = {
+    {.id = "other.thing.run", .effects = ABX_EFF_READ, .summary = "other", .handler = op_other},
+    {0},
+};
+
+static char cfg_path[256];
+static char ws[128];
+
+static int setup(void **state)
+{
+    snprintf(ws, sizeof ws, "/tmp/abx-test-server-XXXXXX");
+    assert_non_null(mkdtemp(ws));
+    snprintf(cfg_path, sizeof cfg_path, "%s/abx.yaml", ws);
+    FILE *f = fopen(cfg_path, "w");
+    assert_non_null(f);
+    fprintf(f, "listen: 127.0.0.1:0\nworkspace: %s\n"
+               "auth:\n  tokens:\n    - principal: agent\n      roles: [agent]\n"
+               "      token_sha256: \"%064d\"\n"
+               "policy:\n  strict: false\n  allow:\n"
+               "    - ops: [\"grader.*\", \"other.*\", \"core.*\"]\n      principals: [agent]\n",
+            ws, 0);
+    fclose(f);
+    return 0;
+}
+
+static abx_server *start(const abx_op_def *ops)
+{
+    char err[512];
+    abx_server_opts o = {.config_path = cfg_path, .quiet = true};
+    abx_server *s = abx_server_new(&o, err, sizeof err);
+    assert_non_null(s);
+    assert_int_equal(abx_registry_add(abx_server_registry(s), ops, err, sizeof err), 0);
+    int rc = abx_server_start(s, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, "start: %s\n", err);
+    assert_int_equal(rc, 0);
+    assert_true(abx_server_port(s) > 0);
+    return s;
+}
+
+static void test_call_custom_op(void **state)
+{
+    abx_server *s = start(ops_a);
+    json_t *args = json_pack("{s:s}", "who", "ada"), *body = NULL;
+    int status = abx_server_call(s, "grader.echo.run", "agent", args, &body);
+    assert_int_equal(status, 200);
+    assert_string_equal(json_string_value(json_object_get(body, "who")), "ada");
+    assert_string_equal(json_string_value(json_object_get(body, "principal")), "agent");
+    json_decref(body);
+    /* the same pipeline: argument validation applies in-process too */
+    json_t *bad = json_pack("{s:i}", "who", 3);
+    status = abx_server_call(s, "grader.echo.run", "agent", bad, &body);
+    assert_int_equal(status, 400);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(body, "error"), "code")), "args.invalid");
+    json_decref(body);
+    json_decref(bad);
+    /* anonymous caller: not mounted → the one 404 */
+    status = abx_server_call(s, "grader.echo.run", NULL, args, &body);
+    assert_int_equal(status, 404);
+    json_decref(body);
+    json_decref(args);
+    abx_server_free(s);
+}
+
+static void test_internal_error_not_leaked(void **state)
+{
+    abx_server *s = start(ops_a);
+    json_t *body = NULL;
+    int status = abx_server_call(s, "grader.boom.run", "agent", NULL, &body);
+    assert_int_equal(status, 500);
+    json_t *e = json_object_get(body, "error");
+    assert_string_equal(json_string_value(json_object_get(e, "code")), "server.internal");
+    assert_null(strstr(json_string_value(json_object_get(e, "message")), "shadow"));
+    json_decref(body);
+    abx_server_free(s);
+}
+
+static void test_two_servers_do_not_share_ops(void **state)
+{
+    abx_server *a = start(ops_a), *b = start(ops_b);
+    json_t *body = NULL, *args = json_pack("{s:s}", "who", "x");
+    assert_int_equal(abx_server_call(a, "grader.echo.run", "agent", args, &body), 200);
+    json_decref(body);
+    assert_int_equal(abx_server_call(b, "grader.echo.run", "agent", args, &body), 404);
+    json_decref(body);
+    assert_int_equal(abx_server_call(b, "other.thing.run", "agent", NULL, &body), 200);
+    json_decref(body);
+    assert_int_equal(abx_server_call(a, "other.thing.run", "agent", NULL, &body), 404);
+    json_decref(body);
+    /* both see the built-ins */
+    assert_int_equal(abx_server_call(a, "core.health", "agent", NULL, &body), 200);
+    json_decref(body);
+    json_decref(args);
+    abx_server_free(a);
+    abx_server_free(b);
+}
+
+static void test_registry_frozen_after_start(void **state)
+{
+    abx_server *s = start(ops_a);
+    char err[256] = "";
+    assert_int_not_equal(abx_registry_add(abx_server_registry(s), ops_b, err, sizeof err), 0);
+    assert_non_null(strstr(err, "RegistryFrozen"));
+    /* the parent (default) registry is frozen as well: nothing registers into a running server */
+    assert_true(abx_registry_frozen(abx_registry_default()));
+    abx_server_free(s);
+}
+
+static void test_reserved_namespace_refused(void **state)
+{
+    static const abx_op_def bad[] = {{.id = "files.mine", .effects = ABX_EFF_READ, .handler = op_other}, {0}};
+    char err[256] = "";
+    abx_server_opts o = {.config_path = cfg_path, .quiet = true};
+    abx_server *s = abx_server_new(&o, err, sizeof err);
+    assert_non_null(s);
+    assert_int_not_equal(abx_registry_add(abx_server_registry(s), bad, err, sizeof err), 0);
+    assert_non_null(strstr(err, "files.mine"));
+    abx_server_free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_call_custom_op),
+        cmocka_unit_test(test_internal_error_not_leaked),
+        cmocka_unit_test(test_two_servers_do_not_share_ops),
+        cmocka_unit_test(test_reserved_namespace_refused),
+        cmocka_unit_test(test_registry_frozen_after_start),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
