@@ -59,7 +59,8 @@ typedef enum abx_type {
     ABX_T_LIST,  /* list of .item */
     ABX_T_MAP,   /* map of string to .item */
     ABX_T_ENUM,  /* one of .choices ("a|b|c"); the spec's Literal[...] */
-    ABX_T_OBJECT /* fixed .fields; the spec's TypedDict/dataclass */
+    ABX_T_OBJECT, /* fixed .fields; the spec's TypedDict/dataclass */
+    ABX_T_ANY     /* any JSON value: only for ops that carry another op's arguments (explain, batch) */
 } abx_type;
 
 typedef enum abx_kind {

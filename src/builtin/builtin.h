@@ -8,6 +8,9 @@
 
 extern const abx_op_def abx_builtin_core[];
 extern const abx_op_def abx_builtin_files[];
+extern const abx_op_def abx_builtin_system[];
+
+int abx_landlock_abi(void); /* 0 when Landlock is unavailable */
 
 static inline abx_request *builtin_req(abx_ctx *ctx) { return ctx->req; }
 

@@ -76,6 +76,30 @@ static abx_err core_metrics(abx_ctx *ctx, const json_t *args, abx_reply *r)
     return ABX_OK;
 }
 
+static abx_err core_explain(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_request *q = builtin_req(ctx);
+    const char *principal = json_string_value(json_object_get(args, "principal"));
+    if (!principal)
+        principal = abx_policy_principal_id(q->policy, q->slot);
+    json_t *trace = abx_explain(q->policy, q->server->reg, principal, json_string_value(json_object_get(args, "op")),
+                                json_object_get(args, "args"));
+    if (json_string_value(json_object_get(trace, "decision")) &&
+        strcmp(json_string_value(json_object_get(trace, "decision")), "unknown_principal") == 0) {
+        json_decref(trace);
+        return abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "argument 'principal' names no configured principal");
+    }
+    abx_reply_json(r, trace);
+    return ABX_OK;
+}
+
+static const abx_param explain_params[] = {
+    {"op", ABX_T_STRING, .required = true, .doc = "Operation id (or alias) to explain"},
+    {"args", ABX_T_MAP, .item = ABX_T_ANY, .dflt = "{}", .doc = "The call's arguments"},
+    {"principal", ABX_T_STRING, .doc = "Principal to decide for (default: the caller)"},
+    {0},
+};
+
 static const abx_param describe_params[] = {
     {"id", ABX_T_STRING, .required = true, .doc = "Operation id (or alias)"},
     {0},
@@ -99,5 +123,8 @@ const abx_op_def abx_builtin_core[] = {
      .summary = "Prometheus text metrics: requests by op and status, latency histograms, denials, connections.",
      .http = {"GET /metrics"}, .stream = ABX_STREAM_BYTES, .result_content_type = "text/plain; version=0.0.4",
      .since = "0.1", .handler = core_metrics},
+    {.id = "core.explain", .effects = ABX_EFF_ADMIN,
+     .summary = "Decision trace for a call (mounting statements, deny hits, scope verdicts, limits); nothing runs.",
+     .http = {"POST /explain"}, .params = explain_params, .since = "0.1", .handler = core_explain},
     {0},
 };

@@ -21,7 +21,9 @@ static void usage(FILE *f)
                "                       run the server (no --config: embedded default, preset workspace on .)\n"
                "  call OP [k=v ...] [--json '{...}'] [--url URL] [--token T]\n"
                "                       call an operation on a running server\n"
-               "  check-config FILE    lint a config file; exit 1 on errors\n"
+               "  check-config FILE    lint a config file (and run its policy tests); exit 1 on errors\n"
+               "  explain [--config FILE] --op OP [--arg k=v ...] [--principal ID] [--json]\n"
+               "                       the decision trace of a call, without running it\n"
                "  catalog              print operations.json generated from the registry\n"
                "  openapi              print the OpenAPI 3.1 document of every operation\n"
                "  docs ops|errors      print the generated docs tables (Markdown)\n"
@@ -68,6 +70,7 @@ static int cmd_serve(int argc, char **argv)
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     char err[2048];
@@ -78,10 +81,37 @@ static int cmd_serve(int argc, char **argv)
         return 1;
     }
     int sig = 0;
-    sigwait(&set, &sig);
+    while (sigwait(&set, &sig) == 0 && sig == SIGHUP) {
+        /* reload: compile completely, then swap; a broken file keeps the old policy */
+        abx_diags d = {0};
+        int rc = abx_server_reload(s, &d);
+        for (size_t i = 0; i < d.n; i++)
+            abx_log(d.items[i].level, NULL, "reload: %s:%d: %s: %s", o.config_path ? o.config_path : "-",
+                    d.items[i].line, d.items[i].code, d.items[i].message);
+        abx_log(rc == 0 ? "info" : "error", NULL, rc == 0 ? "SIGHUP: policy reloaded"
+                                                          : "SIGHUP: reload refused; the old policy stays in force");
+        abx_diags_release(&d);
+    }
     abx_log("info", NULL, "signal %d: stopping", sig);
     abx_server_free(s);
     return 0;
+}
+
+/* A server value that is compiled but never listens: check-config and explain. */
+static abx_server *offline_server(const char *config, abx_diags *d, abx_policy **policy)
+{
+    char err[2048];
+    abx_server_opts o = {.config_path = config, .quiet = true};
+    abx_server *s = abx_server_new(&o, err, sizeof err);
+    if (!s) {
+        abx_diag_add(d, "error", "config.invalid", 0, "%s", err);
+        return NULL;
+    }
+    abx_registry_freeze(abx_server_registry(s));
+    if (!config)
+        snprintf(s->token_sha256_hex, sizeof s->token_sha256_hex, "%064d", 0);
+    *policy = abx_server_compile(s, &s->cfg, d);
+    return s;
 }
 
 static int cmd_check_config(int argc, char **argv)
@@ -92,30 +122,102 @@ static int cmd_check_config(int argc, char **argv)
     }
     const char *path = argv[0];
     abx_diags d = {0};
-    abx_config cfg;
-    int rc = 0;
-    if (abx_config_load(&cfg, path, &d) == 0) {
-        abx_registry *reg = abx_registry_new(abx_registry_default());
-        abx_registry_freeze(reg);
-        char cwd[4096];
-        const char *ws = cfg.workspace ? cfg.workspace : getcwd(cwd, sizeof cwd);
-        const char *prot[] = {path};
-        abx_policy_input in = {.reg = reg, .auth = cfg.auth, .policy = cfg.policy, .lines = cfg.lines,
-                               .config_path = path, .workspace = ws, .protected_files = prot, .n_protected = 1};
-        abx_policy *p = abx_policy_compile(&in, &d);
-        abx_policy_unref(p);
-        abx_registry_free(reg);
-        abx_config_release(&cfg);
-    }
+    abx_policy *p = NULL;
+    abx_server *s = offline_server(path, &d, &p);
     for (size_t i = 0; i < d.n; i++)
         printf("%s:%d: %s: %s: %s\n", path, d.items[i].line, d.items[i].level, d.items[i].code, d.items[i].message);
-    if (d.errors) {
+    int rc = d.errors ? 1 : 0;
+    if (d.errors)
         printf("%zu error(s)\n", d.errors);
-        rc = 1;
-    } else {
+    else
         printf("ok (%zu warning(s))\n", d.n);
+    abx_diags_release(&d);
+    abx_policy_unref(p);
+    abx_server_free(s);
+    return rc;
+}
+
+static int cmd_explain(int argc, char **argv)
+{
+    const char *config = NULL, *op = NULL, *principal = NULL;
+    bool as_json = false;
+    json_t *args = json_object();
+    int rc = 2;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            config = argv[++i];
+        else if (strcmp(argv[i], "--op") == 0 && i + 1 < argc)
+            op = argv[++i];
+        else if (strcmp(argv[i], "--principal") == 0 && i + 1 < argc)
+            principal = argv[++i];
+        else if (strcmp(argv[i], "--json") == 0)
+            as_json = true;
+        else if (strcmp(argv[i], "--arg") == 0 && i + 1 < argc) {
+            const char *kv = argv[++i], *eq = strchr(kv, '=');
+            if (!eq) {
+                fprintf(stderr, "abx explain: --arg takes k=v\n");
+                goto out;
+            }
+            char *k = strndup(kv, (size_t)(eq - kv));
+            json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
+            json_object_set_new(args, k, v && !json_is_string(v) ? v : json_string(eq + 1));
+            if (v && json_is_string(v))
+                json_decref(v);
+            free(k);
+        } else {
+            fprintf(stderr, "usage: abx explain [--config FILE] --op OP [--arg k=v ...] [--principal ID] [--json]\n");
+            goto out;
+        }
+    }
+    if (!op) {
+        fprintf(stderr, "usage: abx explain [--config FILE] --op OP [--arg k=v ...] [--principal ID] [--json]\n");
+        goto out;
+    }
+    abx_diags d = {0};
+    abx_policy *p = NULL;
+    abx_server *s = offline_server(config, &d, &p);
+    if (!p) {
+        for (size_t i = 0; i < d.n; i++)
+            fprintf(stderr, "%s:%d: %s: %s: %s\n", config ? config : "-", d.items[i].line, d.items[i].level,
+                    d.items[i].code, d.items[i].message);
+        abx_diags_release(&d);
+        abx_server_free(s);
+        rc = 1;
+        goto out;
     }
     abx_diags_release(&d);
+    /* typed like abx call: by the op's schema where the op is known */
+    const abx_op *o = abx_registry_resolve(abx_server_registry(s), op);
+    json_t *typed = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach(args, k, v)
+    {
+        char msg[200];
+        const abx_param *pa = o ? abx_op_param(o, k) : NULL;
+        if (pa && json_is_string(v) && pa->type != ABX_T_STRING && pa->type != ABX_T_MAP && pa->type != ABX_T_ANY &&
+            abx_args_add_text(o, typed, k, json_string_value(v), strlen(json_string_value(v)), msg, sizeof msg) == 0)
+            continue;
+        json_object_set(typed, k, v);
+    }
+    json_t *trace = abx_explain(p, abx_server_registry(s), principal ? principal : (config ? NULL : "local"), op, typed);
+    json_decref(typed);
+    if (as_json) {
+        char *j = json_dumps(trace, JSON_INDENT(2));
+        puts(j ? j : "{}");
+        free(j);
+    } else {
+        char *t = abx_explain_text(trace);
+        fputs(t ? t : "", stdout);
+        free(t);
+    }
+    const char *dec = json_string_value(json_object_get(trace, "decision"));
+    rc = dec && (strcmp(dec, "allow") == 0 || strcmp(dec, "approval") == 0) ? 0 : 1;
+    json_decref(trace);
+    abx_policy_unref(p);
+    abx_server_free(s);
+out:
+    json_decref(args);
     return rc;
 }
 
@@ -132,6 +234,8 @@ int main(int argc, char **argv)
         return abx_cli_call(argc - 2, argv + 2);
     if (strcmp(cmd, "check-config") == 0)
         return cmd_check_config(argc - 2, argv + 2);
+    if (strcmp(cmd, "explain") == 0)
+        return cmd_explain(argc - 2, argv + 2);
     if (strcmp(cmd, "catalog") == 0) {
         abx_registry *reg = abx_registry_default();
         abx_registry_freeze(reg);

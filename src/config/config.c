@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum vkind { V_STRING, V_BOOL, V_STRLIST, V_MAP, V_LIMITS, V_TLS, V_UNSUPPORTED };
+enum vkind { V_STRING, V_BOOL, V_STRLIST, V_MAP, V_LIMITS, V_TLS, V_LIST, V_UNSUPPORTED };
 
 static const struct {
     const char *key;
@@ -31,10 +31,10 @@ static const struct {
     {"confine", V_UNSUPPORTED, "kernel confinement mode"},
     {"run_as", V_UNSUPPORTED, "uid:gid of spawned processes"},
     {"ledger", V_UNSUPPORTED, "the action ledger"},
-    {"system", V_UNSUPPORTED, "system.* settings"},
+    {"system", V_MAP, "system.* settings: {env: [NAMES]}"},
     {"custom", V_UNSUPPORTED, "declarative commands"},
     {"load", V_UNSUPPORTED, "plugins and op workers"},
-    {"tests", V_UNSUPPORTED, "policy tests"},
+    {"tests", V_LIST, "policy tests: [{principal, op, args, expect}]"},
 };
 
 bool abx_host_is_loopback(const char *host)
@@ -164,6 +164,15 @@ static void set_defaults(abx_config *c)
     c->read_timeout_ms = 3000;
 }
 
+static const char *const default_system_env[] = {"LANG", "TZ"};
+
+static void default_env(abx_config *c)
+{
+    c->system_env = abx_calloc(ABX_ARRAY_LEN(default_system_env) + 1, sizeof *c->system_env);
+    for (size_t i = 0; c->system_env && i < ABX_ARRAY_LEN(default_system_env); i++)
+        c->system_env[c->n_system_env++] = abx_strdup(default_system_env[i]);
+}
+
 int abx_config_load(abx_config *c, const char *path, abx_diags *d)
 {
     memset(c, 0, sizeof *c);
@@ -171,6 +180,7 @@ int abx_config_load(abx_config *c, const char *path, abx_diags *d)
     size_t errors_before = d->errors;
     if (!path) {
         c->root = json_object();
+        default_env(c);
         return 0;
     }
     c->path = abx_strdup(path);
@@ -235,6 +245,10 @@ int abx_config_load(abx_config *c, const char *path, abx_diags *d)
             break;
         case V_STRLIST:
             break;
+        case V_LIST:
+            if (!json_is_array(v))
+                abx_diag_add(d, "error", "config.invalid", line, "'%s' must be a list", k);
+            break;
         case V_UNSUPPORTED:
             abx_diag_add(d, "error", "config.unsupported", line, "'%s' (%s) is not supported by this build of abx", k,
                          keys[i].doc);
@@ -278,6 +292,38 @@ int abx_config_load(abx_config *c, const char *path, abx_diags *d)
     c->allow_lint_errors = json_is_true(json_object_get(c->root, "allow_lint_errors"));
     c->auth = json_object_get(c->root, "auth");
     c->policy = json_object_get(c->root, "policy");
+    c->tests = json_object_get(c->root, "tests");
+    const json_t *sys = json_object_get(c->root, "system");
+    if (!sys)
+        default_env(c);
+    if (sys) {
+        const char *sk;
+        json_t *sv;
+        json_object_foreach((json_t *)sys, sk, sv)
+        {
+            if (strcmp(sk, "env") != 0) {
+                abx_diag_add(d, "error", "config.unknown_key", c->lines ? abx_linemap_key_line(c->lines, sys, sk) : 0,
+                             "unknown key 'system.%s' (env)", sk);
+                goto fail;
+            }
+        }
+        const json_t *env = json_object_get(sys, "env");
+        size_t i;
+        json_t *it;
+        if (env && !json_is_array(env)) {
+            abx_diag_add(d, "error", "config.invalid", line_of(c, "system"), "'system.env' must be a list of names");
+            goto fail;
+        }
+        c->system_env = abx_calloc(json_array_size(env) + 1, sizeof *c->system_env);
+        json_array_foreach(env, i, it)
+        {
+            if (!json_is_string(it)) {
+                abx_diag_add(d, "error", "config.invalid", line_of(c, "system"), "'system.env' must be a list of names");
+                goto fail;
+            }
+            c->system_env[c->n_system_env++] = abx_strdup(json_string_value(it));
+        }
+    }
     return 0;
 fail:
     abx_config_release(c);
@@ -299,5 +345,8 @@ void abx_config_release(abx_config *c)
     abx_free(c->allowed_origins);
     abx_free(c->tls_cert);
     abx_free(c->tls_key);
+    for (size_t i = 0; i < c->n_system_env; i++)
+        abx_free(c->system_env[i]);
+    abx_free(c->system_env);
     memset(c, 0, sizeof *c);
 }

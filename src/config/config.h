@@ -30,6 +30,9 @@ typedef struct abx_config {
     int64_t read_timeout_ms;
     const json_t *auth;         /* borrowed from root */
     const json_t *policy;       /* borrowed from root */
+    const json_t *tests;        /* borrowed from root: policy tests */
+    char **system_env;          /* owned: variables system.env.get may reveal */
+    size_t n_system_env;
 } abx_config;
 
 /* Load and validate. path NULL = embedded default. Diagnostics go to diags (with lines).

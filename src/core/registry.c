@@ -129,12 +129,12 @@ static int check_param(const abx_op_def *d, const abx_param *p, int depth, char 
             snprintf(err, errlen, "op '%s': parameter name '%s' must be [a-z0-9_]", d->id, p->name);
             return -1;
         }
-    if (p->type <= ABX_T_NONE || p->type > ABX_T_OBJECT) {
+    if (p->type <= ABX_T_NONE || p->type > ABX_T_ANY) {
         snprintf(err, errlen, "op '%s': parameter '%s' has no supported type", d->id, p->name);
         return -1;
     }
     if ((p->type == ABX_T_LIST || p->type == ABX_T_MAP) &&
-        (p->item <= ABX_T_NONE || p->item > ABX_T_OBJECT || p->item == ABX_T_LIST || p->item == ABX_T_MAP)) {
+        (p->item <= ABX_T_NONE || p->item > ABX_T_ANY || p->item == ABX_T_LIST || p->item == ABX_T_MAP)) {
         snprintf(err, errlen, "op '%s': parameter '%s' needs a scalar or object item type", d->id, p->name);
         return -1;
     }
@@ -282,7 +282,7 @@ static int build_op(abx_registry *reg, const abx_op_def *d, bool builtin, abx_op
                 char var[64];
                 snprintf(var, sizeof var, "%.*s", (int)(n - 2), s + 1);
                 const abx_param *p = abx_op_param(op, var);
-                if (!p || p->type == ABX_T_LIST || p->type == ABX_T_MAP || p->type == ABX_T_OBJECT) {
+                if (!p || p->type == ABX_T_LIST || p->type == ABX_T_MAP || p->type == ABX_T_OBJECT || p->type == ABX_T_ANY) {
                     snprintf(err, errlen, "op '%s': path variable '{%s}' is not a declared scalar parameter", d->id,
                              var);
                     goto fail;

@@ -33,6 +33,7 @@ const char *abx_type_name(abx_type t)
     case ABX_T_MAP: return "map";
     case ABX_T_ENUM: return "enum";
     case ABX_T_OBJECT: return "object";
+    case ABX_T_ANY: return "any";
     default: return "none";
     }
 }
@@ -151,6 +152,8 @@ static abx_err check_scalar(const abx_param *p, abx_type t, json_t *v, const cha
     case ABX_T_BOOL:
         if (!json_is_boolean(v))
             return fail(st, ABX_E_ARGS_INVALID, "argument '%s' must be a boolean", name);
+        return ABX_OK;
+    case ABX_T_ANY:
         return ABX_OK;
     case ABX_T_OBJECT:
         if (!json_is_object(v))

@@ -183,6 +183,104 @@ static char *read_file_text(const char *path)
     return abx_buf_detach(&b);
 }
 
+/* Policy tests in the config: each {principal, op, args, expect} must decide as expected. */
+static void run_policy_tests(const abx_policy *p, const abx_registry *reg, const abx_config *cfg, abx_diags *d)
+{
+    size_t i;
+    json_t *t;
+    json_array_foreach((json_t *)cfg->tests, i, t)
+    {
+        int line = cfg->lines ? abx_linemap_line(cfg->lines, t) : 0;
+        static const char *const keys[] = {"principal", "op", "args", "expect", "name"};
+        const char *k;
+        json_t *v;
+        bool bad = !json_is_object(t);
+        json_object_foreach(bad ? NULL : t, k, v)
+        {
+            bool known = false;
+            for (size_t j = 0; j < sizeof keys / sizeof keys[0]; j++)
+                known = known || strcmp(keys[j], k) == 0;
+            bad = bad || !known;
+        }
+        const json_t *op = json_object_get(t, "op"), *expect = json_object_get(t, "expect"),
+                     *pr = json_object_get(t, "principal"), *args = json_object_get(t, "args");
+        const char *ex = json_string_value(expect);
+        if (bad || !json_is_string(op) || !ex || (pr && !json_is_string(pr)) || (args && !json_is_object(args)) ||
+            (strcmp(ex, "allow") && strcmp(ex, "deny") && strcmp(ex, "approval") && strcmp(ex, "not_mounted"))) {
+            abx_diag_add(d, "error", "config.bad_test", line,
+                         "tests[%zu] must be {principal, op, args, expect: allow|deny|approval|not_mounted}", i);
+            continue;
+        }
+        json_t *trace = abx_explain(p, reg, json_string_value(pr), json_string_value(op), args);
+        const char *got = json_string_value(json_object_get(trace, "decision"));
+        if (!got || strcmp(got, ex) != 0) {
+            char *text = abx_explain_text(trace);
+            abx_diag_add(d, "error", "config.test_failed", line, "tests[%zu]: expected %s, got %s\n%s", i, ex,
+                         got ? got : "?", text ? text : "");
+            abx_free(text);
+        }
+        json_decref(trace);
+    }
+}
+
+abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *diags)
+{
+    const char *protected_files[3] = {cfg->path, s->token_path, NULL};
+    abx_policy_input in = {
+        .reg = s->reg,
+        .auth = cfg->auth,
+        .policy = cfg->policy,
+        .lines = cfg->lines,
+        .config_path = cfg->path,
+        .workspace = s->workspace,
+        .default_token_sha256_hex = cfg->path ? NULL : s->token_sha256_hex,
+        .protected_files = protected_files,
+        .n_protected = 2,
+        .allow_lint_errors = cfg->allow_lint_errors,
+    };
+    const abx_lint *lints;
+    size_t nl = abx_registry_lints(s->reg, &lints);
+    for (size_t i = 0; i < nl; i++)
+        abx_diag_add(diags, "warning", lints[i].code, 0, "%s", lints[i].message);
+    abx_policy *p = abx_policy_compile(&in, diags);
+    if (p && cfg->tests) {
+        size_t before = diags->errors;
+        run_policy_tests(p, s->reg, cfg, diags);
+        if (diags->errors > before) {
+            abx_policy_unref(p);
+            p = NULL;
+        }
+    }
+    return p;
+}
+
+int abx_server_reload(abx_server *s, abx_diags *diags)
+{
+    if (!s->cfg.path) {
+        abx_diag_add(diags, "error", "config.reload_failed", 0, "the embedded default has no file to reload");
+        return -1;
+    }
+    abx_config fresh;
+    if (abx_config_load(&fresh, s->cfg.path, diags) != 0)
+        return -1;
+    abx_policy *p = abx_server_compile(s, &fresh, diags);
+    if (p) {
+        if (strcmp(fresh.listen_host, s->cfg.listen_host) != 0 || fresh.listen_port != s->cfg.listen_port ||
+            fresh.connections != s->cfg.connections || fresh.request_max_bytes != s->cfg.request_max_bytes ||
+            fresh.n_allowed_hosts != s->cfg.n_allowed_hosts || fresh.n_allowed_origins != s->cfg.n_allowed_origins ||
+            (fresh.tls_cert == NULL) != (s->cfg.tls_cert == NULL))
+            abx_diag_add(diags, "warning", "config.restart_required", 0,
+                         "listener settings changed; they take effect at the next start (auth and policy are live)");
+        pthread_mutex_lock(&s->snap_mu);
+        abx_policy *old = s->snap;
+        s->snap = p;
+        pthread_mutex_unlock(&s->snap_mu);
+        abx_policy_unref(old); /* requests holding it keep it alive until they finish */
+    }
+    abx_config_release(&fresh);
+    return p ? 0 : -1;
+}
+
 int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
 {
     if (s->started) {
@@ -201,20 +299,8 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     bool created = false;
     if (!s->cfg.path && ensure_default_token(s, errbuf, errlen, &created, token) != 0)
         return -1;
-    const char *protected_files[3] = {s->cfg.path, s->token_path, NULL};
-    abx_policy_input in = {
-        .reg = s->reg,
-        .auth = s->cfg.auth,
-        .policy = s->cfg.policy,
-        .lines = s->cfg.lines,
-        .config_path = s->cfg.path,
-        .workspace = s->workspace,
-        .default_token_sha256_hex = s->cfg.path ? NULL : s->token_sha256_hex,
-        .protected_files = protected_files,
-        .n_protected = 2,
-    };
     abx_diags d = {0};
-    s->snap = abx_policy_compile(&in, &d);
+    s->snap = abx_server_compile(s, &s->cfg, &d);
     for (size_t i = 0; i < d.n; i++)
         abx_log(d.items[i].level, NULL, "%s:%d: %s: %s", s->cfg.path ? s->cfg.path : "(default)", d.items[i].line,
                 d.items[i].code, d.items[i].message);

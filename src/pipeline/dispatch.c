@@ -59,8 +59,10 @@ void abx_request_free(abx_request *r)
 {
     if (!r)
         return;
-    if (r->policy)
+    if (r->policy) {
+        abx_release(r->policy, &r->decision);
         abx_policy_unref(r->policy);
+    }
     abx_decision_release(&r->decision);
     json_decref(r->args);
     abx_free(r->reply.message);
@@ -450,7 +452,7 @@ static abx_err step6_args(abx_request *r)
 /* Step 7: deny rules, protected areas, allow statements with scopes, limits. */
 static abx_err step7_policy(abx_request *r)
 {
-    abx_decide(r->policy, r->slot, r->op, r->op_index, r->args, &r->decision);
+    abx_decide(r->policy, r->slot, r->op, r->op_index, r->args, &r->decision, NULL);
     if (r->decision.err) {
         abx_fail(r, r->decision.err, "%s", r->decision.message);
         return r->decision.err;
@@ -458,10 +460,26 @@ static abx_err step7_policy(abx_request *r)
     return ABX_OK;
 }
 
-/* Step 8: admission. The request's own limit-style arguments narrow the effective
- * limits (never widen); the deadline follows from the effective timeout. */
+/* Step 8: admission. Approval first (a held call takes no rate or concurrency
+ * tokens), then rate and concurrency; the request's own limit-style arguments narrow
+ * the effective limits (never widen); the deadline follows from the timeout. */
 static abx_err step8_admit(abx_request *r)
 {
+    if (r->decision.approval || r->op->def->requires_approval) {
+        if (!r->policy->has_approver) {
+            abx_fail(r, ABX_E_APPROVAL_NO_APPROVER, "this call needs approval and no approver is configured");
+            return ABX_E_APPROVAL_NO_APPROVER;
+        }
+        abx_fail(r, ABX_E_APPROVAL_UNAVAILABLE, "this call needs approval, which this build cannot hold");
+        return ABX_E_APPROVAL_UNAVAILABLE;
+    }
+    int retry = 0;
+    abx_err e = abx_admit(r->policy, r->slot, &r->decision, abx_now_us(), &retry);
+    if (e) {
+        r->reply.retry_after = retry;
+        abx_fail(r, e, "%s", r->decision.message);
+        return e;
+    }
     for (int i = 0; i < ABX_LIM__COUNT; i++) {
         unsigned bit = 1u << i;
         if (!(r->op->def->limits & bit))

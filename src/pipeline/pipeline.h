@@ -112,6 +112,18 @@ int abx_reply_http_status(const abx_reply *rep);
 /* Step 10: log line and metrics for a finished request. */
 void abx_audit(abx_request *r);
 
+/* explain (explain.c): steps 3–8 without running; trace JSON (owned) / text (caller frees) */
+json_t *abx_explain(const abx_policy *p, const abx_registry *reg, const char *principal, const char *op_name,
+                    const json_t *args);
+char *abx_explain_text(const json_t *trace);
+
+/* Compile the server's config into a policy snapshot (also runs the config's policy
+ * tests); diags receive everything. NULL on errors. (server.c) */
+abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *diags);
+/* Re-read the config file and swap the snapshot atomically; on failure the old policy
+ * stays and diags say why. 0 or -1. */
+int abx_server_reload(abx_server *s, abx_diags *diags);
+
 /* snapshot capture (one reference; release with abx_policy_unref) */
 abx_policy *abx_server_snapshot(abx_server *s);
 

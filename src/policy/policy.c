@@ -8,6 +8,7 @@
 #include "config/yaml.h"
 #include "core/util.h"
 #include "policy/paths.h"
+#include "policy/url.h"
 #include "sandbox/jail.h"
 #include <errno.h>
 #include <stdio.h>
@@ -60,6 +61,17 @@ static void stmt_release(abx_stmt *s)
             abx_free(s->paths[k][i].glob);
         abx_free(s->paths[k]);
     }
+    for (size_t i = 0; i < s->n_cmds; i++)
+        abx_cmd_pattern_release(&s->cmds[i]);
+    abx_free(s->cmds);
+    abx_free(s->cmd_path);
+    char **lists[] = {s->env_allow, s->urls, s->languages, s->agents};
+    size_t counts[] = {s->n_env, s->n_urls, s->n_languages, s->n_agents};
+    for (size_t l = 0; l < 4; l++) {
+        for (size_t i = 0; i < counts[l]; i++)
+            abx_free(lists[l][i]);
+        abx_free(lists[l]);
+    }
 }
 
 static void policy_free(abx_policy *p)
@@ -90,6 +102,8 @@ static void policy_free(abx_policy *p)
     abx_free(p->mount_off);
     abx_free(p->mount_cnt);
     abx_free(p->mount_stmts);
+    abx_free(p->concurrency);
+    abx_free(p->rate_tat);
     abx_free(p->workspace);
     abx_free(p);
 }
@@ -486,11 +500,91 @@ static bool check_keys(cctx *c, const json_t *obj, const char *const *allowed, c
     return true;
 }
 
+
+static bool parse_commands(cctx *c, abx_stmt *s, const json_t *stmt)
+{
+    const json_t *v = json_object_get(stmt, "commands");
+    if (!v)
+        return true;
+    int line = line_of(c, stmt, "commands");
+    s->has_commands = true;
+    const json_t *list = v;
+    if (json_is_object(v)) {
+        static const char *const keys[] = {"allow", "path", "env", "shell", "unrestricted", "unsafe", NULL};
+        if (!check_keys(c, v, keys, "commands"))
+            return false;
+        list = json_object_get(v, "allow");
+        const json_t *path = json_object_get(v, "path"), *shell = json_object_get(v, "shell"),
+                     *unr = json_object_get(v, "unrestricted"), *uns = json_object_get(v, "unsafe");
+        if ((path && !json_is_string(path)) || (shell && !json_is_boolean(shell)) || (unr && !json_is_boolean(unr)) ||
+            (uns && !json_is_boolean(uns))) {
+            abx_diag_add(c->d, "error", "config.bad_value", line,
+                         "commands: 'path' is a string; 'shell', 'unrestricted', 'unsafe' are booleans");
+            return false;
+        }
+        if (path)
+            s->cmd_path = abx_strdup(json_string_value(path));
+        s->cmd_shell = json_is_true(shell);
+        s->cmd_unrestricted = json_is_true(unr);
+        if (s->cmd_unrestricted && !json_is_true(uns)) {
+            abx_diag_add(c->d, "error", "config.unsafe_scope", line,
+                         "commands: {unrestricted: true} must also say unsafe: true");
+            return false;
+        }
+        if (s->cmd_unrestricted)
+            abx_diag_add(c->d, c->in->allow_lint_errors ? "warning" : "error", "config.unsafe_scope", line,
+                         "%s allows any command (unrestricted); set allow_lint_errors: true to accept this",
+                         s->label);
+        if (!strlist(c, v, "env", &s->env_allow, &s->n_env))
+            return false;
+    }
+    if (list && !json_is_array(list)) {
+        abx_diag_add(c->d, "error", "config.invalid", line, "command patterns must be a list of strings");
+        return false;
+    }
+    size_t n = json_array_size(list);
+    s->cmds = abx_calloc(n + 1, sizeof *s->cmds);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *it = json_array_get(list, i);
+        char err[300];
+        if (!json_is_string(it) ||
+            abx_cmd_pattern_compile(json_string_value(it), s->cmd_path, &s->cmds[s->n_cmds], err, sizeof err) != 0) {
+            abx_diag_add(c->d, "error", "config.bad_command_pattern", line, "%s",
+                         json_is_string(it) ? err : "command patterns must be strings");
+            return false;
+        }
+        s->n_cmds++;
+    }
+    if (!s->n_cmds && !s->cmd_unrestricted) {
+        abx_diag_add(c->d, "warning", "config.never_matches", line, "%s has an empty command scope", s->label);
+    }
+    return true;
+}
+
+static bool parse_name_scope(cctx *c, const json_t *stmt, const char *key, bool *has, char ***out, size_t *n)
+{
+    if (!json_object_get(stmt, key))
+        return true;
+    *has = true;
+    if (!strlist(c, stmt, key, out, n))
+        return false;
+    if (strcmp(key, "urls") == 0)
+        for (size_t i = 0; i < *n; i++) {
+            char err[200];
+            if (!abx_url_pattern_valid((*out)[i], err, sizeof err)) {
+                abx_diag_add(c->d, "error", "config.bad_url_pattern", line_of(c, stmt, key), "url pattern '%s': %s",
+                             (*out)[i], err);
+                return false;
+            }
+        }
+    return true;
+}
+
 static bool parse_stmt(cctx *c, abx_stmt *s, const json_t *stmt, bool allow_side, const char *label)
 {
     static const char *const allow_keys[] = {"id", "ops", "principals", "paths", "limits", "approval", "unsafe",
-                                             NULL};
-    static const char *const deny_keys[] = {"id", "ops", "principals", "paths", NULL};
+                                             "commands", "net", "urls", "languages", "agents", NULL};
+    static const char *const deny_keys[] = {"id", "ops", "principals", "paths", "commands", "urls", NULL};
     memset(s, 0, sizeof *s);
     snprintf(s->label, sizeof s->label, "%s", label);
     for (int i = 0; i < ABX_LIM__COUNT; i++)
@@ -522,9 +616,24 @@ static bool parse_stmt(cctx *c, abx_stmt *s, const json_t *stmt, bool allow_side
         abx_diag_add(c->d, "error", "config.invalid", s->line, "%s needs 'principals'", label);
         return false;
     }
-    if (!parse_paths(c, s, stmt))
+    if (!parse_paths(c, s, stmt) || !parse_commands(c, s, stmt) ||
+        !parse_name_scope(c, stmt, "urls", &s->has_urls, &s->urls, &s->n_urls))
         return false;
+    if (!allow_side && s->has_commands && (s->cmd_unrestricted || s->cmd_shell || s->n_env)) {
+        abx_diag_add(c->d, "error", "config.invalid", s->line, "a deny statement's commands are a list of patterns");
+        return false;
+    }
     if (allow_side) {
+        if (!parse_name_scope(c, stmt, "languages", &s->has_languages, &s->languages, &s->n_languages) ||
+            !parse_name_scope(c, stmt, "agents", &s->has_agents, &s->agents, &s->n_agents))
+            return false;
+        const json_t *net = json_object_get(stmt, "net");
+        if (net && !json_is_boolean(net)) {
+            abx_diag_add(c->d, "error", "config.bad_value", line_of(c, stmt, "net"), "'net' must be a boolean");
+            return false;
+        }
+        s->has_net = net != NULL;
+        s->net = json_is_true(net);
         if (!parse_limits(c, s, stmt))
             return false;
         const json_t *ap = json_object_get(stmt, "approval");
@@ -543,6 +652,10 @@ static bool parse_stmt(cctx *c, abx_stmt *s, const json_t *stmt, bool allow_side
             return false;
         }
         s->unsafe = json_is_true(un);
+        if (s->unsafe)
+            abx_diag_add(c->d, c->in->allow_lint_errors ? "warning" : "error", "config.unsafe_scope", s->line,
+                         "%s is unsafe: it may reach protected areas; set allow_lint_errors: true to accept this",
+                         s->label);
     }
     return true;
 }
@@ -793,6 +906,22 @@ static bool build_mount_table(cctx *c)
     return true;
 }
 
+/* The scope kind an op needs that a statement lacks ("paths", "commands", ...), or NULL. */
+static const char *scope_missing(const abx_stmt *s, const abx_op *op)
+{
+    if ((op->scoped_kinds & (1u << ABX_KIND_PATH)) && !s->has_paths)
+        return "paths";
+    if ((op->scoped_kinds & (1u << ABX_KIND_COMMAND)) && !s->has_commands)
+        return "commands";
+    if ((op->scoped_kinds & (1u << ABX_KIND_URL)) && !s->has_urls)
+        return "urls";
+    if ((op->scoped_kinds & (1u << ABX_KIND_LANGUAGE)) && !s->has_languages)
+        return "languages";
+    if ((op->scoped_kinds & (1u << ABX_KIND_AGENT)) && !s->has_agents)
+        return "agents";
+    return NULL;
+}
+
 abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
 {
     abx_policy *p = abx_calloc(1, sizeof *p);
@@ -889,24 +1018,30 @@ abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
             }
         }
     }
-    /* scope_required: a statement mounting an op with declared path parameters must carry paths */
+    /* scope_required: a statement mounting an op with a declared path, command, url,
+     * language or agent parameter must carry the matching scope */
     for (size_t a = 0; a < p->n_allow; a++) {
         const abx_stmt *s = &p->allow[a];
-        if (s->has_paths)
-            continue;
         for (size_t o = 0; o < abx_registry_count(p->reg); o++) {
             const abx_op *op = abx_registry_at(p->reg, o);
-            if (op->path_params && stmt_has_op(s, op, true)) {
+            const char *missing = scope_missing(s, op);
+            if (missing && stmt_has_op(s, op, true)) {
                 abx_diag_add(diags, "error", "config.scope_required", s->line,
-                             "%s mounts '%s', which has path parameters, but carries no 'paths' scope", s->label,
-                             op->id);
+                             "%s mounts '%s', which has %s parameters, but carries no '%s' scope", s->label, op->id,
+                             missing, missing);
                 break;
             }
         }
     }
+    for (size_t i = 0; i < p->n_principals; i++)
+        for (size_t r = 0; r < p->principals[i].n_roles; r++)
+            if (strcmp(p->principals[i].roles[r], "approver") == 0)
+                p->has_approver = true;
     if (diags->errors > errors_before)
         goto fail;
-    if (!build_mount_table(&c)) {
+    p->concurrency = abx_calloc(p->n_allow + 1, sizeof *p->concurrency);
+    p->rate_tat = abx_calloc((p->n_principals + 1) * p->n_allow + 1, sizeof *p->rate_tat);
+    if (!build_mount_table(&c) || !p->concurrency || !p->rate_tat) {
         abx_diag_add(diags, "error", "config.internal", 0, "out of memory building the mount table");
         goto fail;
     }
@@ -1066,41 +1201,201 @@ static unsigned acc_bits_to_idx_mask(unsigned access)
     return access & (ABX_ACC_READ | ABX_ACC_WRITE | ABX_ACC_DELETE);
 }
 
+/* The values of an op's command parameter: a `command` string (kind command, string)
+ * or an `argv` list (kind command, list of strings). */
+typedef struct cmd_input {
+    const char *command;   /* borrowed, or NULL */
+    const json_t *argv;    /* borrowed array, or NULL */
+    const json_t *env;     /* borrowed object, or NULL */
+} cmd_input;
+
+static void command_input(const abx_op *op, const json_t *args, cmd_input *ci)
+{
+    memset(ci, 0, sizeof *ci);
+    for (size_t i = 0; i < op->n_params; i++) {
+        const abx_param *pa = &op->def->params[i];
+        const json_t *v = json_object_get(args, pa->name);
+        if (pa->kind == ABX_KIND_COMMAND && json_is_string(v))
+            ci->command = json_string_value(v);
+        else if (pa->kind == ABX_KIND_COMMAND && json_is_array(v))
+            ci->argv = v;
+    }
+    ci->env = json_object_get(args, "env");
+    if (!json_is_object(ci->env))
+        ci->env = NULL;
+}
+
+/* Build the argv a statement would run: split (or sh -c with shell: true), program
+ * resolved through the statement's search path. Returns 0 or -1 with why. */
+static int build_argv(const abx_stmt *s, const cmd_input *ci, abx_argv *out, char *why, size_t whylen)
+{
+    memset(out, 0, sizeof *out);
+    if (ci->command) {
+        if (s && s->cmd_shell) {
+            abx_argv_push(out, "/bin/sh", 7);
+            abx_argv_push(out, "-c", 2);
+            abx_argv_push(out, ci->command, strlen(ci->command));
+        } else if (abx_shell_split(ci->command, out, why, whylen) != 0) {
+            return -1;
+        }
+    } else if (ci->argv) {
+        size_t i;
+        json_t *it;
+        json_array_foreach(ci->argv, i, it)
+        {
+            if (!abx_argv_push(out, json_string_value(it), json_string_length(it))) {
+                snprintf(why, whylen, "argv is too long");
+                abx_argv_release(out);
+                return -1;
+            }
+        }
+        if (out->n == 0) {
+            snprintf(why, whylen, "argv is empty");
+            return -1;
+        }
+    } else {
+        return -1;
+    }
+    char *prog = abx_resolve_program(out->v[0], s ? s->cmd_path : NULL);
+    if (!prog) {
+        snprintf(why, whylen, "program '%s' is not an executable on the scope's search path", out->v[0]);
+        abx_argv_release(out);
+        return -1;
+    }
+    abx_free(out->v[0]);
+    out->v[0] = prog;
+    return 0;
+}
+
+static bool name_in(char *const *list, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(list[i], name) == 0)
+            return true;
+    return false;
+}
+
+static json_t *trace_stmt(json_t *trace, const abx_stmt *s)
+{
+    if (!trace)
+        return NULL;
+    json_t *st = json_pack("{s:s, s:i, s:[]}", "statement", s->label, "line", s->line, "checks");
+    json_array_append_new(json_object_get(trace, "statements"), st);
+    return st;
+}
+
+static void trace_check(json_t *st, const char *scope, const char *what, bool ok, const char *why)
+{
+    if (!st)
+        return;
+    json_t *c = json_pack("{s:s, s:s, s:s}", "scope", scope, "value", what ? what : "", "verdict",
+                          ok ? "admits" : "refuses");
+    if (why)
+        json_object_set_new(c, "why", json_string(why));
+    json_array_append_new(json_object_get(st, "checks"), c);
+}
+
+static void finish_trace(json_t *trace, const abx_decision *d)
+{
+    if (!trace)
+        return;
+    const char *decision = d->err == ABX_E_OP_NOT_ENABLED ? "not_mounted"
+                           : d->err                     ? "deny"
+                           : d->approval                ? "approval"
+                                                        : "allow";
+    json_object_set_new(trace, "decision", json_string(decision));
+    json_object_set_new(trace, "code", d->err ? json_string(abx_err_code(d->err)) : json_null());
+    if (d->err)
+        json_object_set_new(trace, "message", json_string(d->message));
+    json_object_set_new(trace, "determining", json_string(d->determining));
+    json_t *lim = json_object();
+    for (int i = 0; i < ABX_LIM__COUNT; i++)
+        if (d->limits[i] >= 0)
+            json_object_set_new(lim, abx_limit_name((enum abx_limit)(1u << i)), json_integer(d->limits[i]));
+    json_object_set_new(trace, "limits", lim);
+    json_t *paths = json_array();
+    for (size_t i = 0; i < d->n_paths; i++)
+        json_array_append_new(paths, json_pack("{s:s, s:s}", "param", d->paths[i].param, "canonical",
+                                               d->paths[i].canonical ? d->paths[i].canonical : ""));
+    json_object_set_new(trace, "paths", paths);
+    if (d->argv.n) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < d->argv.n; i++)
+            json_array_append_new(a, json_string(d->argv.v[i]));
+        json_object_set_new(trace, "argv", a);
+    }
+}
+
 void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index, const json_t *args,
-                abx_decision *d)
+                abx_decision *d, json_t *trace)
 {
     memset(d, 0, sizeof *d);
     for (int i = 0; i < ABX_LIM__COUNT; i++)
         d->limits[i] = -1;
+    if (trace) {
+        json_object_set_new(trace, "op", json_string(op->id));
+        json_object_set_new(trace, "principal", json_string(abx_policy_principal_id(p, slot)));
+        json_object_set_new(trace, "mounting", json_array());
+        json_object_set_new(trace, "deny_hits", json_array());
+        json_object_set_new(trace, "statements", json_array());
+    }
     if (!abx_policy_mounted(p, slot, op_index)) {
         set_err(d, ABX_E_OP_NOT_ENABLED, "not mounted");
+        finish_trace(trace, d);
         return;
     }
-    if (!collect_paths(p, op, args, d))
+    size_t base = (size_t)slot * p->n_ops + op_index;
+    const uint16_t *mounting = &p->mount_stmts[p->mount_off[base]];
+    size_t n_mounting = p->mount_cnt[base];
+    for (size_t m = 0; trace && m < n_mounting; m++)
+        json_array_append_new(json_object_get(trace, "mounting"), json_string(p->allow[mounting[m]].label));
+    if (!collect_paths(p, op, args, d)) {
+        finish_trace(trace, d);
         return;
-    /* 1. deny statements */
+    }
+    cmd_input ci;
+    command_input(op, args, &ci);
+    bool has_cmd = ci.command || ci.argv;
+    /* 1. deny statements: ops, principals, canonical paths, argv */
     for (size_t i = 0; i < p->n_deny; i++) {
         const abx_stmt *s = &p->deny[i];
         if (s->n_ops && !stmt_has_op(s, op, false))
             continue;
         if (s->n_principals && !stmt_has_principal(p, s, slot))
             continue;
-        if (!s->has_paths) {
+        abx_err hit = ABX_OK;
+        const char *what = NULL;
+        if (!s->has_paths && !s->has_commands && !s->has_urls) {
+            hit = ABX_E_POLICY_DENIED;
+        }
+        for (size_t k = 0; !hit && s->has_paths && k < d->n_paths; k++)
+            for (int a = 0; !hit && a < ABX_ACC_IDX__N; a++)
+                if (pattern_list_match(s->paths[a], s->n_paths[a], d->paths[k].canonical, NULL)) {
+                    hit = ABX_E_POLICY_PATH_DENIED;
+                    what = d->paths[k].param;
+                }
+        if (!hit && s->has_commands && has_cmd) {
+            abx_argv av;
+            char why[200];
+            if (build_argv(NULL, &ci, &av, why, sizeof why) == 0) {
+                for (size_t k = 0; k < s->n_cmds && !hit; k++)
+                    if (abx_cmd_pattern_match(&s->cmds[k], (const char *const *)av.v, av.n))
+                        hit = ABX_E_POLICY_DENIED;
+                abx_argv_release(&av);
+            }
+        }
+        if (hit) {
             snprintf(d->determining, sizeof d->determining, "%s", s->label);
-            set_err(d, ABX_E_POLICY_DENIED, "denied by %s", s->label);
+            if (trace)
+                json_array_append_new(json_object_get(trace, "deny_hits"), json_string(s->label));
+            if (hit == ABX_E_POLICY_PATH_DENIED)
+                set_err(d, hit, "path '%s' is denied by %s", what, s->label);
+            else
+                set_err(d, hit, "denied by %s", s->label);
+            finish_trace(trace, d);
             return;
         }
-        for (size_t k = 0; k < d->n_paths; k++)
-            for (int a = 0; a < ABX_ACC_IDX__N; a++)
-                if (pattern_list_match(s->paths[a], s->n_paths[a], d->paths[k].canonical, NULL)) {
-                    snprintf(d->determining, sizeof d->determining, "%s", s->label);
-                    set_err(d, ABX_E_POLICY_PATH_DENIED, "path '%s' is denied by %s", d->paths[k].param, s->label);
-                    return;
-                }
     }
-    size_t base = (size_t)slot * p->n_ops + op_index;
-    const uint16_t *mounting = &p->mount_stmts[p->mount_off[base]];
-    size_t n_mounting = p->mount_cnt[base];
     /* 2. protected areas, unless an unsafe mounting statement's scope names the path */
     for (size_t k = 0; k < d->n_paths; k++) {
         const abx_param *pa = param_of(op, d->paths[k].param);
@@ -1116,53 +1411,139 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
         if (!waived) {
             set_err(d, ABX_E_POLICY_PATH_DENIED, "path '%s' lies in a protected area", d->paths[k].param);
             snprintf(d->determining, sizeof d->determining, "protected");
+            finish_trace(trace, d);
             return;
         }
     }
-    /* 3. allow: admitted by at least one mounting statement with all its scopes */
+    /* 3. allow: admitted by at least one mounting statement with all its scopes; the
+     * reason for a refusal is the most specific one found */
     abx_err reason = ABX_E_POLICY_SCOPE_REQUIRED;
-    const char *reason_param = NULL;
-    bool admitted = false;
+    char reason_msg[300] = "";
     int chosen = -1;
+    bool net_all = true;
     for (size_t m = 0; m < n_mounting; m++) {
         const abx_stmt *s = &p->allow[mounting[m]];
-        bool ok = true;
-        if (op->path_params && !s->has_paths) {
-            ok = false; /* reason stays scope_required unless something more specific is found */
+        json_t *st = trace_stmt(trace, s);
+        const char *missing = scope_missing(s, op);
+        if (missing) {
+            trace_check(st, missing, NULL, false, "scope required");
+            if (reason == ABX_E_POLICY_SCOPE_REQUIRED)
+                snprintf(reason_msg, sizeof reason_msg, "%s mounts '%s' but carries no '%s' scope", s->label, op->id,
+                         missing);
+            continue;
         }
+        bool ok = true;
         for (size_t k = 0; ok && k < d->n_paths; k++) {
             unsigned need = acc_bits_to_idx_mask(param_of(op, d->paths[k].param)->access);
             for (int a = 0; ok && a < ABX_ACC_IDX__N; a++) {
                 if (!(need & (1u << a)))
                     continue;
-                if (!pattern_list_match(s->paths[a], s->n_paths[a], d->paths[k].canonical, NULL)) {
+                bool hit = pattern_list_match(s->paths[a], s->n_paths[a], d->paths[k].canonical, NULL);
+                static const char *const kinds[] = {"paths.read", "paths.write", "paths.delete"};
+                trace_check(st, kinds[a], d->paths[k].canonical, hit, NULL);
+                if (!hit) {
                     ok = false;
                     reason = ABX_E_POLICY_PATH_NOT_ALLOWED;
-                    reason_param = d->paths[k].param;
+                    snprintf(reason_msg, sizeof reason_msg, "path '%s' is outside the allowed paths",
+                             d->paths[k].param);
                 }
             }
         }
-        if (!ok)
+        abx_argv av = {0};
+        if (ok && has_cmd) {
+            char why[300] = "";
+            bool cok = build_argv(s, &ci, &av, why, sizeof why) == 0;
+            if (cok && !s->cmd_unrestricted) {
+                cok = false;
+                for (size_t k = 0; k < s->n_cmds && !cok; k++)
+                    cok = abx_cmd_pattern_match(&s->cmds[k], (const char *const *)av.v, av.n);
+                if (!cok)
+                    snprintf(why, sizeof why, "the command matches no pattern of %s", s->label);
+            }
+            const char *kk;
+            json_t *vv;
+            if (cok && ci.env && !s->cmd_unrestricted)
+                json_object_foreach((json_t *)ci.env, kk, vv)
+                {
+                    if (!name_in(s->env_allow, s->n_env, kk)) {
+                        cok = false;
+                        snprintf(why, sizeof why, "environment variable '%.100s' is not in the env allowlist of %s",
+                                 kk, s->label);
+                        break;
+                    }
+                }
+            trace_check(st, "commands", av.n ? av.v[0] : (ci.command ? ci.command : ""), cok, cok ? NULL : why);
+            if (!cok) {
+                ok = false;
+                if (reason != ABX_E_POLICY_PATH_NOT_ALLOWED) {
+                    reason = ABX_E_POLICY_COMMAND_NOT_ALLOWED;
+                    snprintf(reason_msg, sizeof reason_msg, "%s", why);
+                }
+                abx_argv_release(&av);
+            }
+        }
+        for (size_t i = 0; ok && i < op->n_params; i++) {
+            const abx_param *pa = &op->def->params[i];
+            const json_t *v = json_object_get(args, pa->name);
+            if (!json_is_string(v))
+                continue;
+            if (pa->kind == ABX_KIND_URL) {
+                char err[200];
+                char *cu = abx_url_canon(json_string_value(v), err, sizeof err);
+                bool uok = false;
+                for (size_t k = 0; cu && k < s->n_urls && !uok; k++)
+                    uok = abx_url_match(s->urls[k], cu);
+                trace_check(st, "urls", cu ? cu : json_string_value(v), uok, cu ? NULL : err);
+                abx_free(cu);
+                if (!uok) {
+                    ok = false;
+                    reason = ABX_E_POLICY_URL_NOT_ALLOWED;
+                    snprintf(reason_msg, sizeof reason_msg, "url '%s' is outside the allowed urls", pa->name);
+                }
+            } else if (pa->kind == ABX_KIND_LANGUAGE || pa->kind == ABX_KIND_AGENT) {
+                bool lang = pa->kind == ABX_KIND_LANGUAGE;
+                bool lok = lang ? name_in(s->languages, s->n_languages, json_string_value(v))
+                                : name_in(s->agents, s->n_agents, json_string_value(v));
+                trace_check(st, lang ? "languages" : "agents", json_string_value(v), lok, NULL);
+                if (!lok) {
+                    ok = false;
+                    reason = ABX_E_POLICY_LANGUAGE_NOT_ALLOWED;
+                    snprintf(reason_msg, sizeof reason_msg, "%s '%s' is not allowed", lang ? "language" : "agent",
+                             json_string_value(v));
+                }
+            }
+        }
+        if (!ok) {
+            abx_argv_release(&av);
             continue;
-        admitted = true;
-        if (chosen < 0)
+        }
+        if (st)
+            json_object_set_new(st, "admits", json_true());
+        if (chosen < 0) {
             chosen = mounting[m];
+            d->argv = av;
+        } else {
+            abx_argv_release(&av);
+        }
+        if (d->n_admitting < ABX_MAX_ADMITTING)
+            d->admitting[d->n_admitting++] = mounting[m];
         append_label(d->determining, sizeof d->determining, s->label);
         if (s->approval)
             d->approval = true;
+        if (!s->has_net || !s->net)
+            net_all = false;
         for (int i = 0; i < ABX_LIM__COUNT; i++)
             if (s->limits[i] >= 0 && (d->limits[i] < 0 || s->limits[i] < d->limits[i]))
                 d->limits[i] = s->limits[i];
     }
-    if (!admitted) {
-        if (reason == ABX_E_POLICY_PATH_NOT_ALLOWED)
-            set_err(d, reason, "path '%s' is outside the allowed paths", reason_param);
-        else
-            set_err(d, reason, "the statement mounting '%s' carries no path scope", op->id);
+    if (chosen < 0) {
+        set_err(d, reason, "%s", reason_msg[0] ? reason_msg : "no statement admits the call");
+        finish_trace(trace, d);
         return;
     }
-    /* jail roots: for each path, the root of a matching pattern of an admitting statement
-     * (the first admitting statement's patterns, for its needed access kinds) */
+    d->net = net_all;
+    /* jail roots: for each path, the root of a matching pattern of the first admitting
+     * statement (for the access kinds the parameter needs) */
     for (size_t k = 0; k < d->n_paths; k++) {
         abx_path_value *pv = &d->paths[k];
         unsigned need = acc_bits_to_idx_mask(param_of(op, pv->param)->access);
@@ -1173,11 +1554,13 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
                 pattern_list_match(s->paths[a], s->n_paths[a], pv->canonical, &hit);
         if (!hit) {
             set_err(d, ABX_E_SERVER_INTERNAL, "no jail root for '%s'", pv->param);
+            finish_trace(trace, d);
             return;
         }
         const char *root = p->roots[hit->root];
         if (!abx_path_under(root, pv->canonical, &pv->rel)) {
             set_err(d, ABX_E_SERVER_INTERNAL, "path '%s' is not under its jail root", pv->param);
+            finish_trace(trace, d);
             return;
         }
         pv->rootfd = p->rootfds[hit->root];
@@ -1185,6 +1568,7 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
             int fd = abx_jail_open_root(root);
             if (fd < 0) {
                 set_err(d, ABX_E_FILES_NOT_FOUND, "path '%s' does not exist", pv->param);
+                finish_trace(trace, d);
                 return;
             }
             pv->rootfd = fd;
@@ -1192,6 +1576,63 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
         }
     }
     d->err = ABX_OK;
+    finish_trace(trace, d);
+}
+
+/* GCRA: one atomic "theoretical arrival time" per (principal, statement). */
+static bool gcra_take(_Atomic int64_t *tat, int64_t per_min, int64_t now_us, int *retry_after_s)
+{
+    int64_t interval = 60LL * 1000000 / (per_min > 0 ? per_min : 1);
+    int64_t burst = per_min / 60 > 1 ? per_min / 60 : 1; /* one second's worth */
+    int64_t tolerance = interval * (burst - 1);
+    int64_t old = atomic_load_explicit(tat, memory_order_relaxed);
+    for (;;) {
+        int64_t t = old > now_us ? old : now_us;
+        if (t - now_us > tolerance) {
+            int64_t wait = t - tolerance - now_us;
+            *retry_after_s = (int)((wait + 999999) / 1000000);
+            if (*retry_after_s < 1)
+                *retry_after_s = 1;
+            return false;
+        }
+        if (atomic_compare_exchange_weak_explicit(tat, &old, t + interval, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return true;
+    }
+}
+
+abx_err abx_admit(abx_policy *p, int slot, abx_decision *d, int64_t now_us, int *retry_after_s)
+{
+    for (size_t i = 0; i < d->n_admitting; i++) {
+        const abx_stmt *s = &p->allow[d->admitting[i]];
+        int64_t rate = s->limits[__builtin_ctz(ABX_LIM_RATE)];
+        if (rate > 0 && !gcra_take(&p->rate_tat[(size_t)slot * p->n_allow + d->admitting[i]], rate, now_us,
+                                   retry_after_s)) {
+            snprintf(d->message, sizeof d->message, "rate limit of %s exceeded", s->label);
+            return ABX_E_LIMIT_RATE;
+        }
+    }
+    for (size_t i = 0; i < d->n_admitting; i++) {
+        const abx_stmt *s = &p->allow[d->admitting[i]];
+        int64_t lim = s->limits[__builtin_ctz(ABX_LIM_CONCURRENCY)];
+        if (lim <= 0)
+            continue;
+        int now = atomic_fetch_add(&p->concurrency[d->admitting[i]], 1) + 1;
+        d->held[d->n_held++] = d->admitting[i];
+        if (now > lim) {
+            snprintf(d->message, sizeof d->message, "%s allows %lld concurrent calls", s->label, (long long)lim);
+            abx_release(p, d);
+            return ABX_E_LIMIT_CONCURRENCY;
+        }
+    }
+    return ABX_OK;
+}
+
+void abx_release(abx_policy *p, abx_decision *d)
+{
+    for (size_t i = 0; i < d->n_held; i++)
+        atomic_fetch_sub(&p->concurrency[d->held[i]], 1);
+    d->n_held = 0;
 }
 
 void abx_decision_release(abx_decision *d)
@@ -1204,4 +1645,5 @@ void abx_decision_release(abx_decision *d)
     abx_free(d->paths);
     d->paths = NULL;
     d->n_paths = 0;
+    abx_argv_release(&d->argv);
 }

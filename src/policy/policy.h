@@ -7,6 +7,7 @@
 #define ABX_POLICY_POLICY_H
 
 #include "core/core.h"
+#include "policy/command.h"
 #include <jansson.h>
 #include <stdatomic.h>
 
@@ -46,9 +47,30 @@ typedef struct abx_stmt {
     bool has_paths;
     abx_pattern *paths[ABX_ACC_IDX__N];
     size_t n_paths[ABX_ACC_IDX__N];
-    int64_t limits[ABX_LIM__COUNT]; /* -1 = not set; rate is calls per minute ×1000 */
+    int64_t limits[ABX_LIM__COUNT]; /* -1 = not set; timeout in ms, rate in calls per minute, cpu in millicores */
     bool approval;
     bool unsafe;
+    /* command scope */
+    bool has_commands;
+    bool cmd_unrestricted;    /* commands: {unrestricted: true, unsafe: true} */
+    bool cmd_shell;           /* shell syntax allowed: argv becomes [/bin/sh, -c, command] */
+    abx_cmd_pattern *cmds;
+    size_t n_cmds;
+    char *cmd_path;           /* search path for program names */
+    char **env_allow;         /* variable names a call may set */
+    size_t n_env;
+    bool has_net;
+    bool net;                 /* false (default): the process gets an empty network namespace */
+    /* url, language and agent scopes */
+    bool has_urls;
+    char **urls;
+    size_t n_urls;
+    bool has_languages;
+    char **languages;
+    size_t n_languages;
+    bool has_agents;
+    char **agents;
+    size_t n_agents;
 } abx_stmt;
 
 /* The compiled policy. Immutable once built; shared by requests through a refcount.
@@ -72,6 +94,10 @@ typedef struct abx_policy {
     uint32_t *mount_off, *mount_cnt;
     uint16_t *mount_stmts;
     size_t n_ops;
+    bool has_approver;        /* some principal has role approver */
+    /* admission state (mutable counters; the decision data above is immutable) */
+    atomic_int *concurrency;  /* [n_allow] calls in flight per statement */
+    _Atomic int64_t *rate_tat;/* [(n_principals+1) * n_allow] GCRA theoretical arrival, µs */
 } abx_policy;
 
 /* Compile from the config's "auth" and "policy" values (borrowed; may be NULL).
@@ -87,6 +113,7 @@ typedef struct abx_policy_input {
     const char *default_token_sha256_hex; /* embedded default: principal local */
     const char *const *protected_files;
     size_t n_protected;
+    bool allow_lint_errors;         /* unsafe scopes become warnings */
 } abx_policy_input;
 
 typedef struct abx_diag {
@@ -128,6 +155,7 @@ typedef struct abx_path_value {
     const char *rel;          /* points into canonical */
 } abx_path_value;
 
+#define ABX_MAX_ADMITTING 32
 typedef struct abx_decision {
     abx_err err;                          /* ABX_OK = admitted */
     char message[300];
@@ -136,10 +164,22 @@ typedef struct abx_decision {
     char determining[256];                /* "allow[0],allow[2]" or "deny[1]" */
     abx_path_value *paths;                /* owned */
     size_t n_paths;
+    abx_argv argv;                        /* canonical argv of a command op (program resolved); owned */
+    bool net;                             /* the process may use the host network */
+    uint16_t admitting[ABX_MAX_ADMITTING];/* allow statements that admitted the call */
+    size_t n_admitting;
+    size_t n_held;                        /* concurrency slots taken by abx_admit (released by abx_release) */
+    uint16_t held[ABX_MAX_ADMITTING];
 } abx_decision;
 
+/* Step 7. trace (may be NULL) receives the explain trace: mounting statements, deny
+ * hits, each statement's verdict with canonical values, limits, the decision. */
 void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index, const json_t *args,
-                abx_decision *out);
+                abx_decision *out, json_t *trace);
+/* Step 8: rate (GCRA per principal and statement) and concurrency (per statement).
+ * Returns ABX_OK, or LIMIT_RATE with *retry_after_s, or LIMIT_CONCURRENCY. */
+abx_err abx_admit(abx_policy *p, int slot, abx_decision *d, int64_t now_us, int *retry_after_s);
+void abx_release(abx_policy *p, abx_decision *d);
 void abx_decision_release(abx_decision *d);
 
 #endif

@@ -1,0 +1,120 @@
+/* system.c — the system namespace: what the machine is (system.info), allowlisted
+ * environment variables (system.env.get), and policy reload (explicit-only). */
+#include "builtin/builtin.h"
+#include <linux/landlock.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/sysinfo.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+int abx_landlock_abi(void)
+{
+#ifdef SYS_landlock_create_ruleset
+    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    return abi > 0 ? (int)abi : 0;
+#else
+    return 0;
+#endif
+}
+
+static abx_err system_info(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_request *q = builtin_req(ctx);
+    struct utsname u;
+    struct sysinfo si;
+    struct statvfs vf;
+    uname(&u);
+    sysinfo(&si);
+    json_t *disk = json_null();
+    if (statvfs(q->server->workspace, &vf) == 0)
+        disk = json_pack("{s:s, s:I, s:I}", "path", q->server->workspace, "total_bytes",
+                         (json_int_t)((uint64_t)vf.f_blocks * vf.f_frsize), "free_bytes",
+                         (json_int_t)((uint64_t)vf.f_bavail * vf.f_frsize));
+    int abi = abx_landlock_abi();
+    json_t *o = json_pack(
+        "{s:{s:s, s:s, s:s}, s:i, s:{s:I, s:I}, s:o, s:I, s:{s:s, s:I}, s:{s:b, s:i, s:b}}", "os", "name", u.sysname,
+        "kernel", u.release, "arch", u.machine, "cpus", (int)sysconf(_SC_NPROCESSORS_ONLN), "memory", "total_bytes",
+        (json_int_t)((uint64_t)si.totalram * si.mem_unit), "available_bytes",
+        (json_int_t)((uint64_t)(si.freeram + si.bufferram) * si.mem_unit), "disk", disk, "uptime_s",
+        (json_int_t)si.uptime, "abx", "version", ABX_VERSION, "uptime_s",
+        (json_int_t)((abx_now_ms() - q->server->started_ms) / 1000), "confinement", "landlock", abi > 0,
+        "landlock_abi", abi, "openat2", abx_jail_available());
+    abx_reply_json(r, o);
+    return ABX_OK;
+}
+
+static abx_err system_env_get(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_request *q = builtin_req(ctx);
+    const json_t *names = json_object_get(args, "names");
+    json_t *out = json_object();
+    for (size_t i = 0; i < q->server->cfg.n_system_env; i++) {
+        const char *n = q->server->cfg.system_env[i];
+        bool wanted = !json_array_size(names);
+        size_t k;
+        json_t *v;
+        json_array_foreach(names, k, v) wanted = wanted || strcmp(json_string_value(v), n) == 0;
+        if (!wanted)
+            continue;
+        const char *val = getenv(n);
+        json_object_set_new(out, n, val ? json_string(val) : json_null());
+    }
+    /* names outside the allowlist are refused, never silently dropped */
+    size_t k;
+    json_t *v;
+    json_array_foreach(names, k, v)
+    {
+        bool allowed = false;
+        for (size_t i = 0; i < q->server->cfg.n_system_env; i++)
+            allowed = allowed || strcmp(q->server->cfg.system_env[i], json_string_value(v)) == 0;
+        if (!allowed) {
+            json_decref(out);
+            return abx_reply_error(r, ABX_E_POLICY_DENIED, NULL,
+                                   "variable '%s' is not in the config's system.env allowlist",
+                                   json_string_value(v));
+        }
+    }
+    abx_reply_json(r, json_pack("{s:o}", "env", out));
+    return ABX_OK;
+}
+
+static abx_err system_policy_reload(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_request *q = builtin_req(ctx);
+    abx_diags d = {0};
+    int rc = abx_server_reload(q->server, &d);
+    json_t *diags = json_array();
+    for (size_t i = 0; i < d.n; i++)
+        json_array_append_new(diags, json_pack("{s:s, s:s, s:i, s:s}", "level", d.items[i].level, "code",
+                                               d.items[i].code, "line", d.items[i].line, "message",
+                                               d.items[i].message));
+    abx_log(rc == 0 ? "info" : "error", q->id, "policy reload %s (%zu diagnostics)", rc == 0 ? "done" : "refused",
+            d.n);
+    abx_diags_release(&d);
+    if (rc != 0)
+        return abx_reply_error(r, ABX_E_CONFIG_RELOAD_FAILED, json_pack("{s:o}", "diagnostics", diags),
+                               "the config has errors; the policy in force is unchanged");
+    abx_reply_json(r, json_pack("{s:b, s:o}", "reloaded", 1, "diagnostics", diags));
+    return ABX_OK;
+}
+
+static const abx_param env_params[] = {
+    {"names", ABX_T_LIST, .item = ABX_T_STRING, .doc = "Variables to read (default: every allowlisted one)"},
+    {0},
+};
+
+const abx_op_def abx_builtin_system[] = {
+    {.id = "system.info", .effects = ABX_EFF_READ,
+     .summary = "OS, kernel, CPUs, memory, workspace disk, uptime, abx version, confinement available.",
+     .http = {"GET /system/info"}, .since = "0.1", .handler = system_info},
+    {.id = "system.env.get", .effects = ABX_EFF_READ,
+     .summary = "Values of the environment variables the config's system.env allowlists.",
+     .http = {"GET /system/env"}, .params = env_params, .since = "0.1", .handler = system_env_get},
+    {.id = "system.policy.reload", .effects = ABX_EFF_ADMIN,
+     .summary = "Re-read the config file and swap the policy atomically; a broken file keeps the old policy.",
+     .http = {"POST /system/policy/reload"}, .since = "0.1", .handler = system_policy_reload},
+    {0},
+};
