@@ -9,9 +9,10 @@
  *   - every node created here is recorded by pointer with its start line; every
  *     key of every mapping is recorded by (mapping pointer, key) with its line.
  *   - jansson's true/false/null are process-wide singletons, so a pointer lookup
- *     for them returns the line of the most recent occurrence in the last parse
- *     that used this map. Use abx_linemap_key_line(parent, key) to locate such a
- *     value inside a mapping; for a boolean/null array element use the array's line.
+ *     for them is ambiguous: it returns the line of their last occurrence in the
+ *     document. Use abx_linemap_key_line(parent, key) to locate such a value
+ *     inside a mapping; for a boolean/null array element use the array's line.
+ *     Strings, numbers, objects and arrays are never shared: their lines are exact.
  *   - lookups are by address: the map is only meaningful while the value it was
  *     built with is alive and unmodified (a freed node's address may be reused). */
 #ifndef _GNU_SOURCE
