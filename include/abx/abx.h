@@ -175,6 +175,18 @@ void abx_reply_bytes(abx_reply *r, const void *data, size_t len, const char *con
 /* Bytes result from an open fd (the reply takes ownership), from offset for length bytes. */
 void abx_reply_fd(abx_reply *r, int fd, uint64_t offset, uint64_t length, const char *content_type);
 
+/* Streamed result (SSE, NDJSON, bytes of unknown length). read() blocks until it can
+ * return bytes (> 0), 0 at the end, -1 on error; it should return at least every ~2 s
+ * (an SSE comment keeps the connection alive). free_fn runs when the stream ends or the
+ * client goes away (cancel what is still running there). The reply owns state. */
+typedef long (*abx_stream_read_fn)(void *state, char *buf, size_t max);
+void abx_reply_stream(abx_reply *r, const char *content_type, abx_stream_read_fn read_fn, void *state,
+                      void (*free_fn)(void *state));
+/* The Last-Event-ID header of a resumed stream, or NULL. */
+const char *abx_ctx_last_event_id(const abx_ctx *ctx);
+/* True when the caller has gone away (HTTP client disconnected). Long handlers poll it. */
+bool abx_ctx_cancelled(abx_ctx *ctx);
+
 /* ---- registry ------------------------------------------------------------------------ */
 typedef struct abx_registry abx_registry;
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pwd.h>
 #include <unistd.h>
 
 enum vkind { V_STRING, V_BOOL, V_STRLIST, V_MAP, V_LIMITS, V_TLS, V_LIST, V_UNSUPPORTED };
@@ -28,8 +29,8 @@ static const struct {
     {"auth", V_MAP, "principals and credentials"},
     {"policy", V_MAP, "allow and deny statements"},
     {"terminal_listen", V_UNSUPPORTED, "terminal listener"},
-    {"confine", V_UNSUPPORTED, "kernel confinement mode"},
-    {"run_as", V_UNSUPPORTED, "uid:gid of spawned processes"},
+    {"confine", V_STRING, "kernel confinement mode: required | best_effort"},
+    {"run_as", V_STRING, "uid:gid (or user name) of spawned processes; auto = the workspace's owner"},
     {"ledger", V_UNSUPPORTED, "the action ledger"},
     {"system", V_MAP, "system.* settings: {env: [NAMES]}"},
     {"custom", V_UNSUPPORTED, "declarative commands"},
@@ -287,6 +288,35 @@ int abx_config_load(abx_config *c, const char *path, abx_diags *d)
         }
         c->tls_cert = abx_strdup(json_string_value(cert));
         c->tls_key = abx_strdup(json_string_value(key));
+    }
+    const json_t *confine = json_object_get(c->root, "confine");
+    if (confine) {
+        const char *cv = json_string_value(confine);
+        if (strcmp(cv, "required") != 0 && strcmp(cv, "best_effort") != 0) {
+            abx_diag_add(d, "error", "config.bad_value", line_of(c, "confine"), "'confine' must be required or best_effort");
+            goto fail;
+        }
+        c->confine_set = true;
+        c->confine_required = strcmp(cv, "required") == 0;
+    }
+    const json_t *run_as = json_object_get(c->root, "run_as");
+    if (run_as && strcmp(json_string_value(run_as), "auto") != 0) {
+        const char *rv = json_string_value(run_as);
+        unsigned uid, gid;
+        char extra;
+        struct passwd *pw;
+        if (sscanf(rv, "%u:%u%c", &uid, &gid, &extra) == 2) {
+            c->run_uid = uid;
+            c->run_gid = gid;
+        } else if ((pw = getpwnam(rv)) != NULL) {
+            c->run_uid = pw->pw_uid;
+            c->run_gid = pw->pw_gid;
+        } else {
+            abx_diag_add(d, "error", "config.bad_value", line_of(c, "run_as"),
+                         "'run_as' must be auto, UID:GID or an existing user name");
+            goto fail;
+        }
+        c->run_as_set = true;
     }
     c->allow_plaintext = json_is_true(json_object_get(c->root, "allow_plaintext"));
     c->allow_lint_errors = json_is_true(json_object_get(c->root, "allow_lint_errors"));

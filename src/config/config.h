@@ -28,6 +28,9 @@ typedef struct abx_config {
     int64_t upload_max_bytes;
     int connections;
     int64_t read_timeout_ms;
+    bool confine_set, confine_required;  /* unset: required where the kernel has Landlock */
+    bool run_as_set;                     /* unset: auto (the workspace's owner) */
+    unsigned run_uid, run_gid;
     const json_t *auth;         /* borrowed from root */
     const json_t *policy;       /* borrowed from root */
     const json_t *tests;        /* borrowed from root: policy tests */

@@ -4,6 +4,7 @@
  * (size cap from Content-Length before reading, Content-Type), then hands a request
  * value to abx_dispatch and renders the reply. Never decides policy itself. */
 #include "pipeline/pipeline.h"
+#include "config/yaml.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -297,6 +298,28 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     }
     char token[65] = "";
     bool created = false;
+    snprintf(s->runtime_dir, sizeof s->runtime_dir, "/tmp/abx-%d", (int)getpid());
+    s->sandbox = abx_sandbox_new(s->runtime_dir, false, errbuf, errlen);
+    if (!s->sandbox)
+        return -1;
+    const abx_sandbox_caps *caps = abx_sandbox_caps_get(s->sandbox);
+    s->confine_required = s->cfg.confine_set ? s->cfg.confine_required : caps->landlock_abi > 0;
+    if (*abx_sandbox_missing(s->sandbox))
+        abx_log(s->confine_required ? "warn" : "info", NULL, "confinement layers unavailable here: %s (confine: %s)",
+                abx_sandbox_missing(s->sandbox), s->confine_required ? "required" : "best_effort");
+    if (s->cfg.run_as_set) {
+        s->run_uid = s->cfg.run_uid;
+        s->run_gid = s->cfg.run_gid;
+    } else {
+        struct stat wst;
+        if (stat(s->workspace, &wst) == 0) {
+            s->run_uid = wst.st_uid;
+            s->run_gid = wst.st_gid;
+        }
+    }
+    s->procs = abx_procs_new(s->sandbox, 1024 * 1024, 10 * 60 * 1000, errbuf, errlen);
+    if (!s->procs)
+        return -1;
     if (!s->cfg.path && ensure_default_token(s, errbuf, errlen, &created, token) != 0)
         return -1;
     abx_diags d = {0};
@@ -406,6 +429,10 @@ void abx_server_stop(abx_server *s)
         MHD_stop_daemon(s->mhd);
         s->mhd = NULL;
     }
+    if (s && s->procs) { /* every process group abx started ends: TERM, then KILL */
+        abx_procs_free(s->procs, 2000);
+        s->procs = NULL;
+    }
 }
 
 void abx_server_free(abx_server *s)
@@ -417,6 +444,10 @@ void abx_server_free(abx_server *s)
     abx_router_free(s->router);
     abx_metrics_free(s->metrics);
     abx_auth_limiter_free(s->limiter);
+    abx_sessions_free(s->sessions);
+    abx_sandbox_free(s->sandbox);
+    if (s->runtime_dir[0])
+        rmdir(s->runtime_dir);
     abx_config_release(&s->cfg);
     abx_registry_free(s->reg);
     abx_free(s->workspace);
@@ -447,6 +478,19 @@ int abx_server_call(abx_server *s, const char *op_id, const char *principal, con
                           r->reply.message ? r->reply.message : "");
         if (*body && r->reply.details)
             json_object_set(json_object_get(*body, "error"), "details", r->reply.details);
+    } else if (r->reply.stream_read) {
+        /* in-process: drain the stream (bounded) and return it as text */
+        abx_buf b;
+        abx_buf_init(&b, 16 * 1024 * 1024);
+        char chunk[16384];
+        long n;
+        while ((n = r->reply.stream_read(r->reply.stream_state, chunk, sizeof chunk)) > 0)
+            if (!abx_buf_append(&b, chunk, (size_t)n))
+                break;
+        *body = json_pack("{s:s, s:s%, s:b}", "content_type",
+                          r->reply.content_type ? r->reply.content_type : "text/event-stream", "text",
+                          b.data ? b.data : "", b.len, "truncated", b.failed);
+        abx_buf_release(&b);
     } else if (r->reply.raw) {
         char *b64 = abx_base64_encode(r->reply.raw, r->reply.raw_len, NULL);
         *body = json_pack("{s:s, s:I, s:s?, s:b}", "content_type",
@@ -496,6 +540,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
             inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ci->client_addr)->sin6_addr, addr, sizeof addr);
     }
     r->client = abx_arena_strdup(r->arena, addr);
+    const union MHD_ConnectionInfo *fdi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    r->conn_fd = fdi ? fdi->connect_fd : -1;
     return cr;
 }
 
@@ -525,6 +571,30 @@ static void add_common_headers(abx_server *s, abx_request *r, struct MHD_Respons
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 }
 
+/* Streamed replies: MHD pulls from the handler's reader on this connection's thread. */
+typedef struct stream_ctx {
+    abx_stream_read_fn read;
+    void *state;
+    void (*free_fn)(void *);
+} stream_ctx;
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    stream_ctx *sc = cls;
+    long n = sc->read(sc->state, buf, max);
+    if (n > 0)
+        return (ssize_t)n;
+    return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void stream_done(void *cls)
+{
+    stream_ctx *sc = cls;
+    if (sc->free_fn)
+        sc->free_fn(sc->state); /* also when the client went away: the handler cancels */
+    free(sc);
+}
+
 static enum MHD_Result send_reply(struct MHD_Connection *c, conn_req *cr)
 {
     abx_request *r = cr->r;
@@ -532,7 +602,26 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, conn_req *cr)
     struct MHD_Response *resp;
     int status = abx_reply_http_status(&r->reply);
     cr->responded = true;
-    if (!r->reply.err && r->reply.raw) {
+    if (!r->reply.err && r->reply.stream_read) {
+        stream_ctx *sc = malloc(sizeof *sc);
+        resp = sc ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, sc, stream_done)
+                  : NULL;
+        if (resp) {
+            sc->read = r->reply.stream_read;
+            sc->state = r->reply.stream_state;
+            sc->free_fn = r->reply.stream_free;
+            r->reply.stream_read = NULL; /* the response owns the stream now */
+            r->reply.stream_state = NULL;
+            r->reply.stream_free = NULL;
+            MHD_add_response_header(resp, "Content-Type", r->reply.content_type ? r->reply.content_type
+                                                                                 : "text/event-stream");
+            MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+            /* a stream outlives the read timeout; keepalives flow at least every 2 s */
+            MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)60);
+        } else {
+            free(sc);
+        }
+    } else if (!r->reply.err && r->reply.raw) {
         resp = MHD_create_response_from_buffer(r->reply.raw_len, r->reply.raw, MHD_RESPMEM_MUST_COPY);
         if (resp)
             MHD_add_response_header(resp, "Content-Type",
@@ -630,6 +719,8 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
             r->bearer = value + 7;
         else
             r->auth_bad_scheme = true;
+    } else if (strcasecmp(key, "Last-Event-ID") == 0) {
+        r->last_event_id = value;
     } else if (strcasecmp(key, "X-Access-Token") == 0) {
         r->x_token = value;
     }

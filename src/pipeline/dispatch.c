@@ -5,6 +5,7 @@
 #include "pipeline/pipeline.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,6 +48,7 @@ abx_request *abx_request_new(abx_server *s, abx_door door)
     r->door = door;
     r->slot = -1;
     r->reply.fd = -1;
+    r->conn_fd = -1;
     r->start_us = abx_now_us();
     r->ctx.req = r;
     unsigned long n = atomic_fetch_add_explicit(&request_counter, 1, memory_order_relaxed) + 1;
@@ -69,6 +71,8 @@ void abx_request_free(abx_request *r)
     json_decref(r->reply.details);
     json_decref(r->reply.body);
     abx_free(r->reply.raw);
+    if (r->reply.stream_free && r->reply.stream_state)
+        r->reply.stream_free(r->reply.stream_state);
     if (r->reply.fd >= 0)
         close(r->reply.fd);
     abx_buf_release(&r->body);
@@ -89,6 +93,10 @@ static void vset_error(abx_reply *rep, abx_err e, json_t *details, const char *f
     rep->body = NULL;
     abx_free(rep->raw);
     rep->raw = NULL;
+    if (rep->stream_free && rep->stream_state)
+        rep->stream_free(rep->stream_state);
+    rep->stream_state = NULL;
+    rep->stream_read = NULL;
     if (rep->fd >= 0) {
         close(rep->fd);
         rep->fd = -1;
@@ -120,6 +128,28 @@ abx_err abx_reply_error(abx_reply *r, abx_err code, json_t *details, const char 
     vset_error(r, code, details, fmt, ap);
     va_end(ap);
     return code;
+}
+
+void abx_reply_stream(abx_reply *r, const char *content_type, abx_stream_read_fn read_fn, void *state,
+                      void (*free_fn)(void *state))
+{
+    if (r->stream_free && r->stream_state)
+        r->stream_free(r->stream_state);
+    r->stream_read = read_fn;
+    r->stream_state = state;
+    r->stream_free = free_fn;
+    r->content_type = content_type;
+}
+
+const char *abx_ctx_last_event_id(const abx_ctx *ctx) { return ctx->req->last_event_id; }
+
+bool abx_ctx_cancelled(abx_ctx *ctx)
+{
+    int fd = ctx->req->conn_fd;
+    if (fd < 0)
+        return false;
+    struct pollfd pf = {.fd = fd, .events = POLLRDHUP};
+    return poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
 void abx_reply_bytes(abx_reply *r, const void *data, size_t len, const char *content_type)
@@ -482,13 +512,13 @@ static abx_err step8_admit(abx_request *r)
     }
     for (int i = 0; i < ABX_LIM__COUNT; i++) {
         unsigned bit = 1u << i;
-        if (!(r->op->def->limits & bit))
+        /* only size/count limits come from arguments; an op's timeout arguments have
+         * their own meaning (soft detach, hard kill) and are capped by the op itself */
+        if (!(r->op->def->limits & bit) || bit == ABX_LIM_TIMEOUT)
             continue;
         const json_t *v = json_object_get(r->args, abx_limit_name((enum abx_limit)bit));
         if (json_is_integer(v) && json_integer_value(v) > 0) {
             int64_t x = json_integer_value(v);
-            if (bit == ABX_LIM_TIMEOUT)
-                x *= 1000;
             if (r->decision.limits[i] < 0 || x < r->decision.limits[i])
                 r->decision.limits[i] = x;
         }

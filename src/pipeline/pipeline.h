@@ -12,6 +12,7 @@
 #include "policy/policy.h"
 #include "policy/paths.h"
 #include "sandbox/jail.h"
+#include "sandbox/procs.h"
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -24,6 +25,9 @@ struct abx_reply {
     char *message;             /* owned; error message */
     json_t *details;           /* owned */
     json_t *body;              /* owned; JSON result */
+    abx_stream_read_fn stream_read; /* streamed result; stream_state owned (stream_free) */
+    void *stream_state;
+    void (*stream_free)(void *);
     char *raw;                 /* bytes result from memory: owned */
     size_t raw_len;
     int fd;                    /* bytes result: owned fd, -1 none */
@@ -55,6 +59,12 @@ struct abx_server {
     atomic_int conns;           /* open connections */
     abx_metrics *metrics;       /* owned */
     abx_auth_limiter *limiter;  /* owned */
+    abx_sandbox *sandbox;       /* owned: namespaces, cgroups, Landlock probe */
+    abx_procs *procs;           /* owned: every process abx started */
+    bool confine_required;
+    unsigned run_uid, run_gid;
+    char runtime_dir[64];       /* private TMPDIRs live below it */
+    struct abx_sessions *sessions; /* owned: commands.sessions state */
     int64_t started_ms;
     bool started;
     char version_header[96];    /* "abx/0.1.0 catalog=1" */
@@ -79,6 +89,8 @@ typedef struct abx_request {
     const char *x_token;        /* X-Access-Token value */
     bool auth_bad_scheme;       /* Authorization present but not Bearer */
     const char *client;         /* client address for rate limits and logs */
+    int conn_fd;                /* the client's socket (HTTP), -1 otherwise: cancellation checks */
+    const char *last_event_id;  /* Last-Event-ID header (resumable streams) */
     bool trusted_principal;     /* in-process: principal given by id, no token */
     const char *principal_name; /* in-process principal id (NULL = anonymous) */
     const char *op_name;        /* RPC/in-process: the op id or alias asked for */
@@ -123,6 +135,9 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
 /* Re-read the config file and swap the snapshot atomically; on failure the old policy
  * stays and diags say why. 0 or -1. */
 int abx_server_reload(abx_server *s, abx_diags *diags);
+
+/* command sessions (builtin/commands.c) */
+void abx_sessions_free(struct abx_sessions *s);
 
 /* snapshot capture (one reference; release with abx_policy_unref) */
 abx_policy *abx_server_snapshot(abx_server *s);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void abx_diag_add(abx_diags *d, const char *level, const char *code, int line, const char *fmt, ...)
@@ -1330,6 +1331,7 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
                 abx_decision *d, json_t *trace)
 {
     memset(d, 0, sizeof *d);
+    d->chosen = -1;
     for (int i = 0; i < ABX_LIM__COUNT; i++)
         d->limits[i] = -1;
     if (trace) {
@@ -1450,10 +1452,10 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
             }
         }
         abx_argv av = {0};
-        if (ok && has_cmd) {
+        if (ok && (has_cmd || ci.env)) {
             char why[300] = "";
-            bool cok = build_argv(s, &ci, &av, why, sizeof why) == 0;
-            if (cok && !s->cmd_unrestricted) {
+            bool cok = !has_cmd || build_argv(s, &ci, &av, why, sizeof why) == 0;
+            if (cok && has_cmd && !s->cmd_unrestricted) {
                 cok = false;
                 for (size_t k = 0; k < s->n_cmds && !cok; k++)
                     cok = abx_cmd_pattern_match(&s->cmds[k], (const char *const *)av.v, av.n);
@@ -1472,7 +1474,8 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
                         break;
                     }
                 }
-            trace_check(st, "commands", av.n ? av.v[0] : (ci.command ? ci.command : ""), cok, cok ? NULL : why);
+            trace_check(st, has_cmd ? "commands" : "commands.env", av.n ? av.v[0] : (ci.command ? ci.command : ""),
+                        cok, cok ? NULL : why);
             if (!cok) {
                 ok = false;
                 if (reason != ABX_E_POLICY_PATH_NOT_ALLOWED) {
@@ -1521,6 +1524,7 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
             json_object_set_new(st, "admits", json_true());
         if (chosen < 0) {
             chosen = mounting[m];
+            d->chosen = chosen;
             d->argv = av;
         } else {
             abx_argv_release(&av);
@@ -1577,6 +1581,93 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
     }
     d->err = ABX_OK;
     finish_trace(trace, d);
+}
+
+static bool list_add(char ***arr, size_t *n, const char *s)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*arr)[i], s) == 0)
+            return true;
+    char **g = abx_realloc(*arr, (*n + 2) * sizeof *g);
+    if (!g)
+        return false;
+    *arr = g;
+    if (!(g[*n] = abx_strdup(s)))
+        return false;
+    (*n)++;
+    g[*n] = NULL;
+    return true;
+}
+
+static bool under_any(char *const *roots, size_t n, const char *path)
+{
+    for (size_t i = 0; i < n; i++)
+        if (under_dir(roots[i], path))
+            return true;
+    return false;
+}
+
+int abx_policy_fs_view(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, abx_fs_view *v)
+{
+    memset(v, 0, sizeof *v);
+    if (d->err || d->chosen < 0 || (size_t)d->chosen >= p->n_allow)
+        return -1;
+    const abx_stmt *s = &p->allow[d->chosen];
+    for (int k = 0; k < ABX_ACC_IDX__N; k++)
+        for (size_t i = 0; i < s->n_paths[k]; i++) {
+            const char *root = p->roots[s->paths[k][i].root];
+            if (k == ABX_ACC_IDX_READ ? !list_add(&v->ro, &v->n_ro, root) : !list_add(&v->rw, &v->n_rw, root))
+                goto oom;
+        }
+    v->cwd_root = v->n_rw ? v->rw[0] : v->n_ro ? v->ro[0] : NULL;
+    struct stat st;
+    /* literal deny patterns that apply to this call and lie inside a granted root */
+    for (size_t i = 0; i < p->n_deny; i++) {
+        const abx_stmt *ds = &p->deny[i];
+        if ((ds->n_ops && !stmt_has_op(ds, op, false)) || (ds->n_principals && !stmt_has_principal(p, ds, slot)))
+            continue;
+        for (int k = 0; k < ABX_ACC_IDX__N; k++)
+            for (size_t j = 0; j < ds->n_paths[k]; j++) {
+                const char *g = ds->paths[k][j].glob;
+                if (strpbrk(g, "*?") || lstat(g, &st) != 0)
+                    continue;
+                if ((under_any(v->rw, v->n_rw, g) || under_any(v->ro, v->n_ro, g)) &&
+                    !list_add(&v->masks, &v->n_masks, g))
+                    goto oom;
+            }
+    }
+    for (size_t i = 0; i < p->n_protected; i++) {
+        const char *f = p->protected_files[i];
+        if (lstat(f, &st) == 0 && (under_any(v->rw, v->n_rw, f) || under_any(v->ro, v->n_ro, f)) &&
+            !list_add(&v->masks, &v->n_masks, f))
+            goto oom;
+    }
+    /* code the host runs later stays read-only at the top of each write root */
+    for (size_t i = 0; i < v->n_rw; i++) {
+        static const char *const ro_names[] = {".git/hooks", ".git/config"};
+        for (size_t k = 0; k < ABX_ARRAY_LEN(ro_names); k++) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/%s", strcmp(v->rw[i], "/") == 0 ? "" : v->rw[i], ro_names[k]);
+            if (lstat(path, &st) == 0 && !S_ISLNK(st.st_mode) && !list_add(&v->readonly, &v->n_readonly, path))
+                goto oom;
+        }
+    }
+    return 0;
+oom:
+    abx_fs_view_release(v);
+    return -1;
+}
+
+void abx_fs_view_release(abx_fs_view *v)
+{
+    char **lists[] = {v->ro, v->rw, v->masks, v->readonly};
+    size_t counts[] = {v->n_ro, v->n_rw, v->n_masks, v->n_readonly};
+    for (size_t l = 0; l < 4; l++) {
+        for (size_t i = 0; i < counts[l]; i++)
+            abx_free(lists[l][i]);
+        abx_free(lists[l]);
+    }
+    memset(v, 0, sizeof *v);
 }
 
 /* GCRA: one atomic "theoretical arrival time" per (principal, statement). */

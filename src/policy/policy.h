@@ -166,6 +166,7 @@ typedef struct abx_decision {
     size_t n_paths;
     abx_argv argv;                        /* canonical argv of a command op (program resolved); owned */
     bool net;                             /* the process may use the host network */
+    int chosen;                           /* the first admitting statement (its scopes shape the jail) */
     uint16_t admitting[ABX_MAX_ADMITTING];/* allow statements that admitted the call */
     size_t n_admitting;
     size_t n_held;                        /* concurrency slots taken by abx_admit (released by abx_release) */
@@ -181,5 +182,17 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
 abx_err abx_admit(abx_policy *p, int slot, abx_decision *d, int64_t now_us, int *retry_after_s);
 void abx_release(abx_policy *p, abx_decision *d);
 void abx_decision_release(abx_decision *d);
+
+/* The filesystem a process started by an admitted call may see: read-only and
+ * read-write roots (the chosen statement's pattern roots), paths to hide (literal deny
+ * patterns and abx's own files inside those roots) and to keep read-only (.git/hooks and
+ * .git/config at the top of write roots). Strings owned by the view. */
+typedef struct abx_fs_view {
+    char **ro, **rw, **masks, **readonly;
+    size_t n_ro, n_rw, n_masks, n_readonly;
+    const char *cwd_root;                 /* borrowed (a member of rw or ro): default cwd */
+} abx_fs_view;
+int abx_policy_fs_view(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, abx_fs_view *v);
+void abx_fs_view_release(abx_fs_view *v);
 
 #endif

@@ -1,0 +1,302 @@
+/* exec.c — what commands.*, process.* and terminal.* share: turning an admitted call
+ * (canonical argv, cwd, allowlisted env, the chosen statement's roots and limits) into
+ * a confined process, and rendering process output for JSON and SSE. No handler
+ * builds an argv or an environment any other way. */
+#include "builtin/builtin.h"
+#include "builtin/exec.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Bytes → valid UTF-8 (invalid sequences become U+FFFD): output is text for agents. */
+json_t *abx_text_json(const char *p, size_t n)
+{
+    if (abx_utf8_valid(p, n) && !memchr(p, '\0', n))
+        return json_stringn(p, n);
+    abx_buf b;
+    abx_buf_init(&b, n * 3 + 16);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)p[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (c == 0) {
+            abx_buf_puts(&b, "\xef\xbf\xbd");
+            i++;
+        } else if (len && i + len <= n && abx_utf8_valid(p + i, len)) {
+            abx_buf_append(&b, p + i, len);
+            i += len;
+        } else {
+            abx_buf_puts(&b, "\xef\xbf\xbd");
+            i++;
+        }
+    }
+    json_t *j = json_stringn(b.data ? b.data : "", b.len);
+    abx_buf_release(&b);
+    return j;
+}
+
+
+typedef struct env_builder {
+    char **v;
+    size_t n;
+} env_builder;
+
+static void env_set(env_builder *e, const char *k, const char *val)
+{
+    size_t kl = strlen(k);
+    for (size_t i = 0; i < e->n; i++)
+        if (strncmp(e->v[i], k, kl) == 0 && e->v[i][kl] == '=') {
+            abx_free(e->v[i]);
+            e->v[i] = abx_asprintf("%s=%s", k, val);
+            return;
+        }
+    char **g = abx_realloc(e->v, (e->n + 2) * sizeof *g);
+    if (!g)
+        return;
+    e->v = g;
+    e->v[e->n++] = abx_asprintf("%s=%s", k, val);
+    e->v[e->n] = NULL;
+}
+
+static void env_free(env_builder *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        abx_free(e->v[i]);
+    abx_free(e->v);
+}
+
+abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *o, abx_reply *r)
+{
+    abx_request *q = builtin_req(ctx);
+    abx_server *s = q->server;
+    const abx_decision *d = &q->decision;
+    abx_fs_view v;
+    abx_proc *p = NULL;
+    int cwd_fd = -1;
+    env_builder env = {0};
+    char tmpdir[128] = "";
+    if (d->argv.n == 0) {
+        abx_reply_error(r, ABX_E_SERVER_INTERNAL, NULL, "no admitted argv");
+        return NULL;
+    }
+    if (abx_policy_fs_view(q->policy, q->slot, q->op, d, &v) != 0) {
+        abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+        return NULL;
+    }
+    /* cwd: the admitted cwd (opened through the jail), else the session's, else the scope root */
+    if (abx_ctx_path(ctx, "cwd"))
+        cwd_fd = abx_ctx_open(ctx, "cwd", O_PATH | O_DIRECTORY, 0);
+    else if (o->cwd)
+        cwd_fd = open(o->cwd, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    else if (v.cwd_root)
+        cwd_fd = abx_jail_open_root(v.cwd_root);
+    else
+        cwd_fd = abx_jail_open_root(s->workspace);
+    if (cwd_fd < 0) {
+        abx_reply_error(r, cwd_fd == -ENOTDIR ? ABX_E_FILES_NOT_A_DIRECTORY : abx_errno_to_err(-cwd_fd), NULL,
+                        "the working directory cannot be opened: %s", strerror(-cwd_fd < 0 ? errno : -cwd_fd));
+        goto out;
+    }
+    /* a private TMPDIR, granted read-write; /tmp itself is not */
+    static atomic_ulong tmp_seq;
+    snprintf(tmpdir, sizeof tmpdir, "%s/tmp-%lu", s->runtime_dir, atomic_fetch_add(&tmp_seq, 1) + 1);
+    if (mkdir(s->runtime_dir, 0711) != 0 && errno != EEXIST) {
+        abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "cannot create %s: %s", s->runtime_dir, strerror(errno));
+        goto out;
+    }
+    if (mkdir(tmpdir, 0700) != 0 || chown(tmpdir, s->run_uid, s->run_gid) != 0) {
+        abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "cannot create a private TMPDIR: %s", strerror(errno));
+        tmpdir[0] = '\0';
+        goto out;
+    }
+    /* environment: a small fixed base, the session's, then the call's allowlisted values;
+     * nothing of abx's own environment (tokens) leaks in */
+    env_set(&env, "PATH", "/usr/local/bin:/usr/bin:/bin");
+    env_set(&env, "LANG", "C.UTF-8");
+    env_set(&env, "HOME", v.cwd_root ? v.cwd_root : s->workspace);
+    env_set(&env, "TMPDIR", tmpdir);
+    if (o->pty)
+        env_set(&env, "TERM", "xterm-256color");
+    const char *k;
+    json_t *val;
+    json_object_foreach((json_t *)o->base_env, k, val) env_set(&env, k, json_string_value(val));
+    json_object_foreach(json_object_get(args, "env"), k, val) env_set(&env, k, json_string_value(val));
+    if (!env.v) {
+        abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+        goto out;
+    }
+    int64_t mem = d->limits[__builtin_ctz(ABX_LIM_MEMORY)], pids = d->limits[__builtin_ctz(ABX_LIM_PIDS)],
+            cpu = d->limits[__builtin_ctz(ABX_LIM_CPU)], life = d->limits[__builtin_ctz(ABX_LIM_TIMEOUT)];
+    abx_confine conf = {
+        .read_roots = (const char *const *)v.ro, .n_read = v.n_ro,
+        .write_roots = (const char *const *)v.rw, .n_write = v.n_rw,
+        .masks = (const char *const *)v.masks, .n_masks = v.n_masks,
+        .readonly = (const char *const *)v.readonly, .n_readonly = v.n_readonly,
+        .net = d->net, .pids_max = pids, .memory_max = mem, .cpu_milli = cpu,
+        .uid = s->run_uid, .gid = s->run_gid, .set_ids = true, .required = s->confine_required,
+    };
+    int64_t kill_after = life > 0 ? life : 0;
+    if (o->hard_timeout_ms > 0 && (kill_after == 0 || o->hard_timeout_ms < kill_after))
+        kill_after = o->hard_timeout_ms;
+    abx_proc_spec spec = {
+        .spawn = {.argv = d->argv.v, .envp = env.v, .cwd_fd = cwd_fd, .confine = &conf, .tmpdir = tmpdir},
+        .owner = abx_ctx_principal(ctx),
+        .tag = o->tag,
+        .kill_after_ms = kill_after,
+        .head_bytes = o->head_bytes,
+        .keep_stdin = o->keep_stdin,
+        .pty = o->pty,
+        .cols = o->cols,
+        .rows = o->rows,
+    };
+    char why[300];
+    p = abx_proc_start(s->procs, &spec, why, sizeof why);
+    if (!p) {
+        bool confine = strstr(why, "confinement required") != NULL;
+        abx_reply_error(r, confine ? ABX_E_SANDBOX_UNAVAILABLE : ABX_E_PROCESS_SPAWN_FAILED, NULL,
+                        "cannot start '%s': %s", d->argv.v[0], why);
+        abx_ctx_log(ctx, "warn", "spawn failed: %s", why);
+        goto out;
+    }
+    abx_proc_set_tmpdir(p, tmpdir);
+    tmpdir[0] = '\0'; /* removed when the process record goes */
+out:
+    if (tmpdir[0]) {
+        abx_rm_tree(tmpdir);
+    }
+    if (cwd_fd >= 0)
+        close(cwd_fd);
+    env_free(&env);
+    abx_fs_view_release(&v);
+    return p;
+}
+
+
+int abx_signal_by_name(const char *name)
+{
+    const char *n = strncmp(name, "SIG", 3) == 0 ? name + 3 : name;
+    for (int s = 1; s < 32; s++) {
+        const char *abbrev = sigabbrev_np(s);
+        if (abbrev && strcmp(abbrev, n) == 0)
+            return s;
+    }
+    char *end;
+    long v = strtol(name, &end, 10);
+    return (*name && !*end && v > 0 && v < 65) ? (int)v : -1;
+}
+
+/* ---- SSE over a process's output ---- */
+
+typedef struct sse_state {
+    abx_proc *proc;             /* one reference */
+    uint64_t off[2];
+    bool exit_sent, done;
+    bool kill_on_close;         /* commands.stream: a client that leaves cancels the command */
+    abx_buf pending;            /* frame bytes not handed out yet */
+} sse_state;
+
+static void frame_output(sse_state *st, int which, const char *data, size_t n, uint64_t start)
+{
+    json_t *d = json_pack("{s:o, s:I}", "data", abx_text_json(data, n), "offset", (json_int_t)start);
+    char *js = json_dumps(d, JSON_COMPACT);
+    json_decref(d);
+    st->off[which] = start + n;
+    abx_buf_printf(&st->pending, "event: %s\nid: %llu,%llu\ndata: %s\n\n", which ? "stderr" : "stdout",
+                   (unsigned long long)st->off[0], (unsigned long long)st->off[1], js ? js : "{}");
+    free(js);
+}
+
+static long sse_read(void *state, char *buf, size_t max)
+{
+    sse_state *st = state;
+    for (;;) {
+        if (st->pending.len) {
+            size_t n = st->pending.len < max ? st->pending.len : max;
+            memcpy(buf, st->pending.data, n);
+            memmove(st->pending.data, st->pending.data + n, st->pending.len - n);
+            st->pending.len -= n;
+            return (long)n;
+        }
+        if (st->done)
+            return 0;
+        bool any = false;
+        for (int i = 0; i < 2; i++) {
+            char *data;
+            uint64_t start, total;
+            bool dropped;
+            size_t n = abx_proc_read(st->proc, (enum abx_stream_id)i, st->off[i], 32768, &data, &start, &dropped,
+                                     &total);
+            if (dropped) {
+                abx_buf_printf(&st->pending, "event: dropped\ndata: {\"stream\": \"%s\", \"from\": %llu, \"to\": %llu}\n\n",
+                               i ? "stderr" : "stdout", (unsigned long long)st->off[i], (unsigned long long)start);
+                st->off[i] = start;
+            }
+            if (n) {
+                frame_output(st, i, data, n, start);
+                any = true;
+            }
+            abx_free(data);
+        }
+        if (any || st->pending.len)
+            continue;
+        if (!abx_proc_running(st->proc)) {
+            /* drained after exit: the final event */
+            json_t *j = abx_proc_json(st->proc);
+            char *js = json_dumps(j, JSON_COMPACT);
+            json_decref(j);
+            abx_buf_printf(&st->pending, "event: exit\nid: %llu,%llu\ndata: %s\n\n", (unsigned long long)st->off[0],
+                           (unsigned long long)st->off[1], js ? js : "{}");
+            free(js);
+            st->done = true;
+            continue;
+        }
+        if (!abx_proc_wait_output(st->proc, st->off[0], st->off[1], abx_now_ms() + 2000))
+            abx_buf_puts(&st->pending, ": keepalive\n\n");
+    }
+}
+
+static void sse_free(void *state)
+{
+    sse_state *st = state;
+    if (st->kill_on_close && abx_proc_running(st->proc))
+        abx_proc_kill(st->proc, SIGKILL, false);
+    abx_proc_unref(st->proc);
+    abx_buf_release(&st->pending);
+    abx_free(st);
+}
+
+void abx_exec_reply_sse(abx_reply *r, abx_proc *p, uint64_t out_off, uint64_t err_off, bool kill_on_close)
+{
+    sse_state *st = abx_calloc(1, sizeof *st);
+    if (!st) {
+        if (kill_on_close)
+            abx_proc_kill(p, SIGKILL, false);
+        abx_proc_unref(p);
+        abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+        return;
+    }
+    st->proc = p;
+    st->off[0] = out_off;
+    st->off[1] = err_off;
+    st->kill_on_close = kill_on_close;
+    abx_buf_init(&st->pending, 1 << 20);
+    /* the first frame tells the client which process it is watching */
+    abx_buf_printf(&st->pending, "event: start\ndata: {\"pid\": %d}\n\n", abx_proc_pid(p));
+    abx_reply_stream(r, "text/event-stream", sse_read, st, sse_free);
+}
+
+/* "O,E" (our event ids) → offsets */
+bool abx_parse_event_id(const char *id, uint64_t *o, uint64_t *e)
+{
+    unsigned long long a, b;
+    char extra;
+    if (!id || sscanf(id, "%llu,%llu%c", &a, &b, &extra) != 2)
+        return false;
+    *o = a;
+    *e = b;
+    return true;
+}

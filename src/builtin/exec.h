@@ -1,0 +1,26 @@
+/* exec.h — shared by the namespaces that start processes (exec.c). */
+#ifndef ABX_BUILTIN_EXEC_H
+#define ABX_BUILTIN_EXEC_H
+
+#include "builtin/builtin.h"
+
+typedef struct abx_exec_opts {
+    size_t head_bytes;          /* keep the first N bytes per stream (commands.run) */
+    bool keep_stdin;
+    int64_t hard_timeout_ms;    /* the call's own hard cap; the statement's timeout caps it */
+    const char *tag;
+    const char *cwd;            /* a canonical directory already admitted (sessions), or NULL */
+    const json_t *base_env;     /* session environment, or NULL */
+    bool pty;
+    unsigned short cols, rows;
+} abx_exec_opts;
+
+/* Start the admitted command confined; NULL with the reply's error set. */
+abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *o, abx_reply *r);
+/* SSE reply of a process's output from the given offsets; takes the reference. */
+void abx_exec_reply_sse(abx_reply *r, abx_proc *p, uint64_t out_off, uint64_t err_off, bool kill_on_close);
+json_t *abx_text_json(const char *p, size_t n);
+int abx_signal_by_name(const char *name);
+bool abx_parse_event_id(const char *id, uint64_t *o, uint64_t *e);
+
+#endif

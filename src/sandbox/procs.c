@@ -1,0 +1,782 @@
+/* procs.c — the process manager (see procs.h for the state machine).
+ *
+ * Threads: one manager thread runs an epoll loop over an eventfd (requests), each
+ * process's pidfd (exit) and output descriptors (data); request threads only touch
+ * the table under `mu` and sleep on `cond`, which the manager broadcasts whenever
+ * output arrives or a process exits. Spawning happens on the manager thread because
+ * PDEATHSIG follows the parent *thread*: a connection thread may end long before the
+ * background process it started. */
+#include "sandbox/procs.h"
+#include "core/util.h"
+#include <ftw.h>
+#include <sys/stat.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <pty.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+/* A stream's bytes: the first head_cap bytes (commands.run's answer) and a ring of
+ * the last ring_cap bytes (process.output, streams). Offsets are absolute. */
+typedef struct stream_buf {
+    char *head;
+    size_t head_len, head_cap;
+    char *ring;
+    size_t ring_cap;
+    uint64_t total;    /* bytes ever written */
+    int fd;            /* read end, -1 once EOF */
+} stream_buf;
+
+struct abx_proc {
+    atomic_int refs;
+    abx_procs *mgr;           /* borrowed; outlives every proc it lists */
+    abx_child child;
+    int pid;
+    char *owner, *tag;        /* owned */
+    json_t *argv;             /* owned: what ran (argv[0] absolute) */
+    int64_t started_wall, started_mono, ended_wall, ended_mono;
+    int64_t kill_at_mono;     /* hard deadline; 0 none */
+    bool running;
+    bool timed_out, killed;
+    int exit_code;            /* -1 when killed by a signal */
+    int term_signal;
+    int stdin_fd;             /* write end, -1 when closed */
+    bool pty;
+    int pty_master;           /* for pty processes: the master (also stream 0's fd) */
+    stream_buf s[2];
+    bool in_table;
+    char *tmpdir;             /* owned; removed with the record */
+};
+
+typedef struct pending {
+    const abx_proc_spec *spec;
+    abx_proc *proc;
+    int rc;
+    char err[256];
+    bool done;
+    struct pending *next;
+} pending;
+
+struct abx_procs {
+    abx_sandbox *sb;          /* borrowed */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;      /* output arrived, a process exited, a spawn finished */
+    int epfd, evfd;
+    bool stop;
+    size_t ring_cap;
+    int64_t retention_ms;
+    abx_proc **table;         /* every known process (one reference each) */
+    size_t n, cap;
+    pending *queue;
+};
+
+static void proc_free(abx_proc *p)
+{
+    for (int i = 0; i < 2; i++) {
+        abx_free(p->s[i].head);
+        abx_free(p->s[i].ring);
+        if (p->s[i].fd >= 0 && !(p->pty && i == 0))
+            close(p->s[i].fd);
+    }
+    if (p->pty_master >= 0)
+        close(p->pty_master);
+    if (p->stdin_fd >= 0 && p->stdin_fd != p->pty_master)
+        close(p->stdin_fd);
+    abx_child_cleanup(&p->child);
+    if (p->tmpdir) {
+        abx_rm_tree(p->tmpdir);
+        abx_free(p->tmpdir);
+    }
+    json_decref(p->argv);
+    abx_free(p->owner);
+    abx_free(p->tag);
+    abx_free(p);
+}
+
+void abx_proc_unref(abx_proc *p)
+{
+    if (p && atomic_fetch_sub(&p->refs, 1) == 1)
+        proc_free(p);
+}
+
+static abx_proc *ref(abx_proc *p)
+{
+    atomic_fetch_add(&p->refs, 1);
+    return p;
+}
+
+static void stream_append(stream_buf *b, const char *data, size_t n)
+{
+    if (b->head_cap && b->head_len < b->head_cap) {
+        size_t take = n < b->head_cap - b->head_len ? n : b->head_cap - b->head_len;
+        if (!b->head) {
+            b->head = abx_malloc(b->head_cap);
+        }
+        if (b->head) {
+            memcpy(b->head + b->head_len, data, take);
+            b->head_len += take;
+        }
+    }
+    if (b->ring_cap) {
+        if (!b->ring)
+            b->ring = abx_malloc(b->ring_cap);
+        if (b->ring) {
+            /* only the last ring_cap bytes of this chunk can survive */
+            const char *d = n > b->ring_cap ? data + (n - b->ring_cap) : data;
+            uint64_t at = n > b->ring_cap ? b->total + (n - b->ring_cap) : b->total;
+            size_t m = n > b->ring_cap ? b->ring_cap : n;
+            size_t pos = (size_t)(at % b->ring_cap);
+            size_t first = m < b->ring_cap - pos ? m : b->ring_cap - pos;
+            memcpy(b->ring + pos, d, first);
+            memcpy(b->ring, d + first, m - first);
+        }
+    }
+    b->total += n;
+}
+
+/* ---- manager thread ---- */
+
+static void epoll_add(abx_procs *m, int fd, abx_proc *p, uint32_t tag)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = ((uint64_t)(uintptr_t)p) | tag};
+    epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+/* tags in the low bits of the pointer (objects are at least 8-byte aligned) */
+enum { TAG_PID = 1, TAG_OUT = 2, TAG_ERR = 3 };
+
+static int set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static void do_spawn(abx_procs *m, pending *pd)
+{
+    const abx_proc_spec *sp = pd->spec;
+    abx_proc *p = abx_calloc(1, sizeof *p);
+    int out[2] = {-1, -1}, err[2] = {-1, -1}, in[2] = {-1, -1}, master = -1, slave = -1;
+    if (!p) {
+        snprintf(pd->err, sizeof pd->err, "out of memory");
+        pd->rc = -1;
+        return;
+    }
+    atomic_init(&p->refs, 1);
+    p->mgr = m;
+    p->stdin_fd = -1;
+    p->pty_master = -1;
+    p->s[0].fd = p->s[1].fd = -1;
+    abx_spawn_req req = sp->spawn;
+    if (sp->pty) {
+        struct winsize ws = {.ws_row = sp->rows ? sp->rows : 24, .ws_col = sp->cols ? sp->cols : 80};
+        if (openpty(&master, &slave, NULL, NULL, &ws) != 0) {
+            snprintf(pd->err, sizeof pd->err, "openpty: %s", strerror(errno));
+            goto fail;
+        }
+        fcntl(master, F_SETFD, FD_CLOEXEC);
+        fcntl(slave, F_SETFD, FD_CLOEXEC);
+        req.stdin_fd = req.stdout_fd = req.stderr_fd = slave;
+        req.ctty = true;
+    } else {
+        if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 ||
+            (sp->keep_stdin && pipe2(in, O_CLOEXEC) != 0)) {
+            snprintf(pd->err, sizeof pd->err, "pipe: %s", strerror(errno));
+            goto fail;
+        }
+        req.stdout_fd = out[1];
+        req.stderr_fd = err[1];
+        req.stdin_fd = sp->keep_stdin ? in[0] : -1;
+    }
+    if (abx_spawn(m->sb, &req, &p->child, pd->err, sizeof pd->err) != 0)
+        goto fail;
+    p->pid = p->child.pid;
+    p->running = true;
+    p->started_wall = abx_wall_ms();
+    p->started_mono = abx_now_ms();
+    p->kill_at_mono = sp->kill_after_ms > 0 ? p->started_mono + sp->kill_after_ms : 0;
+    p->owner = abx_strdup(sp->owner ? sp->owner : "");
+    p->tag = sp->tag ? abx_strdup(sp->tag) : NULL;
+    p->argv = json_array();
+    for (char *const *a = sp->spawn.argv; *a; a++)
+        json_array_append_new(p->argv, json_string(*a));
+    for (int i = 0; i < 2; i++) {
+        p->s[i].head_cap = sp->head_bytes;
+        p->s[i].ring_cap = m->ring_cap;
+    }
+    if (sp->pty) {
+        close(slave);
+        p->pty = true;
+        p->pty_master = master;
+        p->s[0].fd = master;
+        p->stdin_fd = master;
+        set_nonblock(master);
+        epoll_add(m, master, p, TAG_OUT);
+    } else {
+        close(out[1]);
+        close(err[1]);
+        p->s[0].fd = out[0];
+        p->s[1].fd = err[0];
+        set_nonblock(out[0]);
+        set_nonblock(err[0]);
+        epoll_add(m, out[0], p, TAG_OUT);
+        epoll_add(m, err[0], p, TAG_ERR);
+        if (sp->keep_stdin) {
+            close(in[0]);
+            p->stdin_fd = in[1];
+        }
+    }
+    epoll_add(m, p->child.pidfd, p, TAG_PID);
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 64;
+        abx_proc **g = abx_realloc(m->table, cap * sizeof *g);
+        if (!g) {
+            abx_child_kill(&p->child, SIGKILL);
+            snprintf(pd->err, sizeof pd->err, "out of memory");
+            goto fail_spawned;
+        }
+        m->table = g;
+        m->cap = cap;
+    }
+    m->table[m->n++] = p;
+    p->in_table = true;
+    pd->proc = ref(p);
+    pd->rc = 0;
+    return;
+fail_spawned : {
+    int st;
+    waitpid(p->pid, &st, 0);
+}
+fail:
+    for (int i = 0; i < 2; i++) {
+        if (out[i] >= 0)
+            close(out[i]);
+        if (err[i] >= 0)
+            close(err[i]);
+        if (in[i] >= 0)
+            close(in[i]);
+    }
+    if (master >= 0)
+        close(master);
+    if (slave >= 0)
+        close(slave);
+    p->s[0].fd = p->s[1].fd = -1;
+    p->pty_master = -1;
+    p->stdin_fd = -1;
+    proc_free(p);
+    pd->rc = -1;
+}
+
+static void drain(abx_procs *m, abx_proc *p, int i)
+{
+    stream_buf *b = &p->s[i];
+    char buf[65536];
+    while (b->fd >= 0) {
+        ssize_t n = read(b->fd, buf, sizeof buf);
+        if (n > 0) {
+            stream_append(b, buf, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            break;
+        /* EOF, or EIO from a pty whose last slave closed */
+        epoll_ctl(m->epfd, EPOLL_CTL_DEL, b->fd, NULL);
+        if (!(p->pty && i == 0))
+            close(b->fd);
+        b->fd = -1;
+    }
+}
+
+static void reap(abx_procs *m, abx_proc *p)
+{
+    siginfo_t si = {0};
+    if (waitid((idtype_t)P_PIDFD, (id_t)p->child.pidfd, &si, WEXITED | WNOHANG) != 0 || si.si_pid == 0)
+        return;
+    epoll_ctl(m->epfd, EPOLL_CTL_DEL, p->child.pidfd, NULL);
+    for (int i = 0; i < 2; i++)
+        drain(m, p, i);
+    if (si.si_code == CLD_EXITED) {
+        p->exit_code = si.si_status;
+        p->term_signal = 0;
+    } else {
+        p->exit_code = -1;
+        p->term_signal = si.si_status;
+    }
+    p->running = false;
+    p->ended_wall = abx_wall_ms();
+    p->ended_mono = abx_now_ms();
+    /* a command's processes end with it: stragglers in its group or cgroup are killed,
+     * which also closes pipes they may hold */
+    abx_child_kill(&p->child, SIGKILL);
+    for (int i = 0; i < 2; i++)
+        if (p->s[i].fd >= 0) {
+            epoll_ctl(m->epfd, EPOLL_CTL_DEL, p->s[i].fd, NULL);
+            drain(m, p, i);
+        }
+    abx_child_cleanup(&p->child);
+}
+
+static void *manager_main(void *arg)
+{
+    abx_procs *m = arg;
+    struct epoll_event evs[64];
+    pthread_mutex_lock(&m->mu);
+    while (!m->stop) {
+        /* the next hard deadline bounds the wait */
+        int64_t now = abx_now_ms(), next = now + 1000;
+        for (size_t i = 0; i < m->n; i++)
+            if (m->table[i]->running && m->table[i]->kill_at_mono && m->table[i]->kill_at_mono < next)
+                next = m->table[i]->kill_at_mono;
+        pthread_mutex_unlock(&m->mu);
+        int timeout = next > now ? (int)(next - now) : 0;
+        int n = epoll_wait(m->epfd, evs, 64, timeout);
+        pthread_mutex_lock(&m->mu);
+        for (int k = 0; k < n; k++) {
+            uint64_t u = evs[k].data.u64;
+            if (u == 0) { /* the eventfd: spawn requests */
+                uint64_t v;
+                ssize_t r = read(m->evfd, &v, sizeof v);
+                (void)r;
+                while (m->queue) {
+                    pending *pd = m->queue;
+                    m->queue = pd->next;
+                    do_spawn(m, pd);
+                    pd->done = true;
+                }
+                continue;
+            }
+            abx_proc *p = (abx_proc *)(uintptr_t)(u & ~(uint64_t)7);
+            switch (u & 7) {
+            case TAG_PID: reap(m, p); break;
+            case TAG_OUT: drain(m, p, 0); break;
+            case TAG_ERR: drain(m, p, 1); break;
+            }
+        }
+        now = abx_now_ms();
+        for (size_t i = 0; i < m->n; i++) {
+            abx_proc *p = m->table[i];
+            if (p->running && p->kill_at_mono && now >= p->kill_at_mono) {
+                p->timed_out = true;
+                abx_child_kill(&p->child, SIGKILL);
+                p->kill_at_mono = 0;
+            }
+        }
+        /* drop exited records past retention */
+        for (size_t i = 0; i < m->n;) {
+            abx_proc *p = m->table[i];
+            if (!p->running && now - p->ended_mono > m->retention_ms) {
+                p->in_table = false;
+                m->table[i] = m->table[--m->n];
+                abx_proc_unref(p);
+            } else {
+                i++;
+            }
+        }
+        pthread_cond_broadcast(&m->cond);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
+abx_procs *abx_procs_new(abx_sandbox *sb, size_t ring_bytes, int64_t retention_ms, char *err, size_t errlen)
+{
+    abx_procs *m = abx_calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    m->sb = sb;
+    m->ring_cap = ring_bytes ? ring_bytes : 1024 * 1024;
+    m->retention_ms = retention_ms > 0 ? retention_ms : 10 * 60 * 1000;
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&m->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    m->epfd = epoll_create1(EPOLL_CLOEXEC);
+    m->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
+    if (m->epfd < 0 || m->evfd < 0 || epoll_ctl(m->epfd, EPOLL_CTL_ADD, m->evfd, &ev) != 0 ||
+        pthread_create(&m->thread, NULL, manager_main, m) != 0) {
+        snprintf(err, errlen, "cannot start the process manager: %s", strerror(errno));
+        if (m->epfd >= 0)
+            close(m->epfd);
+        if (m->evfd >= 0)
+            close(m->evfd);
+        abx_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void abx_procs_free(abx_procs *m, int64_t grace_ms)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->n; i++)
+        if (m->table[i]->running)
+            abx_child_kill(&m->table[i]->child, SIGTERM);
+    int64_t until = abx_now_ms() + grace_ms;
+    for (;;) {
+        bool any = false;
+        for (size_t i = 0; i < m->n; i++)
+            any = any || m->table[i]->running;
+        if (!any || abx_now_ms() >= until)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 50 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&m->cond, &m->mu, &ts);
+    }
+    for (size_t i = 0; i < m->n; i++)
+        if (m->table[i]->running)
+            abx_child_kill(&m->table[i]->child, SIGKILL);
+    pthread_mutex_unlock(&m->mu);
+    /* give the manager a moment to reap what was killed */
+    for (int tries = 0; tries < 100; tries++) {
+        pthread_mutex_lock(&m->mu);
+        bool any = false;
+        for (size_t i = 0; i < m->n; i++)
+            any = any || m->table[i]->running;
+        pthread_mutex_unlock(&m->mu);
+        if (!any)
+            break;
+        usleep(10000);
+    }
+    pthread_mutex_lock(&m->mu);
+    m->stop = true;
+    pthread_mutex_unlock(&m->mu);
+    uint64_t one = 1;
+    ssize_t w = write(m->evfd, &one, sizeof one);
+    (void)w;
+    pthread_join(m->thread, NULL);
+    for (size_t i = 0; i < m->n; i++) {
+        abx_proc *p = m->table[i];
+        if (p->running) { /* could not be reaped in time: reap now, blocking */
+            int st;
+            waitpid(p->pid, &st, 0);
+            p->running = false;
+        }
+        p->in_table = false;
+        abx_proc_unref(p);
+    }
+    abx_free(m->table);
+    close(m->epfd);
+    close(m->evfd);
+    pthread_cond_destroy(&m->cond);
+    pthread_mutex_destroy(&m->mu);
+    abx_free(m);
+}
+
+abx_proc *abx_proc_start(abx_procs *m, const abx_proc_spec *spec, char *err, size_t errlen)
+{
+    pending pd = {.spec = spec};
+    pthread_mutex_lock(&m->mu);
+    pd.next = m->queue;
+    m->queue = &pd;
+    uint64_t one = 1;
+    ssize_t w = write(m->evfd, &one, sizeof one);
+    (void)w;
+    while (!pd.done && !m->stop)
+        pthread_cond_wait(&m->cond, &m->mu);
+    pthread_mutex_unlock(&m->mu);
+    if (!pd.done || pd.rc != 0) {
+        snprintf(err, errlen, "%s", pd.done ? pd.err : "the process manager is stopping");
+        return NULL;
+    }
+    return pd.proc;
+}
+
+abx_proc *abx_proc_find(abx_procs *m, int pid)
+{
+    abx_proc *found = NULL;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->n; i++)
+        if (m->table[i]->pid == pid) {
+            found = ref(m->table[i]);
+            break;
+        }
+    pthread_mutex_unlock(&m->mu);
+    return found;
+}
+
+size_t abx_procs_list(abx_procs *m, const char *owner, abx_proc ***out)
+{
+    pthread_mutex_lock(&m->mu);
+    abx_proc **arr = abx_calloc(m->n + 1, sizeof *arr);
+    size_t k = 0;
+    for (size_t i = 0; arr && i < m->n; i++)
+        if (!owner || strcmp(m->table[i]->owner, owner) == 0)
+            arr[k++] = ref(m->table[i]);
+    pthread_mutex_unlock(&m->mu);
+    *out = arr;
+    return k;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) { return remove(path); }
+
+void abx_rm_tree(const char *dir)
+{
+    if (dir && *dir)
+        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); /* FTW_PHYS: never follows symlinks */
+}
+
+int abx_proc_pid(const abx_proc *p) { return p->pid; }
+
+void abx_proc_set_tmpdir(abx_proc *p, const char *dir)
+{
+    pthread_mutex_lock(&p->mgr->mu);
+    abx_free(p->tmpdir);
+    p->tmpdir = abx_strdup(dir);
+    pthread_mutex_unlock(&p->mgr->mu);
+}
+const char *abx_proc_owner(const abx_proc *p) { return p->owner; }
+
+bool abx_proc_running(abx_proc *p)
+{
+    pthread_mutex_lock(&p->mgr->mu);
+    bool r = p->running;
+    pthread_mutex_unlock(&p->mgr->mu);
+    return r;
+}
+
+static void deadline_ts(int64_t ms, struct timespec *ts)
+{
+    ts->tv_sec = ms / 1000;
+    ts->tv_nsec = (ms % 1000) * 1000000;
+}
+
+int abx_proc_wait(abx_proc *p, int64_t deadline_ms, bool (*cancelled)(void *), void *ud)
+{
+    abx_procs *m = p->mgr;
+    pthread_mutex_lock(&m->mu);
+    int rc = 1;
+    while (p->running) {
+        int64_t now = abx_now_ms();
+        if (deadline_ms && now >= deadline_ms) {
+            rc = 0;
+            break;
+        }
+        if (cancelled) {
+            pthread_mutex_unlock(&m->mu);
+            bool c = cancelled(ud);
+            pthread_mutex_lock(&m->mu);
+            if (c) {
+                rc = -1;
+                break;
+            }
+        }
+        int64_t until = now + 100;
+        if (deadline_ms && deadline_ms < until)
+            until = deadline_ms;
+        struct timespec ts;
+        deadline_ts(until, &ts);
+        pthread_cond_timedwait(&m->cond, &m->mu, &ts);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+bool abx_proc_wait_output(abx_proc *p, uint64_t out_off, uint64_t err_off, int64_t deadline_ms)
+{
+    abx_procs *m = p->mgr;
+    pthread_mutex_lock(&m->mu);
+    bool got;
+    for (;;) {
+        got = p->s[0].total > out_off || p->s[1].total > err_off || !p->running;
+        if (got || abx_now_ms() >= deadline_ms)
+            break;
+        struct timespec ts;
+        deadline_ts(deadline_ms, &ts);
+        pthread_cond_timedwait(&m->cond, &m->mu, &ts);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return got;
+}
+
+void abx_proc_kill(abx_proc *p, int sig, bool timed_out)
+{
+    pthread_mutex_lock(&p->mgr->mu);
+    if (p->running) {
+        if (timed_out)
+            p->timed_out = true;
+        else if (sig == SIGKILL || sig == SIGTERM)
+            p->killed = true;
+        abx_child_kill(&p->child, sig);
+    }
+    pthread_mutex_unlock(&p->mgr->mu);
+}
+
+int abx_proc_signal(abx_proc *p, int sig)
+{
+    int rc = 0;
+    pthread_mutex_lock(&p->mgr->mu);
+    if (!p->running)
+        rc = -ESRCH;
+    else if (kill(-p->pid, sig) != 0)
+        rc = -errno;
+    else if (sig == SIGKILL)
+        p->killed = true;
+    pthread_mutex_unlock(&p->mgr->mu);
+    return rc;
+}
+
+long abx_proc_write_stdin(abx_proc *p, const void *data, size_t len, bool eof, int64_t deadline_ms)
+{
+    abx_procs *m = p->mgr;
+    pthread_mutex_lock(&m->mu);
+    int fd = p->stdin_fd >= 0 ? dup(p->stdin_fd) : -1;
+    pthread_mutex_unlock(&m->mu);
+    if (fd < 0)
+        return -EPIPE;
+    set_nonblock(fd);
+    size_t done = 0;
+    long rc = 0;
+    while (done < len) {
+        ssize_t n = write(fd, (const char *)data + done, len - done);
+        if (n > 0) {
+            done += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            int64_t left = deadline_ms - abx_now_ms();
+            if (left <= 0)
+                break;
+            struct pollfd pf = {.fd = fd, .events = POLLOUT};
+            poll(&pf, 1, left > 100 ? 100 : (int)left);
+            continue;
+        }
+        rc = -errno;
+        break;
+    }
+    close(fd);
+    if (eof && !p->pty) {
+        pthread_mutex_lock(&m->mu);
+        if (p->stdin_fd >= 0) {
+            close(p->stdin_fd);
+            p->stdin_fd = -1;
+        }
+        pthread_mutex_unlock(&m->mu);
+    } else if (eof && p->pty) {
+        char eot = 4; /* ^D on the terminal */
+        ssize_t w = write(p->pty_master, &eot, 1);
+        (void)w;
+    }
+    return rc < 0 && done == 0 ? rc : (long)done;
+}
+
+int abx_proc_resize(abx_proc *p, unsigned short cols, unsigned short rows)
+{
+    if (!p->pty)
+        return -ENOTTY;
+    struct winsize ws = {.ws_row = rows, .ws_col = cols};
+    return ioctl(p->pty_master, TIOCSWINSZ, &ws) == 0 ? 0 : -errno;
+}
+
+size_t abx_proc_read(abx_proc *p, enum abx_stream_id s, uint64_t off, size_t max, char **data, uint64_t *start,
+                     bool *dropped, uint64_t *total)
+{
+    abx_procs *m = p->mgr;
+    pthread_mutex_lock(&m->mu);
+    stream_buf *b = &p->s[s];
+    uint64_t oldest = b->total > b->ring_cap ? b->total - b->ring_cap : 0;
+    *dropped = off < oldest;
+    uint64_t from = off < oldest ? oldest : off;
+    if (from > b->total)
+        from = b->total;
+    size_t n = (size_t)(b->total - from);
+    if (n > max)
+        n = max;
+    char *out = abx_malloc(n + 1);
+    if (out && n) {
+        size_t pos = (size_t)(from % b->ring_cap);
+        size_t first = n < b->ring_cap - pos ? n : b->ring_cap - pos;
+        memcpy(out, b->ring + pos, first);
+        memcpy(out + first, b->ring, n - first);
+    }
+    if (out)
+        out[n] = '\0';
+    *start = from;
+    *total = b->total;
+    pthread_mutex_unlock(&m->mu);
+    *data = out;
+    return out ? n : 0;
+}
+
+size_t abx_proc_head(abx_proc *p, enum abx_stream_id s, char **data, bool *truncated)
+{
+    abx_procs *m = p->mgr;
+    pthread_mutex_lock(&m->mu);
+    stream_buf *b = &p->s[s];
+    size_t n = b->head_len;
+    char *out = abx_malloc(n + 1);
+    if (out) {
+        if (n)
+            memcpy(out, b->head, n);
+        out[n] = '\0';
+    }
+    *truncated = b->total > b->head_len;
+    pthread_mutex_unlock(&m->mu);
+    *data = out;
+    return out ? n : 0;
+}
+
+static const char *status_locked(const abx_proc *p)
+{
+    if (p->running)
+        return "running";
+    if (p->timed_out)
+        return "timed_out";
+    if (p->killed)
+        return "killed";
+    return "completed";
+}
+
+const char *abx_proc_status(abx_proc *p)
+{
+    pthread_mutex_lock(&p->mgr->mu);
+    const char *s = status_locked(p);
+    pthread_mutex_unlock(&p->mgr->mu);
+    return s;
+}
+
+json_t *abx_proc_json(abx_proc *p)
+{
+    pthread_mutex_lock(&p->mgr->mu);
+    char started[32], ended[32];
+    abx_iso8601(p->started_wall, started);
+    abx_iso8601(p->ended_wall, ended);
+    int64_t dur = (p->running ? abx_now_ms() : p->ended_mono) - p->started_mono;
+    json_t *o = json_pack("{s:i, s:b, s:s, s:s, s:I, s:O, s:s, s:I, s:I, s:b}", "pid", p->pid, "running", p->running,
+                          "status", status_locked(p), "started_at", started, "duration_ms", (json_int_t)dur, "argv",
+                          p->argv, "owner", p->owner, "stdout_bytes", (json_int_t)p->s[0].total, "stderr_bytes",
+                          (json_int_t)p->s[1].total, "pty", p->pty);
+    json_object_set_new(o, "tag", p->tag ? json_string(p->tag) : json_null());
+    json_object_set_new(o, "exit_code", p->running || p->exit_code < 0 ? json_null() : json_integer(p->exit_code));
+    json_object_set_new(o, "signal", !p->running && p->term_signal ? json_string(sigabbrev_np(p->term_signal))
+                                                                    : json_null());
+    json_object_set_new(o, "ended_at", p->running ? json_null() : json_string(ended));
+    pthread_mutex_unlock(&p->mgr->mu);
+    return o;
+}

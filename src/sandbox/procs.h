@@ -1,0 +1,87 @@
+/* procs.h — the process manager: every process abx starts lives in its table.
+ *
+ * One manager thread spawns (so PDEATHSIG is tied to a thread that lives as long as
+ * the server), reaps through pidfds (no zombies), drains stdout/stderr into bounded
+ * per-stream buffers whether or not anyone listens, and enforces hard deadlines by
+ * killing the whole process group and cgroup. Request threads start, wait, read,
+ * write stdin and signal through the functions below.
+ *
+ * Process states: RUNNING → EXITED (exit code or signal; timed_out / killed flags say
+ * why). abx_proc_start moves nothing → RUNNING; the manager moves RUNNING → EXITED
+ * when the pidfd reports exit. Exited records are kept for `retention_ms`, then
+ * dropped by the manager. */
+#ifndef ABX_SANDBOX_PROCS_H
+#define ABX_SANDBOX_PROCS_H
+
+#include "sandbox/spawn.h"
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct abx_procs abx_procs;
+typedef struct abx_proc abx_proc;
+
+enum abx_stream_id { ABX_STDOUT = 0, ABX_STDERR = 1 };
+
+abx_procs *abx_procs_new(abx_sandbox *sb, size_t ring_bytes, int64_t retention_ms, char *err, size_t errlen);
+/* TERM every process group, wait up to grace_ms, KILL the rest, stop the thread. */
+void abx_procs_free(abx_procs *m, int64_t grace_ms);
+
+typedef struct abx_proc_spec {
+    abx_spawn_req spawn;       /* fds are filled in by the manager */
+    const char *owner;         /* principal id */
+    const char *tag;           /* free text for listings, may be NULL */
+    int64_t kill_after_ms;     /* hard cap on the process's life from start; 0 = none */
+    size_t head_bytes;         /* keep the first N bytes of each stream (commands.run); 0 = none */
+    bool keep_stdin;           /* keep a pipe to stdin open (process.write) */
+    bool pty;                  /* run on a pseudo-terminal (stdout carries both streams) */
+    unsigned short cols, rows; /* pty size */
+} abx_proc_spec;
+
+/* Start a process. Returns a reference (release with abx_proc_unref) or NULL with why. */
+abx_proc *abx_proc_start(abx_procs *m, const abx_proc_spec *spec, char *err, size_t errlen);
+abx_proc *abx_proc_find(abx_procs *m, int pid); /* a reference, or NULL */
+void abx_proc_unref(abx_proc *p);
+/* Every process (a reference each) visible to owner (NULL = all). Caller frees the array
+ * and unrefs each. */
+size_t abx_procs_list(abx_procs *m, const char *owner, abx_proc ***out);
+
+int abx_proc_pid(const abx_proc *p);
+const char *abx_proc_owner(const abx_proc *p);
+bool abx_proc_running(abx_proc *p);
+
+/* Wait until the process exits, the deadline (CLOCK_MONOTONIC ms; 0 = none) passes, or
+ * cancelled(ud) returns true (polled every 100 ms). 1 exited, 0 deadline, -1 cancelled. */
+int abx_proc_wait(abx_proc *p, int64_t deadline_ms, bool (*cancelled)(void *), void *ud);
+/* Wait until stream output beyond the given offsets exists, the process exits, or the
+ * deadline passes. Returns true when something new is there (or it exited). */
+bool abx_proc_wait_output(abx_proc *p, uint64_t out_off, uint64_t err_off, int64_t deadline_ms);
+/* Kill the process group and cgroup with sig; mark why (killed / timed out). */
+void abx_proc_kill(abx_proc *p, int sig, bool timed_out);
+int abx_proc_signal(abx_proc *p, int sig);
+
+/* Write to stdin (blocking up to deadline); eof closes it. Bytes written, or -errno. */
+long abx_proc_write_stdin(abx_proc *p, const void *data, size_t len, bool eof, int64_t deadline_ms);
+/* Resize the terminal of a pty process. */
+int abx_proc_resize(abx_proc *p, unsigned short cols, unsigned short rows);
+
+/* Read from a stream's ring starting at byte offset `off` (absolute). Copies at most max
+ * bytes into a new buffer (*data, caller frees), sets *start to the offset actually
+ * used (> off when `off` fell off the ring: *dropped = true), returns the length.
+ * *total is the stream's total so far. */
+size_t abx_proc_read(abx_proc *p, enum abx_stream_id s, uint64_t off, size_t max, char **data, uint64_t *start,
+                     bool *dropped, uint64_t *total);
+/* The head buffer (first head_bytes) of a stream; *truncated when more was written. */
+size_t abx_proc_head(abx_proc *p, enum abx_stream_id s, char **data, bool *truncated);
+
+/* Remove a directory tree without following symlinks (private TMPDIRs). */
+void abx_rm_tree(const char *dir);
+/* The process's private TMPDIR, removed when its record is dropped (the proc copies it). */
+void abx_proc_set_tmpdir(abx_proc *p, const char *dir);
+/* Status: {pid, running, status, exit_code, signal, started_at, ended_at, duration_ms,
+ * argv, tag, owner, stdout_bytes, stderr_bytes}. */
+json_t *abx_proc_json(abx_proc *p);
+/* "completed" | "running" | "timed_out" | "killed" */
+const char *abx_proc_status(abx_proc *p);
+
+#endif

@@ -1,0 +1,82 @@
+/* spawn.h — start one confined process. Every process abx starts goes through
+ * abx_spawn(): its own session and process group, PDEATHSIG, no_new_privs, all
+ * capabilities dropped, run_as uid/gid, Landlock (read roots, write roots, system
+ * directories), an empty network namespace unless net is allowed, cgroup pids/memory
+ * limits, masks over denied paths inside granted roots, no inherited descriptors.
+ * The child never runs library code that allocates or locks: it is a vfork-style
+ * clone that only makes system calls and then execve()s. */
+#ifndef ABX_SANDBOX_SPAWN_H
+#define ABX_SANDBOX_SPAWN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct abx_sandbox abx_sandbox;
+
+/* What the kernel can do here, probed once (abx_sandbox_new). */
+typedef struct abx_sandbox_caps {
+    int landlock_abi;       /* 0 = none */
+    bool netns;             /* an empty network namespace could be created */
+    bool mntns;             /* mount namespaces (for masks) */
+    bool cgroup_pids;       /* a pids controller we can write */
+    bool cgroup_memory;     /* a memory controller we can write */
+    int cgroup_version;     /* 1 or 2; 0 = none */
+    bool root;              /* abx runs as uid 0 (can change ids and drop capabilities) */
+} abx_sandbox_caps;
+
+/* Shared, long-lived confinement resources: the empty network namespace (an fd), the
+ * cgroup parent directories, the runtime dir for private TMPDIRs. required: fail when
+ * something is missing instead of warning. */
+abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, size_t errlen);
+void abx_sandbox_free(abx_sandbox *sb);
+const abx_sandbox_caps *abx_sandbox_caps_get(const abx_sandbox *sb);
+/* Human-readable list of what is missing (empty when nothing is). */
+const char *abx_sandbox_missing(const abx_sandbox *sb);
+
+typedef struct abx_confine {
+    const char *const *read_roots;   /* canonical paths granted read-only */
+    size_t n_read;
+    const char *const *write_roots;  /* canonical paths granted read-write (and delete) */
+    size_t n_write;
+    const char *const *masks;        /* existing paths inside granted roots to hide */
+    size_t n_masks;
+    const char *const *readonly;     /* existing paths inside write roots to make read-only */
+    size_t n_readonly;
+    bool net;                        /* keep the host network */
+    int64_t pids_max;                /* cgroup pids.max; <= 0 → 256 */
+    int64_t memory_max;              /* bytes; <= 0 → unlimited */
+    int64_t cpu_milli;               /* millicores; <= 0 → unlimited */
+    uid_t uid;                       /* run_as */
+    gid_t gid;
+    bool set_ids;
+    bool required;                   /* fail (not warn) when a layer cannot be applied */
+} abx_confine;
+
+typedef struct abx_spawn_req {
+    char *const *argv;               /* argv[0] absolute */
+    char *const *envp;
+    int cwd_fd;                      /* directory fd (opened through the jail); -1 = "/" */
+    int stdin_fd, stdout_fd, stderr_fd; /* child ends; -1 = /dev/null */
+    bool ctty;                       /* stdin is a terminal slave: make it the controlling tty */
+    const abx_confine *confine;
+    const char *tmpdir;              /* private TMPDIR granted read-write, or NULL */
+} abx_spawn_req;
+
+typedef struct abx_child {
+    pid_t pid;                       /* also the process group and session id */
+    int pidfd;                       /* owned; poll for exit */
+    char cgroup[2][256];             /* cgroup directories created for it ("" = none) */
+} abx_child;
+
+/* Start the process. 0, or -1 with why (errno-like reason in err). With required
+ * confinement, any layer that cannot be applied fails the spawn. Must be called from
+ * the thread that should be the child's parent (PDEATHSIG follows that thread). */
+int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *err, size_t errlen);
+/* Kill every process of the child (process group and cgroup) with sig. */
+void abx_child_kill(const abx_child *c, int sig);
+/* After the child is reaped: remove its cgroups (killing any stragglers) and close fds. */
+void abx_child_cleanup(abx_child *c);
+
+#endif
