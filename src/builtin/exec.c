@@ -137,7 +137,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .masks = (const char *const *)v.masks, .n_masks = v.n_masks,
         .readonly = (const char *const *)v.readonly, .n_readonly = v.n_readonly,
         .net = d->net, .pids_max = pids, .memory_max = mem, .cpu_milli = cpu,
-        .uid = s->run_uid, .gid = s->run_gid, .set_ids = true, .required = s->confine_required,
+        .uid = s->run_uid, .gid = s->run_gid, .set_ids = true, .required = abx_server_confine_required(s),
     };
     int64_t kill_after = life > 0 ? life : 0;
     if (o->hard_timeout_ms > 0 && (kill_after == 0 || o->hard_timeout_ms < kill_after))

@@ -33,15 +33,23 @@ static abx_err system_info(abx_ctx *ctx, const json_t *args, abx_reply *r)
         disk = json_pack("{s:s, s:I, s:I}", "path", q->server->workspace, "total_bytes",
                          (json_int_t)((uint64_t)vf.f_blocks * vf.f_frsize), "free_bytes",
                          (json_int_t)((uint64_t)vf.f_bavail * vf.f_frsize));
-    int abi = abx_landlock_abi();
+    abx_sandbox *sb = abx_procs_sandbox(q->server->procs);
+    static const abx_sandbox_caps none;
+    const abx_sandbox_caps *c = sb ? abx_sandbox_caps_get(sb) : &none;
+    json_t *conf = json_pack("{s:s, s:b, s:i, s:b, s:b, s:b, s:b, s:i, s:b, s:s}", "mode",
+                             abx_server_confine_required(q->server) ? "required" : "best_effort", "landlock",
+                             c->landlock_abi > 0,
+                             "landlock_abi", c->landlock_abi, "network_namespace", c->netns, "mount_namespace",
+                             c->mntns, "cgroup_pids", c->cgroup_pids, "cgroup_memory", c->cgroup_memory,
+                             "cgroup_version", c->cgroup_version, "openat2", abx_jail_available(), "missing",
+                             sb ? abx_sandbox_missing(sb) : "everything (the sandbox could not be built)");
     json_t *o = json_pack(
-        "{s:{s:s, s:s, s:s}, s:i, s:{s:I, s:I}, s:o, s:I, s:{s:s, s:I}, s:{s:b, s:i, s:b}}", "os", "name", u.sysname,
+        "{s:{s:s, s:s, s:s}, s:i, s:{s:I, s:I}, s:o, s:I, s:{s:s, s:I}, s:o}", "os", "name", u.sysname,
         "kernel", u.release, "arch", u.machine, "cpus", (int)sysconf(_SC_NPROCESSORS_ONLN), "memory", "total_bytes",
         (json_int_t)((uint64_t)si.totalram * si.mem_unit), "available_bytes",
         (json_int_t)((uint64_t)(si.freeram + si.bufferram) * si.mem_unit), "disk", disk, "uptime_s",
         (json_int_t)si.uptime, "abx", "version", ABX_VERSION, "uptime_s",
-        (json_int_t)((abx_now_ms() - q->server->started_ms) / 1000), "confinement", "landlock", abi > 0,
-        "landlock_abi", abi, "openat2", abx_jail_available());
+        (json_int_t)((abx_now_ms() - q->server->started_ms) / 1000), "confinement", conf);
     abx_reply_json(r, o);
     return ABX_OK;
 }

@@ -146,6 +146,14 @@ abx_server *abx_server_new(const abx_server_opts *opts, char *errbuf, size_t err
 }
 
 abx_registry *abx_server_registry(abx_server *s) { return s->reg; }
+
+bool abx_server_confine_required(abx_server *s)
+{
+    if (s->cfg.confine_set)
+        return s->cfg.confine_required;
+    abx_sandbox *sb = s->procs ? abx_procs_sandbox(s->procs) : NULL;
+    return !sb || abx_sandbox_caps_get(sb)->landlock_abi > 0;
+}
 int abx_server_port(const abx_server *s) { return s->port; }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -299,14 +307,6 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     char token[65] = "";
     bool created = false;
     snprintf(s->runtime_dir, sizeof s->runtime_dir, "/tmp/abx-%d", (int)getpid());
-    s->sandbox = abx_sandbox_new(s->runtime_dir, false, errbuf, errlen);
-    if (!s->sandbox)
-        return -1;
-    const abx_sandbox_caps *caps = abx_sandbox_caps_get(s->sandbox);
-    s->confine_required = s->cfg.confine_set ? s->cfg.confine_required : caps->landlock_abi > 0;
-    if (*abx_sandbox_missing(s->sandbox))
-        abx_log(s->confine_required ? "warn" : "info", NULL, "confinement layers unavailable here: %s (confine: %s)",
-                abx_sandbox_missing(s->sandbox), s->confine_required ? "required" : "best_effort");
     if (s->cfg.run_as_set) {
         s->run_uid = s->cfg.run_uid;
         s->run_gid = s->cfg.run_gid;
@@ -317,7 +317,7 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
             s->run_gid = wst.st_gid;
         }
     }
-    s->procs = abx_procs_new(s->sandbox, 1024 * 1024, 10 * 60 * 1000, errbuf, errlen);
+    s->procs = abx_procs_new(s->runtime_dir, 1024 * 1024, 10 * 60 * 1000, errbuf, errlen);
     if (!s->procs)
         return -1;
     if (!s->cfg.path && ensure_default_token(s, errbuf, errlen, &created, token) != 0)
@@ -445,7 +445,6 @@ void abx_server_free(abx_server *s)
     abx_metrics_free(s->metrics);
     abx_auth_limiter_free(s->limiter);
     abx_sessions_free(s->sessions);
-    abx_sandbox_free(s->sandbox);
     if (s->runtime_dir[0])
         rmdir(s->runtime_dir);
     abx_config_release(&s->cfg);

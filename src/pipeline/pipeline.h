@@ -59,9 +59,7 @@ struct abx_server {
     atomic_int conns;           /* open connections */
     abx_metrics *metrics;       /* owned */
     abx_auth_limiter *limiter;  /* owned */
-    abx_sandbox *sandbox;       /* owned: namespaces, cgroups, Landlock probe */
-    abx_procs *procs;           /* owned: every process abx started */
-    bool confine_required;
+    abx_procs *procs;           /* owned: every process abx started, and the sandbox */
     unsigned run_uid, run_gid;
     char runtime_dir[64];       /* private TMPDIRs live below it */
     struct abx_sessions *sessions; /* owned: commands.sessions state */
@@ -135,6 +133,10 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
 /* Re-read the config file and swap the snapshot atomically; on failure the old policy
  * stays and diags say why. 0 or -1. */
 int abx_server_reload(abx_server *s, abx_diags *diags);
+
+/* Whether confinement is required: the config's `confine`, else required where the
+ * kernel has Landlock. Waits for the sandbox probe on first use. */
+bool abx_server_confine_required(abx_server *s);
 
 /* command sessions (builtin/commands.c) */
 void abx_sessions_free(struct abx_sessions *s);

@@ -124,6 +124,7 @@ typedef struct cctx {
     const abx_policy_input *in;
     abx_diags *d;
     bool strict;
+    bool in_preset;  /* abx's own presets: their deliberate choices are not lint errors */
 } cctx;
 
 static int line_of(cctx *c, const json_t *obj, const char *key)
@@ -532,7 +533,7 @@ static bool parse_commands(cctx *c, abx_stmt *s, const json_t *stmt)
                          "commands: {unrestricted: true} must also say unsafe: true");
             return false;
         }
-        if (s->cmd_unrestricted)
+        if (s->cmd_unrestricted && !c->in_preset)
             abx_diag_add(c->d, c->in->allow_lint_errors ? "warning" : "error", "config.unsafe_scope", line,
                          "%s allows any command (unrestricted); set allow_lint_errors: true to accept this",
                          s->label);
@@ -860,11 +861,16 @@ static bool expand_preset(cctx *c, const char *name, int line)
         abx_diag_add(c->d, "error", "config.unknown_preset", line, "unknown preset '%s' (known: workspace)", name);
         return false;
     }
-    /* preset workspace: every non-admin op for every authenticated principal, confined to
-     * the workspace; the owner role also gets the explicit-only ops. */
-    json_t *st = json_pack("{s:[s], s:[s], s:[s]}", "ops", "*", "principals", "*", "paths", "**");
+    /* preset workspace: every non-admin op for every authenticated principal, files
+     * confined to the workspace; any program may run, because the kernel confines it to
+     * the workspace (Landlock), without network and without capabilities. */
+    json_t *st = json_pack("{s:[s], s:[s], s:[s], s:{s:b, s:b, s:[s,s,s,s]}}", "ops", "*", "principals", "*",
+                           "paths", "**", "commands", "unrestricted", 1, "unsafe", 1, "env", "LANG", "TZ", "TERM",
+                           "PYTHONPATH");
     abx_stmt s;
+    c->in_preset = true;
     bool ok = parse_stmt(c, &s, st, true, "preset:workspace[0]");
+    c->in_preset = false;
     json_decref(st);
     if (!ok || !add_stmt(&c->p->allow, &c->p->n_allow, &s)) {
         stmt_release(&s);

@@ -69,7 +69,9 @@ typedef struct pending {
 } pending;
 
 struct abx_procs {
-    abx_sandbox *sb;          /* borrowed */
+    abx_sandbox *sb;          /* owned; built by the manager thread */
+    bool sb_ready;
+    char runtime_dir[128];
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cond;      /* output arrived, a process exited, a spawn finished */
@@ -198,6 +200,10 @@ static void do_spawn(abx_procs *m, pending *pd)
         req.stdout_fd = out[1];
         req.stderr_fd = err[1];
         req.stdin_fd = sp->keep_stdin ? in[0] : -1;
+    }
+    if (!m->sb) {
+        snprintf(pd->err, sizeof pd->err, "confinement required but unavailable: the sandbox could not be built");
+        goto fail;
     }
     if (abx_spawn(m->sb, &req, &p->child, pd->err, sizeof pd->err) != 0)
         goto fail;
@@ -333,7 +339,12 @@ static void *manager_main(void *arg)
 {
     abx_procs *m = arg;
     struct epoll_event evs[64];
+    char err[256];
+    abx_sandbox *sb = abx_sandbox_new(m->runtime_dir, false, err, sizeof err);
     pthread_mutex_lock(&m->mu);
+    m->sb = sb;
+    m->sb_ready = true;
+    pthread_cond_broadcast(&m->cond);
     while (!m->stop) {
         /* the next hard deadline bounds the wait */
         int64_t now = abx_now_ms(), next = now + 1000;
@@ -391,14 +402,24 @@ static void *manager_main(void *arg)
     return NULL;
 }
 
-abx_procs *abx_procs_new(abx_sandbox *sb, size_t ring_bytes, int64_t retention_ms, char *err, size_t errlen)
+abx_sandbox *abx_procs_sandbox(abx_procs *m)
+{
+    pthread_mutex_lock(&m->mu);
+    while (!m->sb_ready)
+        pthread_cond_wait(&m->cond, &m->mu);
+    abx_sandbox *sb = m->sb;
+    pthread_mutex_unlock(&m->mu);
+    return sb;
+}
+
+abx_procs *abx_procs_new(const char *runtime_dir, size_t ring_bytes, int64_t retention_ms, char *err, size_t errlen)
 {
     abx_procs *m = abx_calloc(1, sizeof *m);
     if (!m) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    m->sb = sb;
+    snprintf(m->runtime_dir, sizeof m->runtime_dir, "%s", runtime_dir);
     m->ring_cap = ring_bytes ? ring_bytes : 1024 * 1024;
     m->retention_ms = retention_ms > 0 ? retention_ms : 10 * 60 * 1000;
     pthread_mutex_init(&m->mu, NULL);
@@ -480,6 +501,7 @@ void abx_procs_free(abx_procs *m, int64_t grace_ms)
         abx_proc_unref(p);
     }
     abx_free(m->table);
+    abx_sandbox_free(m->sb);
     close(m->epfd);
     close(m->evfd);
     pthread_cond_destroy(&m->cond);

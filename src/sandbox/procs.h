@@ -23,7 +23,11 @@ typedef struct abx_proc abx_proc;
 
 enum abx_stream_id { ABX_STDOUT = 0, ABX_STDERR = 1 };
 
-abx_procs *abx_procs_new(abx_sandbox *sb, size_t ring_bytes, int64_t retention_ms, char *err, size_t errlen);
+/* The manager thread probes the kernel and builds the sandbox (namespaces, cgroups) off
+ * the start-up path: serving begins before that work is done. */
+abx_procs *abx_procs_new(const char *runtime_dir, size_t ring_bytes, int64_t retention_ms, char *err, size_t errlen);
+/* The sandbox, once the manager has built it (waits for that); NULL if it failed. */
+abx_sandbox *abx_procs_sandbox(abx_procs *m);
 /* TERM every process group, wait up to grace_ms, KILL the rest, stop the thread. */
 void abx_procs_free(abx_procs *m, int64_t grace_ms);
 
