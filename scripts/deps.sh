@@ -5,10 +5,10 @@
 #   scripts/deps.sh bench   — build + wrk, nginx
 set -euo pipefail
 what=${1:-build}
-pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libyaml-dev libcurl4-openssl-dev ca-certificates)
+pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libyaml-dev libcurl4-openssl-dev libwslay-dev ca-certificates)
 case "$what" in
   build) ;;
-  test) pkgs+=(libcmocka-dev python3 python3-pytest python3-requests clang libclang-rt-14-dev openssl) ;;
+  test) pkgs+=(libcmocka-dev python3 python3-pytest python3-requests python3-websocket clang libclang-rt-14-dev openssl) ;;
   bench) pkgs+=(wrk nginx-light) ;;
   *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
 esac

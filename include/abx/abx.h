@@ -89,7 +89,8 @@ typedef struct abx_param {
     abx_kind kind;
     unsigned access;                 /* for ABX_KIND_PATH: ABX_ACC_* */
     const char *choices;             /* for ENUM: "utf8|base64" */
-    int64_t min, max;                /* for INT (and LIST length), with .bounds */
+    int64_t min, max;                /* with .bounds: INT/NUMBER values (each item of a LIST of them);
+                                        for a LIST of anything else, its length */
     unsigned bounds;
     const struct abx_param *fields;  /* for OBJECT (and LIST/MAP of OBJECT): {0}-terminated */
     const char *roots;               /* intrinsic jail of a path parameter: patterns joined by | */
@@ -155,6 +156,10 @@ const char *abx_ctx_path(const abx_ctx *ctx, const char *param);
 /* Open a canonical admitted path through the jail (openat2 RESOLVE_BENEATH from the
  * root's dirfd). flags as for open(2). Returns an fd (caller closes) or -errno. */
 int abx_ctx_open(abx_ctx *ctx, const char *param, int flags, unsigned mode);
+/* Whether the call may show a canonical path it came across while walking a directory
+ * (list, search, find): not denied, not in a protected area, and readable under a
+ * statement that admitted the call. Walks must skip what this refuses. */
+bool abx_ctx_path_visible(abx_ctx *ctx, const char *canonical);
 /* Effective limit (min of op default, statements and request), or -1 when unlimited. */
 int64_t abx_ctx_limit(const abx_ctx *ctx, enum abx_limit which);
 /* Absolute deadline in CLOCK_MONOTONIC milliseconds, or 0 for none. */
@@ -182,6 +187,15 @@ void abx_reply_fd(abx_reply *r, int fd, uint64_t offset, uint64_t length, const 
 typedef long (*abx_stream_read_fn)(void *state, char *buf, size_t max);
 void abx_reply_stream(abx_reply *r, const char *content_type, abx_stream_read_fn read_fn, void *state,
                       void (*free_fn)(void *state));
+/* Streamed request bodies (stream=bytes ops with a body, e.g. uploads): the handler
+ * runs before the body is read and registers a sink; the transport then hands it the
+ * body in chunks as they arrive (bounded memory), calls end() once to complete the
+ * reply, and free_fn() always. A chunk() error answers at once and stops reading. */
+typedef abx_err (*abx_body_chunk_fn)(void *state, const void *data, size_t len, abx_reply *r);
+typedef abx_err (*abx_body_end_fn)(void *state, abx_reply *r);
+void abx_ctx_body_sink(abx_ctx *ctx, abx_body_chunk_fn chunk, abx_body_end_fn end, void (*free_fn)(void *state),
+                       void *state);
+
 /* The Last-Event-ID header of a resumed stream, or NULL. */
 const char *abx_ctx_last_event_id(const abx_ctx *ctx);
 /* True when the caller has gone away (HTTP client disconnected). Long handlers poll it. */

@@ -11,6 +11,7 @@ extern const abx_op_def abx_builtin_files[];
 extern const abx_op_def abx_builtin_system[];
 extern const abx_op_def abx_builtin_commands[];
 extern const abx_op_def abx_builtin_process[];
+extern const abx_op_def abx_builtin_terminal[];
 
 int abx_landlock_abi(void); /* 0 when Landlock is unavailable */
 

@@ -102,9 +102,11 @@ static abx_server *offline_server(const char *config, abx_diags *d, abx_policy *
 {
     char err[2048];
     abx_server_opts o = {.config_path = config, .quiet = true};
-    abx_server *s = abx_server_new(&o, err, sizeof err);
+    size_t before = d->errors;
+    abx_server *s = abx__server_new(&o, d, err, sizeof err);
     if (!s) {
-        abx_diag_add(d, "error", "config.invalid", 0, "%s", err);
+        if (d->errors == before) /* not a config diagnostic: say what failed */
+            abx_diag_add(d, "error", "config.invalid", 0, "%s", err);
         return NULL;
     }
     abx_registry_freeze(abx_server_registry(s));

@@ -28,7 +28,7 @@ static const struct {
     {"limits", V_LIMITS, "listener limits"},
     {"auth", V_MAP, "principals and credentials"},
     {"policy", V_MAP, "allow and deny statements"},
-    {"terminal_listen", V_UNSUPPORTED, "terminal listener"},
+    {"terminal_listen", V_STRING, "WebSocket terminal listener host:port (port 0 = any; \"off\" = none)"},
     {"confine", V_STRING, "kernel confinement mode: required | best_effort"},
     {"run_as", V_STRING, "uid:gid (or user name) of spawned processes; auto = the workspace's owner"},
     {"ledger", V_UNSUPPORTED, "the action ledger"},
@@ -159,6 +159,8 @@ static void set_defaults(abx_config *c)
 {
     c->listen_host = abx_strdup("127.0.0.1");
     c->listen_port = 8080;
+    c->terminal_host = abx_strdup("127.0.0.1");
+    c->terminal_port = 9001;
     c->request_max_bytes = 16 * 1024 * 1024;
     c->upload_max_bytes = 4LL * 1024 * 1024 * 1024;
     c->connections = 256;
@@ -267,6 +269,18 @@ int abx_config_load(abx_config *c, const char *path, abx_diags *d)
             goto fail;
         }
     }
+    const json_t *tl = json_object_get(c->root, "terminal_listen");
+    if (tl) {
+        abx_free(c->terminal_host);
+        c->terminal_host = NULL;
+        if (strcmp(json_string_value(tl), "off") == 0)
+            c->terminal_port = -1;
+        else if (!abx_parse_listen(json_string_value(tl), &c->terminal_host, &c->terminal_port)) {
+            abx_diag_add(d, "error", "config.bad_value", line_of(c, "terminal_listen"),
+                         "'terminal_listen' must read HOST:PORT or off");
+            goto fail;
+        }
+    }
     const json_t *ws = json_object_get(c->root, "workspace");
     if (ws) {
         const char *w = json_string_value(ws);
@@ -366,6 +380,7 @@ void abx_config_release(abx_config *c)
     json_decref(c->root);
     abx_linemap_free(c->lines);
     abx_free(c->listen_host);
+    abx_free(c->terminal_host);
     abx_free(c->workspace);
     for (size_t i = 0; i < c->n_allowed_hosts; i++)
         abx_free(c->allowed_hosts[i]);

@@ -16,6 +16,8 @@ typedef struct abx_config {
     abx_linemap *lines;         /* owned; NULL for the default */
     char *listen_host;          /* owned */
     int listen_port;
+    char *terminal_host;        /* owned; NULL when off */
+    int terminal_port;          /* -1 = off */
     char *workspace;            /* owned, absolute (not yet canonical) */
     char **allowed_hosts;       /* owned */
     size_t n_allowed_hosts;

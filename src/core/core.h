@@ -73,7 +73,7 @@ size_t abx_registry_count(const abx_registry *reg);
 /* Position of op in the frozen index (per-registry arrays such as metrics use it). */
 size_t abx_registry_index_of(const abx_registry *reg, const abx_op *op);
 const abx_op *abx_registry_at(const abx_registry *reg, size_t i);
-/* Lints collected at registration (this registry and its parents). */
+/* Lints collected at registration into this registry (walk ->parent for the chain). */
 size_t abx_registry_lints(const abx_registry *reg, const abx_lint **out);
 
 /* ---- parameters and arguments ---- */

@@ -141,5 +141,5 @@ int abx_edit_distance(const char *a, const char *b, int max)
         if (best > max)
             return max + 1;
     }
-    return row[lb];
+    return row[lb] > max ? max + 1 : row[lb];
 }

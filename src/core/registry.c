@@ -268,9 +268,7 @@ static int build_op(abx_registry *reg, const abx_op_def *d, bool builtin, abx_op
             }
             s++;
             size_t n = strcspn(s, "/");
-            if (n == 0 && s[0] == '\0' && s - 1 == bd->path)
-                break; /* the root path "/" */
-            if (n == 0) {
+            if (n == 0) { /* also "/" alone: every binding names at least one segment */
                 snprintf(err, errlen, "op '%s': binding path '%s' has an empty segment", d->id, bd->path);
                 goto fail;
             }

@@ -172,6 +172,13 @@ static abx_err check_value(const abx_param *p, json_t *v, const char *name, vsta
             return fail(st, ABX_E_ARGS_INVALID, "argument '%s' must be a list of %s", name, abx_type_name(p->item));
         if (json_array_size(v) > LIST_MAX_ITEMS)
             return fail(st, ABX_E_ARGS_INVALID, "argument '%s' has more than %d items", name, LIST_MAX_ITEMS);
+        if (p->item != ABX_T_INT && p->item != ABX_T_NUMBER) { /* bounds on the length */
+            size_t n = json_array_size(v);
+            if ((p->bounds & ABX_HAS_MIN) && (int64_t)n < p->min)
+                return fail(st, ABX_E_ARGS_INVALID, "argument '%s' needs at least %lld items", name, (long long)p->min);
+            if ((p->bounds & ABX_HAS_MAX) && (int64_t)n > p->max)
+                return fail(st, ABX_E_ARGS_INVALID, "argument '%s' takes at most %lld items", name, (long long)p->max);
+        }
         size_t i;
         json_t *it;
         json_array_foreach(v, i, it)
@@ -324,10 +331,30 @@ static json_t *text_value(const abx_param *p, abx_type t, const char *s, size_t 
         }
         memcpy(tmp, s, n);
         tmp[n] = '\0';
+        /* JSON's number grammar, nothing else: no blanks, '+', hex, inf or nan */
+        size_t i = tmp[0] == '-' ? 1 : 0;
+        bool ok = tmp[i] >= '0' && tmp[i] <= '9';
+        while (tmp[i] >= '0' && tmp[i] <= '9')
+            i++;
+        if (tmp[i] == '.') {
+            i++;
+            ok = ok && tmp[i] >= '0' && tmp[i] <= '9';
+            while (tmp[i] >= '0' && tmp[i] <= '9')
+                i++;
+        }
+        if (tmp[i] == 'e' || tmp[i] == 'E') {
+            i++;
+            if (tmp[i] == '+' || tmp[i] == '-')
+                i++;
+            ok = ok && tmp[i] >= '0' && tmp[i] <= '9';
+            while (tmp[i] >= '0' && tmp[i] <= '9')
+                i++;
+        }
+        ok = ok && tmp[i] == '\0';
         char *end;
         errno = 0;
-        double d = strtod(tmp, &end);
-        if (errno || *end || !isfinite(d) || tmp[0] == ' ' || (tmp[0] == '0' && (tmp[1] == 'x' || tmp[1] == 'X'))) {
+        double d = ok ? strtod(tmp, &end) : 0;
+        if (!ok || errno || *end || !isfinite(d)) {
             *err = fail(st, ABX_E_ARGS_INVALID, "argument '%s' must be a number", name);
             return NULL;
         }

@@ -67,6 +67,9 @@ void abx_sha256_update(abx_sha256 *c, const void *p, size_t n);
 void abx_sha256_final(abx_sha256 *c, unsigned char out[32]);
 void abx_sha256_hex(const void *p, size_t n, char out[65]);
 
+/* SHA-1 only for the WebSocket handshake (RFC 6455 requires it); never for security. */
+void abx_sha1(const void *p, size_t n, unsigned char out[20]);
+
 void abx_hex(const unsigned char *p, size_t n, char *out); /* out holds 2n+1 */
 /* hex text (case-insensitive) → bytes; returns bytes written or -1 */
 long abx_unhex(const char *s, size_t len, unsigned char *out, size_t outlen);

@@ -28,6 +28,9 @@ typedef struct conn_req {
     bool started;
     bool responded;
     bool bytes_body;    /* route is a bytes-stream op: body goes to the handler raw */
+    bool streaming;     /* the pipeline ran at the first call; the body feeds the sink */
+    bool failed;        /* an error is decided mid-body: answer it at the final call */
+    uint64_t discarded; /* body bytes dropped after the error (cut past a grace) */
     int64_t max_body;
 } conn_req;
 
@@ -98,7 +101,15 @@ static int ensure_default_token(abx_server *s, char *err, size_t errlen, bool *c
 
 /* ---- server lifecycle ---- */
 
+abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char *errbuf, size_t errlen);
+
 abx_server *abx_server_new(const abx_server_opts *opts, char *errbuf, size_t errlen)
+{
+    return abx__server_new(opts, NULL, errbuf, errlen);
+}
+
+/* diags (may be NULL) receives the config diagnostics as they are (check-config). */
+abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char *errbuf, size_t errlen)
 {
     abx_server_opts o = opts ? *opts : (abx_server_opts){0};
     abx_server *s = abx_calloc(1, sizeof *s);
@@ -110,7 +121,7 @@ abx_server *abx_server_new(const abx_server_opts *opts, char *errbuf, size_t err
     s->opts = o;
     s->reg = abx_registry_new(o.registry ? o.registry : abx_registry_default());
     abx_diags d = {0};
-    if (!s->reg || abx_config_load(&s->cfg, o.config_path, &d) != 0) {
+    if (!s->reg || abx_config_load(&s->cfg, o.config_path, diags ? diags : &d) != 0) {
         size_t off = (size_t)snprintf(errbuf, errlen, "config errors:");
         for (size_t i = 0; i < d.n && off < errlen; i++)
             if (strcmp(d.items[i].level, "error") == 0)
@@ -159,6 +170,7 @@ int abx_server_port(const abx_server *s) { return s->port; }
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls);
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c);
+static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *c);
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t);
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code);
@@ -247,10 +259,12 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
         .n_protected = 2,
         .allow_lint_errors = cfg->allow_lint_errors,
     };
-    const abx_lint *lints;
-    size_t nl = abx_registry_lints(s->reg, &lints);
-    for (size_t i = 0; i < nl; i++)
-        abx_diag_add(diags, "warning", lints[i].code, 0, "%s", lints[i].message);
+    for (const abx_registry *rg = s->reg; rg; rg = rg->parent) {
+        const abx_lint *lints;
+        size_t nl = abx_registry_lints(rg, &lints);
+        for (size_t i = 0; i < nl; i++)
+            abx_diag_add(diags, "warning", lints[i].code, 0, "%s", lints[i].message);
+    }
     abx_policy *p = abx_policy_compile(&in, diags);
     if (p && cfg->tests) {
         size_t before = diags->errors;
@@ -348,7 +362,8 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
     const char *h = strcmp(s->cfg.listen_host, "localhost") == 0 ? "127.0.0.1" : s->cfg.listen_host;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+                     MHD_ALLOW_UPGRADE;
     if (inet_pton(AF_INET, h, &v4->sin_addr) == 1) {
         v4->sin_family = AF_INET;
         v4->sin_port = htons((uint16_t)s->cfg.listen_port);
@@ -398,6 +413,47 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     s->mhd = d0;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d0, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : s->cfg.listen_port;
+    /* the terminal listener: same pipeline, WebSocket ops only, plaintext loopback; a busy
+     * port is reported, not fatal (terminals stay reachable on the main listener) */
+    if (s->cfg.terminal_port >= 0 && s->cfg.terminal_host) {
+        struct sockaddr_storage ts = {0};
+        struct sockaddr_in *t4 = (struct sockaddr_in *)&ts;
+        struct sockaddr_in6 *t6 = (struct sockaddr_in6 *)&ts;
+        const char *th = strcmp(s->cfg.terminal_host, "localhost") == 0 ? "127.0.0.1" : s->cfg.terminal_host;
+        unsigned tflags = flags & ~(unsigned)(MHD_USE_IPv6 | MHD_USE_TLS);
+        bool addr_ok = true;
+        if (inet_pton(AF_INET, th, &t4->sin_addr) == 1) {
+            t4->sin_family = AF_INET;
+            t4->sin_port = htons((uint16_t)s->cfg.terminal_port);
+        } else if (inet_pton(AF_INET6, th, &t6->sin6_addr) == 1) {
+            t6->sin6_family = AF_INET6;
+            t6->sin6_port = htons((uint16_t)s->cfg.terminal_port);
+            tflags |= MHD_USE_IPv6;
+        } else {
+            addr_ok = false;
+        }
+        bool loop = abx_host_is_loopback(s->cfg.terminal_host);
+        struct MHD_Daemon *d1 =
+            !addr_ok || !loop ? NULL
+                              : MHD_start_daemon(tflags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+                                                 (struct sockaddr *)&ts, MHD_OPTION_CONNECTION_LIMIT,
+                                                 (unsigned)(s->cfg.connections + HEALTH_RESERVE),
+                                                 MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_URI_LOG_CALLBACK,
+                                                 on_uri_terminal, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                                                 MHD_OPTION_THREAD_STACK_SIZE, (size_t)(512 * 1024),
+                                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_END);
+        if (d1) {
+            s->mhd_terminal = d1;
+            const union MHD_DaemonInfo *ti = MHD_get_daemon_info(d1, MHD_DAEMON_INFO_BIND_PORT);
+            s->terminal_port = ti ? ti->port : s->cfg.terminal_port;
+        } else {
+            abx_log("warn", NULL,
+                    "terminal listener %s:%d not started (%s); terminals stay reachable on the main listener",
+                    s->cfg.terminal_host, s->cfg.terminal_port,
+                    !loop ? "it must be a loopback address" : strerror(errno ? errno : EADDRINUSE));
+        }
+    }
     s->started = true;
     s->started_ms = abx_now_ms();
     if (!s->opts.quiet) {
@@ -425,6 +481,10 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
 
 void abx_server_stop(abx_server *s)
 {
+    if (s && s->mhd_terminal) {
+        MHD_stop_daemon(s->mhd_terminal);
+        s->mhd_terminal = NULL;
+    }
     if (s && s->mhd) {
         MHD_stop_daemon(s->mhd);
         s->mhd = NULL;
@@ -516,6 +576,8 @@ int abx_server_call(abx_server *s, const char *op_id, const char *principal, con
 
 /* ---- the HTTP front door ---- */
 
+static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *c);
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
     abx_server *s = cls;
@@ -544,6 +606,14 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     return cr;
 }
 
+static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    conn_req *cr = on_uri(cls, uri, c);
+    if (cr)
+        cr->r->terminal_listener = true;
+    return cr;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t)
 {
     conn_req *cr = *con_cls;
@@ -568,6 +638,54 @@ static void add_common_headers(abx_server *s, abx_request *r, struct MHD_Respons
     MHD_add_response_header(resp, "X-Request-Id", r->id);
     MHD_add_response_header(resp, "Cache-Control", "no-store");
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+}
+
+/* WebSocket replies: after the 101, the session runs on its own thread. */
+typedef struct ws_ctx {
+    const abx_ws_ops *ops;
+    void *state;
+    struct MHD_UpgradeResponseHandle *urh;
+    int sock;
+    char *extra;
+    size_t extra_len;
+} ws_ctx;
+
+static void *ws_thread(void *arg)
+{
+    ws_ctx *w = arg;
+    abx_ws_run(w->sock, w->extra, w->extra_len, w->ops, w->state);
+    w->ops->free_fn(w->state);
+    MHD_upgrade_action(w->urh, MHD_UPGRADE_ACTION_CLOSE);
+    free(w->extra);
+    free(w);
+    return NULL;
+}
+
+static void on_upgrade(void *cls, struct MHD_Connection *c, void *con_cls, const char *extra_in, size_t extra_in_size,
+                       MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+    ws_ctx *w = cls;
+    w->urh = urh;
+    w->sock = sock;
+    if (extra_in_size) {
+        w->extra = malloc(extra_in_size);
+        if (w->extra) {
+            memcpy(w->extra, extra_in, extra_in_size);
+            w->extra_len = extra_in_size;
+        }
+    }
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&at, 256 * 1024);
+    if (pthread_create(&t, &at, ws_thread, w) != 0) {
+        w->ops->free_fn(w->state);
+        MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+        free(w->extra);
+        free(w);
+    }
+    pthread_attr_destroy(&at);
 }
 
 /* Streamed replies: MHD pulls from the handler's reader on this connection's thread. */
@@ -601,6 +719,29 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, conn_req *cr)
     struct MHD_Response *resp;
     int status = abx_reply_http_status(&r->reply);
     cr->responded = true;
+    if (!r->reply.err && r->reply.ws_ops) {
+        char accept[32];
+        ws_ctx *w = calloc(1, sizeof *w);
+        if (!w || !abx_ws_accept_key(r->ws_key, accept)) {
+            free(w);
+            return MHD_NO;
+        }
+        w->ops = r->reply.ws_ops;
+        w->state = r->reply.ws_state;
+        resp = MHD_create_response_for_upgrade(on_upgrade, w);
+        if (!resp) {
+            free(w);
+            return MHD_NO;
+        }
+        r->reply.ws_ops = NULL; /* the session owns the state now */
+        r->reply.ws_state = NULL;
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, "websocket");
+        MHD_add_response_header(resp, "Sec-WebSocket-Accept", accept);
+        add_common_headers(s, r, resp);
+        enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
+        MHD_destroy_response(resp);
+        return rc;
+    }
     if (!r->reply.err && r->reply.stream_read) {
         stream_ctx *sc = malloc(sizeof *sc);
         resp = sc ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, sc, stream_done)
@@ -718,6 +859,10 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
             r->bearer = value + 7;
         else
             r->auth_bad_scheme = true;
+    } else if (strcasecmp(key, "Sec-WebSocket-Key") == 0) {
+        r->ws_key = value;
+    } else if (strcasecmp(key, "Upgrade") == 0) {
+        r->ws_upgrade = strcasecmp(value, "websocket") == 0;
     } else if (strcasecmp(key, "Last-Event-ID") == 0) {
         r->last_event_id = value;
     } else if (strcasecmp(key, "X-Access-Token") == 0) {
@@ -810,6 +955,14 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
     abx_route(r);
     const abx_op *op = r->route == ABX_ROUTE_FOUND ? r->match.op : NULL;
     bool health = op && strcmp(op->id, "core.health") == 0;
+    /* the terminal listener serves WebSocket ops only; anything else is the one 404 */
+    if (r->terminal_listener && (!op || op->def->stream != ABX_STREAM_WS)) {
+        r->route = ABX_ROUTE_NONE;
+        r->door = ABX_DOOR_HTTP;
+        r->op_name = NULL;
+        memset(&r->match, 0, sizeof r->match);
+        op = NULL;
+    }
     /* step 0a: bounded connections, with a reserved slot for health */
     if (atomic_load(&s->conns) > s->cfg.connections && !health)
         return reject(c, cr, ABX_E_REQUEST_BUSY, "too many connections; try again");
@@ -827,6 +980,17 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
         return reject(c, cr, ABX_E_REQUEST_BAD_CONTENT_TYPE, "send the body as Content-Type: application/json");
     r->has_body = has_body;
     abx_buf_init(&r->body, (size_t)cr->max_body);
+    if (cr->bytes_body && has_body) {
+        /* streamed body: run the pipeline now (arguments come from the query); the
+         * handler registers a sink and the body flows to it chunk by chunk */
+        abx_dispatch_begin(r);
+        cr->streaming = true;
+        if (!abx_body_wanted(r)) { /* refused (or done) before any byte was read */
+            abx_body_end(r);
+            abx_audit(r);
+            return send_reply(c, cr);
+        }
+    }
     return MHD_YES;
 }
 
@@ -840,22 +1004,61 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0; /* a rejection was queued; discard what follows */
         return MHD_YES;
     }
+    /* libmicrohttpd cannot queue a reply while it hands us body data: after an error
+     * decided mid-body, the rest is dropped and the reply goes out at the final call.
+     * Past a grace of 1 MiB (or the cap) the connection is cut instead. */
+    if (cr->failed) {
+        cr->discarded += *upload_size;
+        *upload_size = 0;
+        uint64_t grace = cr->max_body > (1 << 20) ? (uint64_t)cr->max_body : (1u << 20);
+        if (upload && cr->discarded > grace)
+            return MHD_NO;
+        if (upload)
+            return MHD_YES;
+        if (cr->streaming)
+            abx_body_end(cr->r);
+        abx_audit(cr->r);
+        return send_reply(c, cr);
+    }
     if (!cr->started) {
         enum MHD_Result rc = first_call(c, cr, method);
         cr->started = true;
         return rc;
     }
+    if (*upload_size && cr->streaming) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if ((int64_t)(cr->r->sink.received + n) > cr->max_body) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "the body is larger than the limit of %lld bytes", (long long)cr->max_body);
+            abx_fail(cr->r, ABX_E_LIMIT_REQUEST_TOO_LARGE, "%s", msg);
+        } else {
+            abx_body_feed(cr->r, upload, n);
+        }
+        if (cr->r->reply.err) /* answered at the final call; the rest of the body is dropped */
+            cr->failed = true;
+        return MHD_YES;
+    }
     if (*upload_size) {
-        if (!abx_buf_append(&cr->r->body, upload, *upload_size)) {
+        size_t n = *upload_size;
+        if (!abx_buf_append(&cr->r->body, upload, n)) {
             *upload_size = 0;
             char msg[96];
             snprintf(msg, sizeof msg, "the body is larger than the limit of %lld bytes", (long long)cr->max_body);
-            return reject(c, cr, cr->r->body.len + 1 > (size_t)cr->max_body ? ABX_E_LIMIT_REQUEST_TOO_LARGE
-                                                                              : ABX_E_SERVER_UNAVAILABLE,
-                          msg);
+            abx_fail(cr->r, cr->r->body.len + n > (size_t)cr->max_body ? ABX_E_LIMIT_REQUEST_TOO_LARGE
+                                                                        : ABX_E_SERVER_UNAVAILABLE,
+                     "%s", msg);
+            cr->failed = true;
+            abx_buf_release(&cr->r->body);
+            return MHD_YES;
         }
         *upload_size = 0;
         return MHD_YES;
+    }
+    if (cr->streaming) {
+        abx_body_end(cr->r);
+        abx_audit(cr->r);
+        return send_reply(c, cr);
     }
     abx_dispatch(cr->r);
     return send_reply(c, cr);

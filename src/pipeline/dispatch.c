@@ -61,6 +61,8 @@ void abx_request_free(abx_request *r)
 {
     if (!r)
         return;
+    if (r->sink.free_fn && r->sink.state)
+        r->sink.free_fn(r->sink.state);
     if (r->policy) {
         abx_release(r->policy, &r->decision);
         abx_policy_unref(r->policy);
@@ -73,6 +75,8 @@ void abx_request_free(abx_request *r)
     abx_free(r->reply.raw);
     if (r->reply.stream_free && r->reply.stream_state)
         r->reply.stream_free(r->reply.stream_state);
+    if (r->reply.ws_ops && r->reply.ws_state)
+        r->reply.ws_ops->free_fn(r->reply.ws_state);
     if (r->reply.fd >= 0)
         close(r->reply.fd);
     abx_buf_release(&r->body);
@@ -97,6 +101,10 @@ static void vset_error(abx_reply *rep, abx_err e, json_t *details, const char *f
         rep->stream_free(rep->stream_state);
     rep->stream_state = NULL;
     rep->stream_read = NULL;
+    if (rep->ws_ops && rep->ws_state)
+        rep->ws_ops->free_fn(rep->ws_state);
+    rep->ws_ops = NULL;
+    rep->ws_state = NULL;
     if (rep->fd >= 0) {
         close(rep->fd);
         rep->fd = -1;
@@ -142,6 +150,14 @@ void abx_reply_stream(abx_reply *r, const char *content_type, abx_stream_read_fn
 }
 
 const char *abx_ctx_last_event_id(const abx_ctx *ctx) { return ctx->req->last_event_id; }
+
+void abx_reply_websocket(abx_reply *r, const abx_ws_ops *ops, void *state)
+{
+    if (r->ws_ops && r->ws_state)
+        r->ws_ops->free_fn(r->ws_state);
+    r->ws_ops = ops;
+    r->ws_state = state;
+}
 
 bool abx_ctx_cancelled(abx_ctx *ctx)
 {
@@ -200,6 +216,12 @@ int abx_ctx_open(abx_ctx *ctx, const char *param, int flags, unsigned mode)
     if (!pv)
         return -EINVAL;
     return abx_jail_open(pv->rootfd, pv->rel, flags, (mode_t)mode);
+}
+
+bool abx_ctx_path_visible(abx_ctx *ctx, const char *canonical)
+{
+    abx_request *r = ctx->req;
+    return abx_policy_path_visible(r->policy, r->slot, r->op, &r->decision, canonical);
 }
 
 int64_t abx_ctx_limit(const abx_ctx *ctx, enum abx_limit which)
@@ -548,7 +570,7 @@ static abx_err step9_run(abx_request *r)
     return e;
 }
 
-void abx_dispatch(abx_request *r)
+void abx_dispatch_begin(abx_request *r)
 {
     if (r->reply.err == ABX_OK && step1_parse(r) == ABX_OK) {
         abx_route(r); /* step 2 */
@@ -556,7 +578,51 @@ void abx_dispatch(abx_request *r)
             step7_policy(r) == ABX_OK && step8_admit(r) == ABX_OK)
             step9_run(r);
     }
+}
+
+void abx_dispatch(abx_request *r)
+{
+    abx_dispatch_begin(r);
+    if (abx_body_wanted(r)) /* no transport body here (in-process): end the sink at once */
+        abx_body_end(r);
     abx_audit(r); /* step 10: always */
+}
+
+void abx_ctx_body_sink(abx_ctx *ctx, abx_body_chunk_fn chunk, abx_body_end_fn end, void (*free_fn)(void *state),
+                       void *state)
+{
+    abx_request *r = ctx->req;
+    r->sink.chunk = chunk;
+    r->sink.end = end;
+    r->sink.free_fn = free_fn;
+    r->sink.state = state;
+}
+
+bool abx_body_wanted(const abx_request *r) { return r->reply.err == ABX_OK && r->sink.end != NULL; }
+
+abx_err abx_body_feed(abx_request *r, const void *data, size_t len)
+{
+    if (!abx_body_wanted(r))
+        return r->reply.err;
+    r->sink.received += len;
+    abx_err e = r->sink.chunk ? r->sink.chunk(r->sink.state, data, len, &r->reply) : ABX_OK;
+    if (e != ABX_OK && r->reply.err == ABX_OK)
+        abx_fail(r, e, "%s", abx_err_meaning(e));
+    return e;
+}
+
+void abx_body_end(abx_request *r)
+{
+    if (abx_body_wanted(r)) {
+        abx_err e = r->sink.end(r->sink.state, &r->reply);
+        if (e != ABX_OK && r->reply.err == ABX_OK)
+            abx_fail(r, e, "%s", abx_err_meaning(e));
+    }
+    if (r->sink.free_fn && r->sink.state)
+        r->sink.free_fn(r->sink.state);
+    r->sink.end = NULL;
+    r->sink.state = NULL;
+    r->sink.free_fn = NULL;
 }
 
 /* ---- rendering ---- */

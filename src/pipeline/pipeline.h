@@ -9,6 +9,7 @@
 #include "core/core.h"
 #include "core/util.h"
 #include "http/http.h"
+#include "http/websocket.h"
 #include "policy/policy.h"
 #include "policy/paths.h"
 #include "sandbox/jail.h"
@@ -28,6 +29,8 @@ struct abx_reply {
     abx_stream_read_fn stream_read; /* streamed result; stream_state owned (stream_free) */
     void *stream_state;
     void (*stream_free)(void *);
+    const abx_ws_ops *ws_ops;  /* WebSocket result: the transport upgrades and runs it */
+    void *ws_state;            /* owned through ws_ops->free_fn */
     char *raw;                 /* bytes result from memory: owned */
     size_t raw_len;
     int fd;                    /* bytes result: owned fd, -1 none */
@@ -55,7 +58,9 @@ struct abx_server {
     pthread_mutex_t snap_mu;    /* guards load+ref of snap only */
     abx_policy *snap;           /* current policy snapshot (one reference held) */
     void *mhd;                  /* struct MHD_Daemon * */
+    void *mhd_terminal;         /* the terminal listener (WebSocket ops only), or NULL */
     int port;
+    int terminal_port;          /* 0 when the terminal listener is off */
     atomic_int conns;           /* open connections */
     abx_metrics *metrics;       /* owned */
     abx_auth_limiter *limiter;  /* owned */
@@ -89,6 +94,16 @@ typedef struct abx_request {
     const char *client;         /* client address for rate limits and logs */
     int conn_fd;                /* the client's socket (HTTP), -1 otherwise: cancellation checks */
     const char *last_event_id;  /* Last-Event-ID header (resumable streams) */
+    const char *ws_key;         /* Sec-WebSocket-Key, when the request asks for an upgrade */
+    bool ws_upgrade;            /* Upgrade: websocket and Connection: upgrade */
+    bool terminal_listener;     /* arrived on the terminal listener */
+    struct {
+        abx_body_chunk_fn chunk;
+        abx_body_end_fn end;
+        void (*free_fn)(void *);
+        void *state;            /* owned through free_fn */
+        uint64_t received;
+    } sink;
     bool trusted_principal;     /* in-process: principal given by id, no token */
     const char *principal_name; /* in-process principal id (NULL = anonymous) */
     const char *op_name;        /* RPC/in-process: the op id or alias asked for */
@@ -114,6 +129,16 @@ void abx_request_free(abx_request *r);
 void abx_route(abx_request *r);
 /* Steps 1–10; the reply is in r->reply. */
 void abx_dispatch(abx_request *r);
+/* Steps 1–9 without the audit: for streamed bodies the transport then feeds the sink
+ * (abx_body_feed), finishes it (abx_body_end) and audits. */
+void abx_dispatch_begin(abx_request *r);
+bool abx_body_wanted(const abx_request *r);
+abx_err abx_body_feed(abx_request *r, const void *data, size_t len);
+void abx_body_end(abx_request *r);
+/* A WebSocket result (ws ops): the handler hands over state; the transport answers
+ * 101, then runs abx_ws_run on its own thread. */
+void abx_reply_websocket(abx_reply *r, const abx_ws_ops *ops, void *state);
+
 /* Error reply helper used by the transport's step-0 rejections too. */
 void abx_fail(abx_request *r, abx_err e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Render the reply's JSON body (error envelope or result); caller frees. */
@@ -126,6 +151,9 @@ void abx_audit(abx_request *r);
 json_t *abx_explain(const abx_policy *p, const abx_registry *reg, const char *principal, const char *op_name,
                     const json_t *args);
 char *abx_explain_text(const json_t *trace);
+
+/* abx_server_new that hands config diagnostics to diags (check-config, explain). */
+abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char *errbuf, size_t errlen);
 
 /* Compile the server's config into a policy snapshot (also runs the config's policy
  * tests); diags receive everything. NULL on errors. (server.c) */

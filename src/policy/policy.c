@@ -1033,7 +1033,9 @@ abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
             const abx_op *op = abx_registry_at(p->reg, o);
             const char *missing = scope_missing(s, op);
             if (missing && stmt_has_op(s, op, true)) {
-                abx_diag_add(diags, "error", "config.scope_required", s->line,
+                /* a lint error: with allow_lint_errors the server starts and such calls get
+                 * 403 policy.scope_required (there is no "no scope, no check" fallback) */
+                abx_diag_add(diags, in->allow_lint_errors ? "warning" : "error", "config.scope_required", s->line,
                              "%s mounts '%s', which has %s parameters, but carries no '%s' scope", s->label, op->id,
                              missing, missing);
                 break;
@@ -1364,7 +1366,11 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
     cmd_input ci;
     command_input(op, args, &ci);
     bool has_cmd = ci.command || ci.argv;
-    /* 1. deny statements: ops, principals, canonical paths, argv */
+    /* 1. deny statements: ops, principals, canonical paths, argv. Every statement is
+     * looked at, so the outcome does not depend on their order: a path hit is the more
+     * specific code, and all hits are determining. */
+    abx_err deny_code = ABX_OK;
+    const char *deny_param = NULL;
     for (size_t i = 0; i < p->n_deny; i++) {
         const abx_stmt *s = &p->deny[i];
         if (s->n_ops && !stmt_has_op(s, op, false))
@@ -1373,9 +1379,8 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
             continue;
         abx_err hit = ABX_OK;
         const char *what = NULL;
-        if (!s->has_paths && !s->has_commands && !s->has_urls) {
+        if (!s->has_paths && !s->has_commands && !s->has_urls)
             hit = ABX_E_POLICY_DENIED;
-        }
         for (size_t k = 0; !hit && s->has_paths && k < d->n_paths; k++)
             for (int a = 0; !hit && a < ABX_ACC_IDX__N; a++)
                 if (pattern_list_match(s->paths[a], s->n_paths[a], d->paths[k].canonical, NULL)) {
@@ -1392,17 +1397,24 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
                 abx_argv_release(&av);
             }
         }
-        if (hit) {
-            snprintf(d->determining, sizeof d->determining, "%s", s->label);
-            if (trace)
-                json_array_append_new(json_object_get(trace, "deny_hits"), json_string(s->label));
-            if (hit == ABX_E_POLICY_PATH_DENIED)
-                set_err(d, hit, "path '%s' is denied by %s", what, s->label);
-            else
-                set_err(d, hit, "denied by %s", s->label);
-            finish_trace(trace, d);
-            return;
-        }
+        if (!hit)
+            continue;
+        append_label(d->determining, sizeof d->determining, s->label);
+        if (trace)
+            json_array_append_new(json_object_get(trace, "deny_hits"), json_string(s->label));
+        if (hit == ABX_E_POLICY_PATH_DENIED && (deny_code != ABX_E_POLICY_PATH_DENIED ||
+                                                (deny_param && strcmp(what, deny_param) < 0)))
+            deny_param = what;
+        if (deny_code != ABX_E_POLICY_PATH_DENIED)
+            deny_code = hit;
+    }
+    if (deny_code) {
+        if (deny_code == ABX_E_POLICY_PATH_DENIED)
+            set_err(d, deny_code, "path '%s' is denied by %s", deny_param, d->determining);
+        else
+            set_err(d, deny_code, "denied by %s", d->determining);
+        finish_trace(trace, d);
+        return;
     }
     /* 2. protected areas, unless an unsafe mounting statement's scope names the path */
     for (size_t k = 0; k < d->n_paths; k++) {
@@ -1535,7 +1547,9 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
         } else {
             abx_argv_release(&av);
         }
-        if (d->n_admitting < ABX_MAX_ADMITTING)
+        if (!d->admitting)
+            d->admitting = abx_calloc(n_mounting, sizeof *d->admitting);
+        if (d->admitting)
             d->admitting[d->n_admitting++] = mounting[m];
         append_label(d->determining, sizeof d->determining, s->label);
         if (s->approval)
@@ -1587,6 +1601,30 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
     }
     d->err = ABX_OK;
     finish_trace(trace, d);
+}
+
+bool abx_policy_path_visible(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d,
+                             const char *canonical)
+{
+    if (d->err)
+        return false;
+    for (size_t i = 0; i < p->n_deny; i++) {
+        const abx_stmt *s = &p->deny[i];
+        if (!s->has_paths || (s->n_ops && !stmt_has_op(s, op, false)) ||
+            (s->n_principals && !stmt_has_principal(p, s, slot)))
+            continue;
+        for (int a = 0; a < ABX_ACC_IDX__N; a++)
+            if (pattern_list_match(s->paths[a], s->n_paths[a], canonical, NULL))
+                return false;
+    }
+    if (protected_path(p, canonical, ABX_ACC_READ))
+        return false;
+    for (size_t i = 0; i < d->n_admitting; i++) {
+        const abx_stmt *s = &p->allow[d->admitting[i]];
+        if (pattern_list_match(s->paths[ABX_ACC_IDX_READ], s->n_paths[ABX_ACC_IDX_READ], canonical, NULL))
+            return true;
+    }
+    return false;
 }
 
 static bool list_add(char ***arr, size_t *n, const char *s)
@@ -1709,6 +1747,8 @@ abx_err abx_admit(abx_policy *p, int slot, abx_decision *d, int64_t now_us, int 
             return ABX_E_LIMIT_RATE;
         }
     }
+    if (d->n_admitting && !d->held && !(d->held = abx_calloc(d->n_admitting, sizeof *d->held)))
+        return ABX_E_SERVER_UNAVAILABLE;
     for (size_t i = 0; i < d->n_admitting; i++) {
         const abx_stmt *s = &p->allow[d->admitting[i]];
         int64_t lim = s->limits[__builtin_ctz(ABX_LIM_CONCURRENCY)];
@@ -1743,4 +1783,8 @@ void abx_decision_release(abx_decision *d)
     d->paths = NULL;
     d->n_paths = 0;
     abx_argv_release(&d->argv);
+    abx_free(d->admitting);
+    abx_free(d->held);
+    d->admitting = d->held = NULL;
+    d->n_admitting = 0;
 }

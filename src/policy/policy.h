@@ -155,7 +155,6 @@ typedef struct abx_path_value {
     const char *rel;          /* points into canonical */
 } abx_path_value;
 
-#define ABX_MAX_ADMITTING 32
 typedef struct abx_decision {
     abx_err err;                          /* ABX_OK = admitted */
     char message[300];
@@ -167,10 +166,10 @@ typedef struct abx_decision {
     abx_argv argv;                        /* canonical argv of a command op (program resolved); owned */
     bool net;                             /* the process may use the host network */
     int chosen;                           /* the first admitting statement (its scopes shape the jail) */
-    uint16_t admitting[ABX_MAX_ADMITTING];/* allow statements that admitted the call */
+    uint16_t *admitting;                  /* owned: every allow statement that admitted the call */
     size_t n_admitting;
     size_t n_held;                        /* concurrency slots taken by abx_admit (released by abx_release) */
-    uint16_t held[ABX_MAX_ADMITTING];
+    uint16_t *held;                       /* owned, sized like admitting */
 } abx_decision;
 
 /* Step 7. trace (may be NULL) receives the explain trace: mounting statements, deny
@@ -182,6 +181,11 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
 abx_err abx_admit(abx_policy *p, int slot, abx_decision *d, int64_t now_us, int *retry_after_s);
 void abx_release(abx_policy *p, abx_decision *d);
 void abx_decision_release(abx_decision *d);
+
+/* Whether an admitted call may see a canonical path found while walking (see
+ * abx_ctx_path_visible). */
+bool abx_policy_path_visible(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d,
+                             const char *canonical);
 
 /* The filesystem a process started by an admitted call may see: read-only and
  * read-write roots (the chosen statement's pattern roots), paths to hide (literal deny
