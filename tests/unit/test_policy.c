@@ -1,0 +1,1112 @@
+/* test_policy.c — unit tests of src/policy/policy.c: policies compiled from JSON text over
+ * a frozen child of the default registry, with a fresh mkdtemp workspace.
+ *
+ * Covers op and principal selectors (mount table), compile diagnostics (scope_required,
+ * unknown selectors with did-you-mean, strict: false, unsafe scopes), every decision
+ * outcome (deny by op, deny by path, path not allowed, protected areas and the unsafe
+ * waiver), tightest limits and the determining statements, token authentication, and a
+ * differential property test: ~200 random small policies drawn from a fixed pool of
+ * statements (random order, duplicates) are decided against a tiny reference model
+ * written here, and against shuffled/duplicated copies of themselves (the
+ * order-and-duplication independence that docs/configuration.md promises).
+ *
+ * The tests own only the temporary directory they make. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/util.h"
+#include "policy/policy.h"
+
+static abx_err ok_handler(abx_ctx *ctx, const json_t *args, abx_reply *reply)
+{
+    (void)ctx;
+    (void)args;
+    (void)reply;
+    return ABX_OK;
+}
+
+/* An explicit-only op of our own: "*" and effect selectors must never mount it. */
+static const abx_op_def custom_ops[] = {
+    {.id = "custom.admin.run", .effects = ABX_EFF_ADMIN, .summary = "admin", .handler = ok_handler},
+    {0},
+};
+
+/* Broad selectors ("*", "effect:...") also mount built-ins with command, url, language
+ * or agent parameters, and each of those needs its scope (scope_required). Empty scopes
+ * admit nothing for those ops and keep these tests independent of the built-in set. */
+#define OTHER_SCOPES "\"commands\": [], \"urls\": [], \"languages\": [], \"agents\": []"
+
+#define LIM_MAX_BYTES __builtin_ctz(ABX_LIM_MAX_BYTES)
+#define LIM_TIMEOUT __builtin_ctz(ABX_LIM_TIMEOUT)
+#define LIM_MAX_ENTRIES __builtin_ctz(ABX_LIM_MAX_ENTRIES)
+
+static abx_registry *reg;
+static char ws[PATH_MAX];          /* canonical workspace */
+static char auth_text[2048];       /* three principals with token_sha256 */
+static const char *const tokens[3] = {"alice-secret-token-0001", "bob-secret-token-000002", "carol-secret-token-0003"};
+enum { ALICE, BOB, CAROL, ANON }; /* slots in auth_text order; ANON = n_principals */
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    char err[256];
+    reg = abx_registry_new(abx_registry_default());
+    if (!reg || abx_registry_add(reg, custom_ops, err, sizeof err) != 0) {
+        fprintf(stderr, "setup: %s\n", err);
+        return -1;
+    }
+    abx_registry_freeze(reg);
+    char tmpl[] = "/tmp/abx-test-policy-XXXXXX";
+    if (!mkdtemp(tmpl) || !realpath(tmpl, ws))
+        return -1;
+    char sub[PATH_MAX + 8];
+    snprintf(sub, sizeof sub, "%s/a", ws);
+    if (mkdir(sub, 0755) != 0)
+        return -1;
+    snprintf(sub, sizeof sub, "%s/b", ws);
+    if (mkdir(sub, 0755) != 0)
+        return -1;
+    char hex[3][65];
+    for (int i = 0; i < 3; i++)
+        abx_sha256_hex(tokens[i], strlen(tokens[i]), hex[i]);
+    snprintf(auth_text, sizeof auth_text,
+             "{\"tokens\": ["
+             "{\"principal\": \"alice\", \"roles\": [\"dev\"], \"token_sha256\": \"%s\"},"
+             "{\"principal\": \"bob\", \"roles\": [\"ops\"], \"token_sha256\": \"%s\"},"
+             "{\"principal\": \"carol\", \"roles\": [\"dev\", \"ops\"], \"token_sha256\": \"%s\"}]}",
+             hex[0], hex[1], hex[2]);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    if (ws[0])
+        nftw(ws, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    abx_registry_free(reg);
+    return 0;
+}
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+static json_t *parse(const char *text)
+{
+    json_error_t je;
+    json_t *v = json_loads(text, 0, &je);
+    if (!v)
+        fail_msg("bad JSON in test: %s\n%s", je.text, text);
+    return v;
+}
+
+static abx_policy *compile_full(const char *auth, const char *policy, bool lint_ok, abx_diags *d)
+{
+    json_t *a = auth ? parse(auth) : NULL, *p = policy ? parse(policy) : NULL;
+    abx_policy_input in = {.reg = reg, .auth = a, .policy = p, .workspace = ws, .allow_lint_errors = lint_ok};
+    abx_policy *pol = abx_policy_compile(&in, d);
+    json_decref(a);
+    json_decref(p);
+    return pol;
+}
+
+static abx_policy *compile_ok(const char *policy)
+{
+    abx_diags d = {0};
+    abx_policy *p = compile_full(auth_text, policy, false, &d);
+    if (!p) {
+        char all[2048] = "";
+        for (size_t i = 0; i < d.n; i++)
+            snprintf(all + strlen(all), sizeof all - strlen(all), "\n  %s %s: %s", d.items[i].level,
+                     d.items[i].code, d.items[i].message);
+        abx_diags_release(&d);
+        fail_msg("policy did not compile:%s\n%s", all, policy);
+    }
+    assert_int_equal(d.errors, 0);
+    abx_diags_release(&d);
+    return p;
+}
+
+/* The diagnostic with this code, or NULL. */
+static const abx_diag *find_diag(const abx_diags *d, const char *code)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (strcmp(d->items[i].code, code) == 0)
+            return &d->items[i];
+    return NULL;
+}
+
+static size_t op_index(const char *id)
+{
+    const abx_op *op = abx_registry_get(reg, id);
+    if (!op)
+        fail_msg("no op %s", id);
+    return abx_registry_index_of(reg, op);
+}
+
+static bool mounted(const abx_policy *p, int slot, const char *id) { return abx_policy_mounted(p, slot, op_index(id)); }
+
+/* Decide op for slot with args given as JSON text (NULL = {}); returns the code and
+ * leaves the decision in *d (caller releases). */
+static abx_err decide(const abx_policy *p, int slot, const char *id, const char *args_text, abx_decision *d)
+{
+    const abx_op *op = abx_registry_get(reg, id);
+    json_t *args = args_text ? parse(args_text) : json_object();
+    char msg[300];
+    abx_err e = abx_args_validate(op, args, msg, sizeof msg);
+    if (e != ABX_OK)
+        fail_msg("test args for %s do not validate: %s", id, msg);
+    abx_decide(p, slot, op, op_index(id), args, d, NULL);
+    json_decref(args);
+    return d->err;
+}
+
+static void expect_decision(const abx_policy *p, int slot, const char *id, const char *args, abx_err want)
+{
+    abx_decision d;
+    abx_err got = decide(p, slot, id, args, &d);
+    char why[300];
+    snprintf(why, sizeof why, "%s", d.message);
+    abx_decision_release(&d);
+    if (got != want)
+        fail_msg("%s %s as slot %d: %s (%s), want %s", id, args ? args : "{}", slot, abx_err_code(got), why,
+                 abx_err_code(want));
+}
+
+/* ---- mounting: op selectors ----------------------------------------------------------------- */
+
+static void test_mount_exact(void **state)
+{
+    (void)state;
+    abx_policy *p = compile_ok("{\"allow\": [{\"ops\": [\"files.read\"], \"principals\": [\"alice\"], "
+                               "\"paths\": [\"**\"]}]}");
+    assert_true(mounted(p, ALICE, "files.read"));
+    assert_false(mounted(p, ALICE, "files.stat"));
+    assert_false(mounted(p, ALICE, "core.health"));
+    assert_false(mounted(p, BOB, "files.read"));
+    assert_false(mounted(p, ANON, "files.read"));
+    /* the implicit anonymous statement mounts core.health for anonymous only */
+    assert_true(mounted(p, ANON, "core.health"));
+    assert_false(mounted(p, ANON, "core.capabilities"));
+    abx_policy_unref(p);
+}
+
+static void test_mount_namespace(void **state)
+{
+    (void)state;
+    abx_policy *p = compile_ok("{\"allow\": [{\"ops\": [\"files.*\"], \"principals\": [\"bob\"], "
+                               "\"paths\": [\"**\"]}]}");
+    assert_true(mounted(p, BOB, "files.read"));
+    assert_true(mounted(p, BOB, "files.stat"));
+    assert_true(mounted(p, BOB, "files.list"));
+    assert_false(mounted(p, BOB, "core.health"));
+    assert_false(mounted(p, ALICE, "files.read"));
+    abx_policy_unref(p);
+    p = compile_ok("{\"allow\": [{\"ops\": [\"core.*\"], \"principals\": [\"bob\"]}]}");
+    assert_true(mounted(p, BOB, "core.health"));
+    assert_true(mounted(p, BOB, "core.ops.list"));   /* every depth below the namespace */
+    assert_false(mounted(p, BOB, "core.explain"));   /* explicit-only: exact id only */
+    assert_false(mounted(p, BOB, "files.read"));
+    abx_policy_unref(p);
+}
+
+static void test_mount_all_and_explicit_only(void **state)
+{
+    (void)state;
+    abx_policy *p = compile_ok("{\"allow\": [{\"ops\": [\"*\"], \"principals\": [\"alice\"], \"paths\": [\"**\"], "
+                               OTHER_SCOPES "}]}");
+    size_t n = abx_registry_count(reg), seen = 0;
+    for (size_t i = 0; i < n; i++) {
+        const abx_op *op = abx_registry_at(reg, i);
+        bool m = abx_policy_mounted(p, ALICE, i);
+        if (m == op->explicit_only)
+            fail_msg("'*' mounted=%d for %s (explicit_only=%d)", m, op->id, op->explicit_only);
+        seen += m;
+    }
+    assert_true(seen >= 4);
+    assert_false(mounted(p, ALICE, "custom.admin.run"));
+    assert_false(mounted(p, BOB, "core.health"));
+    abx_policy_unref(p);
+    /* the exact id mounts an explicit-only op */
+    p = compile_ok("{\"allow\": [{\"ops\": [\"custom.admin.run\"], \"principals\": [\"alice\"]}]}");
+    assert_true(mounted(p, ALICE, "custom.admin.run"));
+    expect_decision(p, ALICE, "custom.admin.run", NULL, ABX_OK);
+    abx_policy_unref(p);
+}
+
+static void test_mount_effect(void **state)
+{
+    (void)state;
+    abx_policy *p = compile_ok("{\"allow\": [{\"ops\": [\"effect:read\"], \"principals\": [\"alice\"], "
+                               "\"paths\": [\"**\"], " OTHER_SCOPES "}]}");
+    assert_true(mounted(p, ALICE, "files.read"));
+    assert_true(mounted(p, ALICE, "core.health"));
+    assert_false(mounted(p, ALICE, "custom.admin.run"));
+    for (size_t i = 0; i < abx_registry_count(reg); i++) {
+        const abx_op *op = abx_registry_at(reg, i);
+        bool want = !op->explicit_only && (op->effects & ~(unsigned)ABX_EFF_READ) == 0;
+        if (abx_policy_mounted(p, ALICE, i) != want)
+            fail_msg("effect:read mounted=%d for %s", !want, op->id);
+    }
+    abx_policy_unref(p);
+    /* admin in the set still does not mount explicit-only ops on the allow side */
+    p = compile_ok("{\"allow\": [{\"ops\": [\"effect:read,admin\"], \"principals\": [\"alice\"], "
+                   "\"paths\": [\"**\"], " OTHER_SCOPES "}]}");
+    assert_false(mounted(p, ALICE, "custom.admin.run"));
+    abx_policy_unref(p);
+}
+
+/* ---- mounting: principal selectors ---------------------------------------------------------- */
+
+static void test_principals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *sel;
+        bool want[4]; /* alice bob carol anonymous */
+    } cases[] = {
+        {"alice", {true, false, false, false}},
+        {"role:dev", {true, false, true, false}},
+        {"role:ops", {false, true, true, false}},
+        {"role:nobody", {false, false, false, false}},
+        {"*", {true, true, true, false}},
+        {"anonymous", {false, false, false, true}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char pol[256];
+        snprintf(pol, sizeof pol, "{\"allow\": [{\"ops\": [\"core.capabilities\"], \"principals\": [\"%s\"]}]}",
+                 cases[i].sel);
+        abx_policy *p = compile_ok(pol);
+        for (int s = 0; s < 4; s++)
+            if (mounted(p, s, "core.capabilities") != cases[i].want[s])
+                fail_msg("principals [%s]: slot %d mounted=%d", cases[i].sel, s, !cases[i].want[s]);
+        abx_policy_unref(p);
+    }
+    abx_policy *p = compile_ok("{}");
+    assert_int_equal(abx_policy_principal_slot(p, "alice"), ALICE);
+    assert_int_equal(abx_policy_principal_slot(p, "carol"), CAROL);
+    assert_int_equal(abx_policy_principal_slot(p, NULL), ANON);
+    assert_int_equal(abx_policy_principal_slot(p, "mallory"), -1);
+    assert_string_equal(abx_policy_principal_id(p, BOB), "bob");
+    assert_string_equal(abx_policy_principal_id(p, ANON), "anonymous");
+    /* out-of-range slots are never mounted */
+    assert_false(abx_policy_mounted(p, -1, op_index("core.health")));
+    assert_false(abx_policy_mounted(p, ANON + 1, op_index("core.health")));
+    abx_policy_unref(p);
+}
+
+/* ---- compile diagnostics ------------------------------------------------------------------------ */
+
+static void test_scope_required(void **state)
+{
+    (void)state;
+    abx_diags d = {0};
+    abx_policy *p = compile_full(auth_text, "{\"allow\": [{\"ops\": [\"files.*\"], \"principals\": [\"alice\"]}]}",
+                                 false, &d);
+    assert_null(p);
+    const abx_diag *x = find_diag(&d, "config.scope_required");
+    assert_non_null(x);
+    assert_string_equal(x->level, "error");
+    assert_non_null(strstr(x->message, "files."));
+    assert_non_null(strstr(x->message, "paths"));
+    abx_diags_release(&d);
+    /* "*" mounts files.* too */
+    p = compile_full(auth_text, "{\"allow\": [{\"ops\": [\"*\"], \"principals\": [\"alice\"]}]}", false, &d);
+    assert_null(p);
+    assert_non_null(find_diag(&d, "config.scope_required"));
+    abx_diags_release(&d);
+    /* ops without path parameters need no paths */
+    p = compile_full(auth_text, "{\"allow\": [{\"ops\": [\"core.*\"], \"principals\": [\"alice\"]}]}", false, &d);
+    assert_non_null(p);
+    assert_null(find_diag(&d, "config.scope_required"));
+    abx_policy_unref(p);
+    abx_diags_release(&d);
+}
+
+static void test_unknown_selector(void **state)
+{
+    (void)state;
+    abx_diags d = {0};
+    abx_policy *p = compile_full(
+        auth_text, "{\"allow\": [{\"ops\": [\"files.lsit\"], \"principals\": [\"alice\"], \"paths\": [\"**\"]}]}",
+        false, &d);
+    assert_null(p);
+    const abx_diag *x = find_diag(&d, "config.unknown_selector");
+    assert_non_null(x);
+    assert_string_equal(x->level, "error");
+    assert_non_null(strstr(x->message, "files.lsit"));
+    assert_non_null(strstr(x->message, "did you mean 'files.list'"));
+    abx_diags_release(&d);
+
+    /* strict: false turns it into a warning; the statement then mounts nothing */
+    p = compile_full(auth_text,
+                     "{\"strict\": false, \"allow\": [{\"ops\": [\"files.lsit\"], \"principals\": [\"alice\"], "
+                     "\"paths\": [\"**\"]}]}",
+                     false, &d);
+    assert_non_null(p);
+    x = find_diag(&d, "config.unknown_selector");
+    assert_non_null(x);
+    assert_string_equal(x->level, "warning");
+    assert_int_equal(d.errors, 0);
+    assert_false(mounted(p, ALICE, "files.list"));
+    abx_policy_unref(p);
+    abx_diags_release(&d);
+
+    /* far from every id: no suggestion */
+    p = compile_full(auth_text, "{\"allow\": [{\"ops\": [\"zzzzzz.qqqqq\"], \"principals\": [\"alice\"]}]}", false,
+                     &d);
+    assert_null(p);
+    x = find_diag(&d, "config.unknown_selector");
+    assert_non_null(x);
+    assert_null(strstr(x->message, "did you mean"));
+    abx_diags_release(&d);
+
+    /* an unknown effect and a namespace with no ops */
+    p = compile_full(auth_text, "{\"allow\": [{\"ops\": [\"effect:fly\"], \"principals\": [\"alice\"]}]}", false, &d);
+    assert_null(p);
+    assert_non_null(find_diag(&d, "config.unknown_selector"));
+    abx_diags_release(&d);
+    p = compile_full(auth_text, "{\"allow\": [{\"ops\": [\"nothing.*\"], \"principals\": [\"alice\"]}]}", false, &d);
+    assert_null(p);
+    assert_non_null(find_diag(&d, "config.unknown_selector"));
+    abx_diags_release(&d);
+}
+
+/* ---- decisions ------------------------------------------------------------------------------------ */
+
+#define FILES_FOR_ALICE "{\"ops\": [\"files.*\"], \"principals\": [\"alice\"], \"paths\": [\"**\"]}"
+
+static void test_deny_by_ops(void **state)
+{
+    (void)state;
+    abx_policy *p = compile_ok("{\"allow\": [" FILES_FOR_ALICE "], \"deny\": [{\"ops\": [\"files.read\"]}]}");
+    abx_decision d;
+    assert_int_equal(decide(p, ALICE, "files.read", "{\"path\": \"a/x.txt\"}", &d), ABX_E_POLICY_DENIED);
+    assert_string_equal(d.determining, "deny[0]");
+    abx_decision_release(&d);
+    expect_decision(p, ALICE, "files.stat", "{\"path\": \"a/x.txt\"}", ABX_OK);
+    /* not mounted beats denied: a deny never reveals an op the caller cannot see */
+    expect_decision(p, BOB, "files.read", "{\"path\": \"a/x.txt\"}", ABX_E_OP_NOT_ENABLED);
+    abx_policy_unref(p);
+    /* a deny limited to other principals does not apply */
+    p = compile_ok("{\"allow\": [" FILES_FOR_ALICE "], \"deny\": [{\"ops\": [\"files.read\"], \"principals\": "
+                   "[\"role:ops\"]}]}");
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"a/x.txt\"}", ABX_OK);
+    abx_policy_unref(p);
+    /* deny-side effect selectors match ops having any of the effects */
+    p = compile_ok("{\"allow\": [" FILES_FOR_ALICE "], \"deny\": [{\"ops\": [\"effect:read,write\"]}]}");
+    expect_decision(p, ALICE, "files.list", NULL, ABX_E_POLICY_DENIED);
+    abx_policy_unref(p);
+}
+
+static void test_deny_by_paths(void **state)
+{
+    (void)state;
+    abx_policy *p = compile_ok("{\"allow\": [" FILES_FOR_ALICE "], \"deny\": [{\"paths\": [\"a/**\"]}]}");
+    abx_decision d;
+    assert_int_equal(decide(p, ALICE, "files.read", "{\"path\": \"a/x.txt\"}", &d), ABX_E_POLICY_PATH_DENIED);
+    assert_string_equal(d.determining, "deny[0]");
+    abx_decision_release(&d);
+    /* canonicalization first: a detour through .. still lands in a/ */
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"b/../a/x.txt\"}", ABX_E_POLICY_PATH_DENIED);
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"./a\"}", ABX_E_POLICY_PATH_DENIED); /* a/ ** matches a */
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"b/y.txt\"}", ABX_OK);
+    expect_decision(p, ALICE, "files.stat", "{\"path\": \"a/x.txt\"}", ABX_E_POLICY_PATH_DENIED);
+    abx_policy_unref(p);
+}
+
+static void test_path_not_allowed(void **state)
+{
+    (void)state;
+    abx_policy *p = compile_ok("{\"allow\": [{\"ops\": [\"files.read\"], \"principals\": [\"alice\"], "
+                               "\"paths\": [\"a/**\"]}]}");
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"a/x.txt\"}", ABX_OK);
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"b/y.txt\"}", ABX_E_POLICY_PATH_NOT_ALLOWED);
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"a/../b/y.txt\"}", ABX_E_POLICY_PATH_NOT_ALLOWED);
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"../outside\"}", ABX_E_POLICY_PATH_NOT_ALLOWED);
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"/etc/hostname\"}", ABX_E_POLICY_PATH_NOT_ALLOWED);
+    abx_decision d;
+    assert_int_equal(decide(p, ALICE, "files.read", "{\"path\": \"b/y.txt\"}", &d), ABX_E_POLICY_PATH_NOT_ALLOWED);
+    assert_non_null(strstr(d.message, "path"));
+    abx_decision_release(&d);
+    abx_policy_unref(p);
+    /* per access kind: write-only scope does not admit a read */
+    p = compile_ok("{\"allow\": [{\"ops\": [\"files.read\"], \"principals\": [\"alice\"], "
+                   "\"paths\": {\"write\": [\"**\"]}}]}");
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"a/x.txt\"}", ABX_E_POLICY_PATH_NOT_ALLOWED);
+    abx_policy_unref(p);
+}
+
+static void test_admitted_paths_and_jail(void **state)
+{
+    (void)state;
+    abx_policy *p = compile_ok("{\"allow\": [{\"ops\": [\"files.read\"], \"principals\": [\"alice\"], "
+                               "\"paths\": [\"a/**\"]}]}");
+    abx_decision d;
+    assert_int_equal(decide(p, ALICE, "files.read", "{\"path\": \"a/./x.txt\"}", &d), ABX_OK);
+    assert_int_equal(d.n_paths, 1);
+    assert_string_equal(d.paths[0].param, "path");
+    char want[PATH_MAX + 16];
+    snprintf(want, sizeof want, "%s/a/x.txt", ws);
+    assert_string_equal(d.paths[0].canonical, want);
+    assert_string_equal(d.paths[0].rel, "x.txt"); /* relative to the jail root <ws>/a */
+    assert_true(d.paths[0].rootfd >= 0);
+    abx_decision_release(&d);
+    assert_null(d.paths);
+    abx_policy_unref(p);
+}
+
+static void test_protected_areas(void **state)
+{
+    (void)state;
+    abx_policy *p = compile_ok("{\"allow\": [{\"ops\": [\"files.read\"], \"principals\": [\"alice\"], "
+                               "\"paths\": [\"/**\"]}]}");
+    abx_decision d;
+    assert_int_equal(decide(p, ALICE, "files.read", "{\"path\": \"/proc/self/status\"}", &d),
+                     ABX_E_POLICY_PATH_DENIED);
+    assert_string_equal(d.determining, "protected");
+    abx_decision_release(&d);
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"/sys/kernel\"}", ABX_E_POLICY_PATH_DENIED);
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"/dev/sda\"}", ABX_E_POLICY_PATH_DENIED);
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"/dev/null\"}", ABX_OK);
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"a/x.txt\"}", ABX_OK);
+    abx_policy_unref(p);
+}
+
+static void test_unsafe_waiver(void **state)
+{
+    (void)state;
+    static const char *const unsafe_proc =
+        "{\"allow\": [{\"ops\": [\"files.read\"], \"principals\": [\"alice\"], \"paths\": [\"/proc/**\"], "
+        "\"unsafe\": true}]}";
+    /* an unsafe statement is itself a lint error unless the config accepts lint errors */
+    abx_diags d = {0};
+    abx_policy *p = compile_full(auth_text, unsafe_proc, false, &d);
+    assert_null(p);
+    assert_non_null(find_diag(&d, "config.unsafe_scope"));
+    abx_diags_release(&d);
+
+    p = compile_full(auth_text, unsafe_proc, true, &d);
+    assert_non_null(p);
+    assert_string_equal(find_diag(&d, "config.unsafe_scope")->level, "warning");
+    abx_diags_release(&d);
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"/proc/self/status\"}", ABX_OK);
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"/sys/kernel\"}", ABX_E_POLICY_PATH_DENIED);
+    abx_policy_unref(p);
+
+    /* the waiver needs an unsafe statement whose scope NAMES the path: an unsafe
+     * statement over the workspace does not lift protection granted by a safe "/" scope */
+    p = compile_full(auth_text,
+                     "{\"allow\": [{\"ops\": [\"files.read\"], \"principals\": [\"alice\"], \"paths\": [\"/**\"]},"
+                     " {\"ops\": [\"files.read\"], \"principals\": [\"alice\"], \"paths\": [\"**\"], "
+                     "\"unsafe\": true}]}",
+                     true, &d);
+    assert_non_null(p);
+    abx_diags_release(&d);
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"/proc/self/status\"}", ABX_E_POLICY_PATH_DENIED);
+    abx_policy_unref(p);
+
+    /* a deny still wins over the waiver */
+    p = compile_full(auth_text,
+                     "{\"allow\": [{\"ops\": [\"files.read\"], \"principals\": [\"alice\"], \"paths\": [\"/proc/**\"], "
+                     "\"unsafe\": true}], \"deny\": [{\"paths\": [\"/proc/**\"]}]}",
+                     true, &d);
+    assert_non_null(p);
+    abx_diags_release(&d);
+    expect_decision(p, ALICE, "files.read", "{\"path\": \"/proc/self/status\"}", ABX_E_POLICY_PATH_DENIED);
+    abx_decision dd;
+    decide(p, ALICE, "files.read", "{\"path\": \"/proc/self/status\"}", &dd);
+    assert_string_equal(dd.determining, "deny[0]");
+    abx_decision_release(&dd);
+    abx_policy_unref(p);
+}
+
+/* Is label one of the comma-separated labels in list? */
+static bool has_label(const char *list, const char *label)
+{
+    size_t n = strlen(label);
+    for (const char *s = list; *s;) {
+        size_t l = strcspn(s, ",");
+        if (l == n && strncmp(s, label, n) == 0)
+            return true;
+        s += l;
+        if (*s == ',')
+            s++;
+    }
+    return false;
+}
+
+static void test_tightest_limits_and_determining(void **state)
+{
+    (void)state;
+    abx_policy *p = compile_ok(
+        "{\"allow\": ["
+        "{\"id\": \"wide\", \"ops\": [\"files.*\"], \"principals\": [\"alice\"], \"paths\": [\"**\"],"
+        " \"limits\": {\"max_bytes\": \"1MiB\", \"timeout\": \"30s\"}},"
+        "{\"id\": \"narrow\", \"ops\": [\"files.read\"], \"principals\": [\"role:dev\"], \"paths\": [\"a/**\"],"
+        " \"limits\": {\"max_bytes\": \"2KiB\", \"max_entries\": 10}},"
+        "{\"id\": \"elsewhere\", \"ops\": [\"files.read\"], \"principals\": [\"alice\"], \"paths\": [\"b/**\"],"
+        " \"limits\": {\"max_bytes\": 1, \"timeout\": \"1s\"}}]}");
+    abx_decision d;
+    assert_int_equal(decide(p, ALICE, "files.read", "{\"path\": \"a/x.txt\"}", &d), ABX_OK);
+    assert_int_equal(d.limits[LIM_MAX_BYTES], 2048);
+    assert_int_equal(d.limits[LIM_TIMEOUT], 30000);
+    assert_int_equal(d.limits[LIM_MAX_ENTRIES], 10);
+    assert_int_equal(d.limits[__builtin_ctz(ABX_LIM_RATE)], -1);
+    /* both admitting statements determine the decision; the mounting-but-refusing one does not */
+    assert_true(has_label(d.determining, "wide"));
+    assert_true(has_label(d.determining, "narrow"));
+    assert_false(has_label(d.determining, "elsewhere"));
+    assert_int_equal(d.n_admitting, 2);
+    abx_decision_release(&d);
+    /* b/ is admitted by wide and elsewhere: elsewhere's tighter values win there */
+    assert_int_equal(decide(p, ALICE, "files.read", "{\"path\": \"b/y.txt\"}", &d), ABX_OK);
+    assert_int_equal(d.limits[LIM_MAX_BYTES], 1);
+    assert_int_equal(d.limits[LIM_TIMEOUT], 1000);
+    assert_int_equal(d.limits[LIM_MAX_ENTRIES], -1);
+    assert_true(has_label(d.determining, "wide"));
+    assert_true(has_label(d.determining, "elsewhere"));
+    assert_false(has_label(d.determining, "narrow"));
+    abx_decision_release(&d);
+    abx_policy_unref(p);
+}
+
+static void test_trace(void **state)
+{
+    (void)state;
+    abx_policy *p = compile_ok("{\"allow\": [" FILES_FOR_ALICE "], \"deny\": [{\"paths\": [\"a/**\"]}]}");
+    const abx_op *op = abx_registry_get(reg, "files.read");
+    json_t *args = parse("{\"path\": \"a/x.txt\"}"), *trace = json_object();
+    abx_decision d;
+    abx_decide(p, ALICE, op, op_index("files.read"), args, &d, trace);
+    assert_int_equal(d.err, ABX_E_POLICY_PATH_DENIED);
+    assert_string_equal(json_string_value(json_object_get(trace, "decision")), "deny");
+    assert_string_equal(json_string_value(json_object_get(trace, "code")), "policy.path_denied");
+    assert_int_equal(json_array_size(json_object_get(trace, "deny_hits")), 1);
+    abx_decision_release(&d);
+    json_decref(trace);
+    json_decref(args);
+    abx_policy_unref(p);
+}
+
+/* ---- deny order (a concrete case of the property below) ---------------------------------------- */
+
+/* BUG (src/policy/policy.c abx_decide, step 1): when a plain deny (no scopes) and a
+ * path-scoped deny both match, the FIRST one in the file decides the code
+ * (policy.denied vs policy.path_denied), contradicting "The order and duplication of
+ * statements never change a decision" (docs/configuration.md). */
+static void test_deny_order_independent(void **state)
+{
+    (void)state;
+    static const char *const fmt =
+        "{\"allow\": [{\"ops\": [\"files.*\"], \"principals\": [\"bob\"], \"paths\": [\"**\"]}],"
+        " \"deny\": [%s, %s]}";
+    static const char *const plain = "{\"ops\": [\"files.stat\"], \"principals\": [\"bob\"]}";
+    static const char *const by_path = "{\"paths\": [\"b/z.bin\"]}";
+    char text[512];
+    snprintf(text, sizeof text, fmt, plain, by_path);
+    abx_policy *p1 = compile_ok(text);
+    snprintf(text, sizeof text, fmt, by_path, plain);
+    abx_policy *p2 = compile_ok(text);
+    abx_decision d1, d2;
+    abx_err e1 = decide(p1, BOB, "files.stat", "{\"path\": \"b/z.bin\"}", &d1);
+    abx_err e2 = decide(p2, BOB, "files.stat", "{\"path\": \"b/z.bin\"}", &d2);
+    abx_decision_release(&d1);
+    abx_decision_release(&d2);
+    abx_policy_unref(p1);
+    abx_policy_unref(p2);
+    assert_true(e1 == ABX_E_POLICY_DENIED || e1 == ABX_E_POLICY_PATH_DENIED);
+    if (e1 != e2)
+        fail_msg("same statements, other order: %s vs %s", abx_err_code(e1), abx_err_code(e2));
+}
+
+/* BUG (src/policy/policy.c abx_decide/abx_admit): only the first ABX_MAX_ADMITTING (32)
+ * admitting statements are recorded in d->admitting, and abx_admit applies rate and
+ * concurrency limits only to those; a rate-limited statement placed after 32 others that
+ * also admit the call is silently not enforced. Moving it first enforces it. */
+static void test_rate_limit_order_independent(void **state)
+{
+    (void)state;
+    static const char *const plain = "{\"ops\": [\"files.read\"], \"principals\": [\"alice\"], \"paths\": [\"**\"]}";
+    static const char *const limited = "{\"ops\": [\"files.read\"], \"principals\": [\"alice\"], "
+                                       "\"paths\": [\"**\"], \"limits\": {\"rate\": \"1/min\"}}";
+    abx_err second[2];
+    for (int order = 0; order < 2; order++) {
+        static char text[16384];
+        strcpy(text, "{\"allow\": [");
+        if (order == 0) {
+            strcat(text, limited);
+            strcat(text, ",");
+        }
+        for (int i = 0; i < 33; i++) {
+            strcat(text, plain);
+            strcat(text, i < 32 ? "," : "");
+        }
+        if (order == 1) {
+            strcat(text, ",");
+            strcat(text, limited);
+        }
+        strcat(text, "]}");
+        abx_policy *p = compile_ok(text);
+        int64_t now = abx_now_us();
+        int retry = 0;
+        for (int call = 0; call < 2; call++) {
+            abx_decision d;
+            assert_int_equal(decide(p, ALICE, "files.read", "{\"path\": \"a/x.txt\"}", &d), ABX_OK);
+            abx_err e = abx_admit(p, ALICE, &d, now, &retry);
+            if (call == 1)
+                second[order] = e;
+            else
+                assert_int_equal(e, ABX_OK);
+            abx_release(p, &d);
+            abx_decision_release(&d);
+        }
+        abx_policy_unref(p);
+    }
+    assert_int_equal(second[0], ABX_E_LIMIT_RATE); /* rate-limited statement first: enforced */
+    if (second[1] != ABX_E_LIMIT_RATE)
+        fail_msg("rate limit of the 34th admitting statement not enforced: second call gave %s",
+                 abx_err_code(second[1]));
+}
+
+/* ---- token authentication ------------------------------------------------------------------------ */
+
+static void test_token_auth(void **state)
+{
+    (void)state;
+    abx_policy *p = compile_ok("{}");
+    int64_t now = abx_wall_ms();
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(abx_policy_auth(p, tokens[i], strlen(tokens[i]), now), i);
+    assert_int_equal(abx_policy_auth(p, "wrong-token-wrong-token", 23, now), -1);
+    assert_int_equal(abx_policy_auth(p, tokens[0], strlen(tokens[0]) - 1, now), -1); /* a prefix */
+    assert_int_equal(abx_policy_auth(p, "", 0, now), -1);
+    abx_policy_unref(p);
+
+    /* expiry */
+    char hex[2][65], auth[1024];
+    abx_sha256_hex(tokens[0], strlen(tokens[0]), hex[0]);
+    abx_sha256_hex(tokens[1], strlen(tokens[1]), hex[1]);
+    snprintf(auth, sizeof auth,
+             "{\"tokens\": [{\"principal\": \"old\", \"token_sha256\": \"%s\", \"expires_at\": \"2000-01-01T00:00:00Z\"},"
+             " {\"principal\": \"new\", \"token_sha256\": \"%s\", \"expires_at\": \"2999-01-01T00:00:00Z\"}]}",
+             hex[0], hex[1]);
+    abx_diags d = {0};
+    p = compile_full(auth, "{}", false, &d);
+    assert_non_null(p);
+    abx_diags_release(&d);
+    assert_int_equal(abx_policy_auth(p, tokens[0], strlen(tokens[0]), now), -1);
+    assert_int_equal(abx_policy_auth(p, tokens[1], strlen(tokens[1]), now), 1);
+    /* the same token before its expiry time works: expiry is the cause */
+    assert_int_equal(abx_policy_auth(p, tokens[0], strlen(tokens[0]), 946684799000LL), 0);
+    assert_int_equal(abx_policy_auth(p, tokens[0], strlen(tokens[0]), 946684800000LL), -1); /* at expiry */
+    abx_policy_unref(p);
+}
+
+static void test_auth_config_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *auth;
+        const char *code;
+    } cases[] = {
+        {"{\"tokens\": [{\"principal\": \"x\", \"token_sha256\": \"abc\"}]}", "config.bad_value"},
+        {"{\"tokens\": [{\"principal\": \"x\", \"token\": \"short\"}]}", "config.weak_token"},
+        {"{\"tokens\": [{\"principal\": \"x\"}]}", "config.invalid"},
+        {"{\"tokens\": [{\"principal\": \"role:x\", \"token\": \"0123456789abcdef\"}]}", "config.invalid"},
+        {"{\"tokens\": [{\"principal\": \"x\", \"token\": \"0123456789abcdef\"},"
+         " {\"principal\": \"x\", \"token\": \"fedcba9876543210\"}]}",
+         "config.duplicate_principal"},
+        {"{\"tokens\": [{\"principal\": \"x\", \"token\": \"0123456789abcdef\"},"
+         " {\"principal\": \"y\", \"token\": \"0123456789abcdef\"}]}",
+         "config.duplicate_token"},
+        {"{\"tokens\": [{\"principal\": \"x\", \"token\": \"0123456789abcdef\", \"expires_at\": \"tomorrow\"}]}",
+         "config.bad_value"},
+        {"{\"tokens\": [], \"bogus\": 1}", "config.unknown_key"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        abx_diags d = {0};
+        abx_policy *p = compile_full(cases[i].auth, "{}", false, &d);
+        if (p)
+            fail_msg("auth %s should not compile", cases[i].auth);
+        if (!find_diag(&d, cases[i].code))
+            fail_msg("auth %s: no %s diagnostic (first: %s)", cases[i].auth, cases[i].code,
+                     d.n ? d.items[0].code : "none");
+        abx_diags_release(&d);
+    }
+}
+
+/* ---- differential property test against a reference model ------------------------------------ */
+
+/* The universe the model knows: four ops, four slots, four paths. */
+static const char *const u_ops[] = {"core.health", "files.read", "files.stat", "custom.admin.run"};
+static const bool u_has_path[] = {false, true, true, false};
+enum { U_HEALTH = 1u << 0, U_READ = 1u << 1, U_STAT = 1u << 2, U_ADMIN = 1u << 3, U_ALLOPS = 0xf };
+static const char *const u_paths[] = {"a/x.txt", "b/y.txt", "b/z.bin", "c"};
+enum { P_AX = 1u << 0, P_BY = 1u << 1, P_BZ = 1u << 2, P_C = 1u << 3 };
+enum { S_ALICE = 1u << ALICE, S_BOB = 1u << BOB, S_CAROL = 1u << CAROL, S_ANON = 1u << ANON, S_ALL = 0xf };
+
+typedef struct mstmt {
+    const char *json;      /* the statement as written (with an "id" label) */
+    const char *label;
+    bool deny;
+    unsigned ops;          /* ops it matches (allow side: mounts; deny side: hits) */
+    unsigned slots;        /* principals it matches */
+    bool has_paths;
+    unsigned paths;        /* allow: paths its read scope admits; deny: paths it denies */
+    int64_t max_bytes;     /* -1 = none */
+} mstmt;
+
+/* Hand-computed model of each statement. Principals: alice (dev), bob (ops), carol (dev, ops). */
+static const mstmt pool[] = {
+    {"{\"id\": \"A0\", \"ops\": [\"files.read\"], \"principals\": [\"alice\"], \"paths\": [\"a/**\"],"
+     " \"limits\": {\"max_bytes\": 1000}}",
+     "A0", false, U_READ, S_ALICE, true, P_AX, 1000},
+    {"{\"id\": \"A1\", \"ops\": [\"files.*\"], \"principals\": [\"role:dev\"], \"paths\": [\"b/*.txt\"],"
+     " \"limits\": {\"max_bytes\": 500}}",
+     "A1", false, U_READ | U_STAT, S_ALICE | S_CAROL, true, P_BY, 500},
+    {"{\"id\": \"A2\", \"ops\": [\"*\"], \"principals\": [\"*\"], \"paths\": [\"**\"], " OTHER_SCOPES ","
+     " \"limits\": {\"max_bytes\": 2000}}",
+     "A2", false, U_HEALTH | U_READ | U_STAT, S_ALICE | S_BOB | S_CAROL, true, P_AX | P_BY | P_BZ | P_C, 2000},
+    {"{\"id\": \"A3\", \"ops\": [\"effect:read\"], \"principals\": [\"bob\"], \"paths\": [\"b/**\", \"c\"], " OTHER_SCOPES "}",
+     "A3",
+     false, U_HEALTH | U_READ | U_STAT, S_BOB, true, P_BY | P_BZ | P_C, -1},
+    {"{\"id\": \"A4\", \"ops\": [\"core.health\"], \"principals\": [\"anonymous\", \"alice\"]}", "A4", false,
+     U_HEALTH, S_ANON | S_ALICE, false, 0, -1},
+    {"{\"id\": \"A5\", \"ops\": [\"custom.admin.run\"], \"principals\": [\"role:ops\"], \"limits\": {\"max_bytes\": 7}}",
+     "A5", false, U_ADMIN, S_BOB | S_CAROL, false, 0, 7},
+    {"{\"id\": \"A6\", \"ops\": [\"files.stat\", \"core.*\"], \"principals\": [\"bob\", \"role:dev\"],"
+     " \"paths\": {\"read\": [\"c\"]}, \"limits\": {\"max_bytes\": 100}}",
+     "A6", false, U_STAT | U_HEALTH, S_BOB | S_ALICE | S_CAROL, true, P_C, 100},
+    {"{\"id\": \"A7\", \"ops\": [\"files.read\"], \"principals\": [\"bob\"], \"paths\": {\"write\": [\"**\"]}}", "A7",
+     false, U_READ, S_BOB, true, 0, -1},
+    {"{\"id\": \"D0\", \"ops\": [\"files.stat\"], \"principals\": [\"bob\"]}", "D0", true, U_STAT, S_BOB, false, 0,
+     -1},
+    {"{\"id\": \"D1\", \"paths\": [\"b/z.bin\"]}", "D1", true, U_ALLOPS, S_ALL, true, P_BZ, -1},
+    {"{\"id\": \"D2\", \"ops\": [\"effect:admin\"], \"principals\": [\"carol\"]}", "D2", true, U_ADMIN, S_CAROL,
+     false, 0, -1},
+    {"{\"id\": \"D3\", \"ops\": [\"files.*\"], \"principals\": [\"role:dev\"], \"paths\": [\"a/**\"]}", "D3", true,
+     U_READ | U_STAT, S_ALICE | S_CAROL, true, P_AX, -1},
+    {"{\"id\": \"D4\", \"ops\": [\"core.health\"], \"principals\": [\"role:ops\"]}", "D4", true, U_HEALTH,
+     S_BOB | S_CAROL, false, 0, -1},
+};
+#define POOL_N (sizeof pool / sizeof pool[0])
+
+/* the implicit statement compiled from the default auth.anonymous */
+static const mstmt implicit_anon = {NULL, "auth.anonymous", false, U_HEALTH, S_ANON, false, 0, -1};
+
+typedef struct outcome {
+    abx_err err;
+    abx_err alt;              /* a second acceptable code (ambiguous deny), or = err */
+    int64_t max_bytes;
+    char labels[256];         /* admitting labels, ",a,b," sorted and distinct */
+} outcome;
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* canonical form of a comma-separated label list: distinct, sorted, ",x,y," */
+static void canon_labels(const char *in, char *out, size_t outlen)
+{
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s", in);
+    const char *v[64];
+    size_t n = 0;
+    for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t && n < 64; t = strtok_r(NULL, ",", &save))
+        v[n++] = t;
+    qsort(v, n, sizeof v[0], cmp_str);
+    snprintf(out, outlen, ",");
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || strcmp(v[i], v[i - 1]) != 0)
+            snprintf(out + strlen(out), outlen - strlen(out), "%s,", v[i]);
+}
+
+/* The reference: docs/configuration.md's algebra, over the hand-computed statements. */
+static outcome model(const size_t *stmts, size_t n, int slot, int op, int path)
+{
+    outcome o = {ABX_OK, ABX_OK, -1, ""};
+    const mstmt *all[64];
+    size_t na = 0;
+    all[na++] = &implicit_anon;
+    for (size_t i = 0; i < n; i++)
+        all[na++] = &pool[stmts[i]];
+    unsigned sbit = 1u << slot, obit = 1u << op, pbit = path >= 0 ? 1u << path : 0;
+    bool mounted = false;
+    for (size_t i = 0; i < na; i++)
+        if (!all[i]->deny && (all[i]->ops & obit) && (all[i]->slots & sbit))
+            mounted = true;
+    if (!mounted) {
+        o.err = o.alt = ABX_E_OP_NOT_ENABLED;
+        return o;
+    }
+    bool plain = false, by_path = false;
+    for (size_t i = 0; i < na; i++) {
+        const mstmt *s = all[i];
+        if (!s->deny || !(s->ops & obit) || !(s->slots & sbit))
+            continue;
+        if (!s->has_paths)
+            plain = true;
+        else if (u_has_path[op] && (s->paths & pbit))
+            by_path = true;
+    }
+    if (plain || by_path) {
+        o.err = plain ? ABX_E_POLICY_DENIED : ABX_E_POLICY_PATH_DENIED;
+        o.alt = by_path ? ABX_E_POLICY_PATH_DENIED : o.err; /* both match: either code is a deny */
+        return o;
+    }
+    char labels[256] = "";
+    bool admitted = false;
+    for (size_t i = 0; i < na; i++) {
+        const mstmt *s = all[i];
+        if (s->deny || !(s->ops & obit) || !(s->slots & sbit))
+            continue;
+        if (u_has_path[op] && !(s->paths & pbit))
+            continue;
+        admitted = true;
+        if (s->max_bytes >= 0 && (o.max_bytes < 0 || s->max_bytes < o.max_bytes))
+            o.max_bytes = s->max_bytes;
+        snprintf(labels + strlen(labels), sizeof labels - strlen(labels), "%s,", s->label);
+    }
+    if (!admitted) {
+        o.err = o.alt = ABX_E_POLICY_PATH_NOT_ALLOWED;
+        return o;
+    }
+    canon_labels(labels, o.labels, sizeof o.labels);
+    return o;
+}
+
+static char *policy_text(const size_t *stmts, size_t n)
+{
+    static char text[16384];
+    size_t na = 0, nd = 0;
+    strcpy(text, "{\"allow\": [");
+    for (size_t i = 0; i < n; i++)
+        if (!pool[stmts[i]].deny)
+            snprintf(text + strlen(text), sizeof text - strlen(text), "%s%s", na++ ? ", " : "", pool[stmts[i]].json);
+    strcat(text, "], \"deny\": [");
+    for (size_t i = 0; i < n; i++)
+        if (pool[stmts[i]].deny)
+            snprintf(text + strlen(text), sizeof text - strlen(text), "%s%s", nd++ ? ", " : "", pool[stmts[i]].json);
+    strcat(text, "]}");
+    return text;
+}
+
+static outcome actual(const abx_policy *p, int slot, int op, int path)
+{
+    outcome o = {ABX_OK, ABX_OK, -1, ""};
+    char args[64] = "{}";
+    if (path >= 0)
+        snprintf(args, sizeof args, "{\"path\": \"%s\"}", u_paths[path]);
+    abx_decision d;
+    o.err = o.alt = decide(p, slot, u_ops[op], args, &d);
+    if (o.err == ABX_OK) {
+        o.max_bytes = d.limits[LIM_MAX_BYTES];
+        canon_labels(d.determining, o.labels, sizeof o.labels);
+    }
+    abx_decision_release(&d);
+    return o;
+}
+
+static uint64_t prop_rng = 0x6a09e667f3bcc908u;
+
+static unsigned prop_below(unsigned n)
+{
+    prop_rng ^= prop_rng >> 12;
+    prop_rng ^= prop_rng << 25;
+    prop_rng ^= prop_rng >> 27;
+    return (unsigned)(((prop_rng * 0x2545f4914f6cdd1du) >> 33) % n);
+}
+
+static void shuffle(size_t *v, size_t n)
+{
+    for (size_t i = n; i > 1; i--) {
+        size_t j = prop_below((unsigned)i);
+        size_t t = v[i - 1];
+        v[i - 1] = v[j];
+        v[j] = t;
+    }
+}
+
+#define N_POLICIES 200
+
+typedef struct report {
+    size_t checked, bad;
+    char first[4096];
+    size_t seen[ABX_E__COUNT]; /* outcome codes met, to show the pool exercises every rule */
+} report;
+
+static void note(report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(report *r, const char *fmt, ...)
+{
+    if (r->bad++)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->first, sizeof r->first, fmt, ap);
+    va_end(ap);
+}
+
+static void describe(char *buf, size_t len, const outcome *o)
+{
+    snprintf(buf, len, "%s max_bytes=%lld labels=%s", abx_err_code(o->err), (long long)o->max_bytes, o->labels);
+}
+
+/* Each request of the universe: (slot, op, path) with path -1 for ops without one. */
+static void for_each_request(void (*fn)(void *ud, int slot, int op, int path), void *ud)
+{
+    for (int s = 0; s < 4; s++)
+        for (int o = 0; o < 4; o++)
+            for (int pth = u_has_path[o] ? 0 : -1; pth < (u_has_path[o] ? 4 : 0); pth++)
+                fn(ud, s, o, pth);
+}
+
+typedef struct model_ctx {
+    report *r;
+    const abx_policy *p;
+    const size_t *stmts;
+    size_t n;
+    const char *text;
+} model_ctx;
+
+static void check_model(void *ud, int slot, int op, int path)
+{
+    model_ctx *c = ud;
+    outcome want = model(c->stmts, c->n, slot, op, path), got = actual(c->p, slot, op, path);
+    c->r->checked++;
+    c->r->seen[got.err]++;
+    bool ok = (got.err == want.err || got.err == want.alt) &&
+              (got.err != ABX_OK || (got.max_bytes == want.max_bytes && strcmp(got.labels, want.labels) == 0));
+    if (!ok) {
+        char g[400], w[400];
+        describe(g, sizeof g, &got);
+        describe(w, sizeof w, &want);
+        note(c->r, "slot %d, %s %s: got %s, model %s%s%s\npolicy: %s", slot, u_ops[op], path >= 0 ? u_paths[path] : "",
+             g, w, want.alt != want.err ? " or " : "", want.alt != want.err ? abx_err_code(want.alt) : "", c->text);
+    }
+}
+
+static void test_property_against_model(void **state)
+{
+    (void)state;
+    report r = {0};
+    prop_rng = 0x6a09e667f3bcc908u;
+    for (int iter = 0; iter < N_POLICIES; iter++) {
+        size_t stmts[12], n = 1 + prop_below(8);
+        for (size_t i = 0; i < n; i++)
+            stmts[i] = prop_below(POOL_N);
+        const char *text = policy_text(stmts, n);
+        abx_policy *p = compile_ok(text);
+        model_ctx c = {&r, p, stmts, n, text};
+        for_each_request(check_model, &c);
+        abx_policy_unref(p);
+    }
+    assert_true(r.checked > N_POLICIES * 30);
+    static const abx_err codes[] = {ABX_OK, ABX_E_OP_NOT_ENABLED, ABX_E_POLICY_DENIED, ABX_E_POLICY_PATH_DENIED,
+                                    ABX_E_POLICY_PATH_NOT_ALLOWED};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (r.seen[codes[i]] < 20)
+            fail_msg("the random policies decided %s only %zu times", abx_err_code(codes[i]), r.seen[codes[i]]);
+    if (r.bad) {
+        fprintf(stderr, "first disagreement:\n%s\n", r.first);
+        fail_msg("%zu of %zu decisions disagree with the reference model", r.bad, r.checked);
+    }
+}
+
+typedef struct order_ctx {
+    report *r;
+    const abx_policy *p1, *p2;
+    const char *t1, *t2;
+} order_ctx;
+
+static void check_order(void *ud, int slot, int op, int path)
+{
+    order_ctx *c = ud;
+    outcome a = actual(c->p1, slot, op, path), b = actual(c->p2, slot, op, path);
+    c->r->checked++;
+    if (a.err != b.err || a.max_bytes != b.max_bytes || strcmp(a.labels, b.labels) != 0) {
+        char ga[400], gb[400];
+        describe(ga, sizeof ga, &a);
+        describe(gb, sizeof gb, &b);
+        note(c->r, "slot %d, %s %s: %s vs %s\npolicy 1: %s\npolicy 2: %s", slot, u_ops[op],
+             path >= 0 ? u_paths[path] : "", ga, gb, c->t1, c->t2);
+    }
+}
+
+/* Decisions never depend on statement order or duplication: the same statements,
+ * shuffled and with some duplicated, decide every request the same way. */
+static void test_property_order_and_duplication(void **state)
+{
+    (void)state;
+    report r = {0};
+    prop_rng = 0xbb67ae8584caa73bu;
+    static char t1[16384];
+    for (int iter = 0; iter < N_POLICIES; iter++) {
+        size_t a[12], b[24], n = 1 + prop_below(8), nb = 0;
+        for (size_t i = 0; i < n; i++)
+            a[i] = prop_below(POOL_N);
+        for (size_t i = 0; i < n; i++) {
+            b[nb++] = a[i];
+            if (prop_below(3) == 0)
+                b[nb++] = a[i];
+        }
+        shuffle(b, nb);
+        snprintf(t1, sizeof t1, "%s", policy_text(a, n));
+        abx_policy *p1 = compile_ok(t1);
+        const char *t2 = policy_text(b, nb);
+        abx_policy *p2 = compile_ok(t2);
+        order_ctx c = {&r, p1, p2, t1, t2};
+        for_each_request(check_order, &c);
+        abx_policy_unref(p1);
+        abx_policy_unref(p2);
+    }
+    assert_true(r.checked > N_POLICIES * 30);
+    if (r.bad) {
+        fprintf(stderr, "first difference:\n%s\n", r.first);
+        fail_msg("BUG: %zu of %zu decisions change with statement order/duplication", r.bad, r.checked);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mount_exact),
+        cmocka_unit_test(test_mount_namespace),
+        cmocka_unit_test(test_mount_all_and_explicit_only),
+        cmocka_unit_test(test_mount_effect),
+        cmocka_unit_test(test_principals),
+        cmocka_unit_test(test_scope_required),
+        cmocka_unit_test(test_unknown_selector),
+        cmocka_unit_test(test_deny_by_ops),
+        cmocka_unit_test(test_deny_by_paths),
+        cmocka_unit_test(test_path_not_allowed),
+        cmocka_unit_test(test_admitted_paths_and_jail),
+        cmocka_unit_test(test_protected_areas),
+        cmocka_unit_test(test_unsafe_waiver),
+        cmocka_unit_test(test_tightest_limits_and_determining),
+        cmocka_unit_test(test_trace),
+        cmocka_unit_test(test_deny_order_independent),
+        cmocka_unit_test(test_rate_limit_order_independent),
+        cmocka_unit_test(test_token_auth),
+        cmocka_unit_test(test_auth_config_errors),
+        cmocka_unit_test(test_property_against_model),
+        cmocka_unit_test(test_property_order_and_duplication),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
