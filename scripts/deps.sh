@@ -5,7 +5,7 @@
 #   scripts/deps.sh bench   — build + wrk, nginx
 set -euo pipefail
 what=${1:-build}
-pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libyaml-dev libcurl4-openssl-dev libwslay-dev ca-certificates)
+pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libyaml-dev libcurl4-openssl-dev libwslay-dev libsqlite3-dev zlib1g-dev ca-certificates)
 case "$what" in
   build) ;;
   test) pkgs+=(libcmocka-dev python3 python3-pytest python3-requests python3-websocket clang libclang-rt-14-dev openssl) ;;

@@ -12,6 +12,7 @@ extern const abx_op_def abx_builtin_system[];
 extern const abx_op_def abx_builtin_commands[];
 extern const abx_op_def abx_builtin_process[];
 extern const abx_op_def abx_builtin_terminal[];
+extern const abx_op_def abx_builtin_ledger[];
 
 int abx_landlock_abi(void); /* 0 when Landlock is unavailable */
 

@@ -93,8 +93,11 @@ int abx_cli_call(int argc, char **argv)
             char *name = abx_strndup(a, (size_t)(eq - a));
             const abx_op *o = op ? abx_registry_resolve(reg, op) : NULL;
             char msg[256];
-            if (o && abx_op_param(o, name) && abx_op_param(o, name)->type != ABX_T_OBJECT &&
-                abx_op_param(o, name)->type != ABX_T_MAP) {
+            const abx_param *pa = o ? abx_op_param(o, name) : NULL;
+            json_t *as_json = pa && pa->type == ABX_T_LIST && eq[1] == '[' ? json_loads(eq + 1, 0, NULL) : NULL;
+            if (as_json) { /* argv='["ls","-l"]': a list written as JSON */
+                json_object_set_new(args, name, as_json);
+            } else if (pa && pa->type != ABX_T_OBJECT && pa->type != ABX_T_MAP && pa->type != ABX_T_ANY) {
                 if (abx_args_add_text(o, args, name, eq + 1, strlen(eq + 1), msg, sizeof msg) != ABX_OK) {
                     fprintf(stderr, "abx call: %s\n", msg);
                     abx_free(name);

@@ -24,6 +24,8 @@ static void usage(FILE *f)
                "  check-config FILE    lint a config file (and run its policy tests); exit 1 on errors\n"
                "  explain [--config FILE] --op OP [--arg k=v ...] [--principal ID] [--json]\n"
                "                       the decision trace of a call, without running it\n"
+               "  ledger tail|show GROUP|verify [--anchor H:N]|anchor|export [--path F | --config F]\n"
+               "                       read and check the action ledger\n"
                "  catalog              print operations.json generated from the registry\n"
                "  openapi              print the OpenAPI 3.1 document of every operation\n"
                "  docs ops|errors      print the generated docs tables (Markdown)\n"
@@ -223,6 +225,86 @@ out:
     return rc;
 }
 
+/* abx ledger tail|show|verify|anchor|export [--path FILE | --config FILE] ... */
+static int cmd_ledger(int argc, char **argv)
+{
+    if (argc < 1) {
+        fprintf(stderr, "usage: abx ledger tail|show GROUP|verify [--anchor H:N]|anchor|export [--path FILE | --config FILE]\n");
+        return 2;
+    }
+    const char *sub = argv[0], *path = NULL, *config = NULL, *anchor = NULL;
+    int64_t group = 0;
+    int n = 20;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--path") == 0 && i + 1 < argc)
+            path = argv[++i];
+        else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            config = argv[++i];
+        else if (strcmp(argv[i], "--anchor") == 0 && i + 1 < argc)
+            anchor = argv[++i];
+        else if (strcmp(argv[i], "-n") == 0 && i + 1 < argc)
+            n = atoi(argv[++i]);
+        else if (strcmp(sub, "show") == 0 && argv[i][0] != '-')
+            group = atoll(argv[i]);
+        else {
+            fprintf(stderr, "abx ledger: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    char buf[4096];
+    if (!path) { /* the server's default: .abx/ledger.db beside the config, or here */
+        abx_diags d = {0};
+        abx_config cfg;
+        if (config && abx_config_load(&cfg, config, &d) != 0) {
+            fprintf(stderr, "abx ledger: cannot load %s\n", config);
+            abx_diags_release(&d);
+            return 2;
+        }
+        if (config && cfg.ledger_path) {
+            snprintf(buf, sizeof buf, "%s", cfg.ledger_path);
+        } else if (config) {
+            const char *slash = strrchr(config, '/');
+            snprintf(buf, sizeof buf, "%.*s/.abx/ledger.db", slash ? (int)(slash - config) : 1, slash ? config : ".");
+        } else {
+            snprintf(buf, sizeof buf, ".abx/ledger.db");
+        }
+        if (config)
+            abx_config_release(&cfg);
+        abx_diags_release(&d);
+        path = buf;
+    }
+    char err[512] = "";
+    if (strcmp(sub, "verify") == 0) {
+        uint64_t events = 0;
+        int rc = abx_ledger_verify(path, anchor, err, sizeof err, &events);
+        if (rc == 0)
+            printf("ok: %llu events, chain intact%s\n", (unsigned long long)events, anchor ? ", anchor matches" : "");
+        else
+            printf("TAMPERED or damaged: %s\n", err);
+        return rc;
+    }
+    if (strcmp(sub, "anchor") == 0) {
+        char a[128];
+        if (abx_ledger_anchor(path, a, sizeof a) != 0) {
+            fprintf(stderr, "abx ledger: cannot read %s\n", path);
+            return 1;
+        }
+        puts(a);
+        return 0;
+    }
+    if (strcmp(sub, "export") == 0)
+        return abx_ledger_export(path, stdout, err, sizeof err) == 0 ? 0 : (fprintf(stderr, "%s\n", err), 1);
+    if (strcmp(sub, "tail") == 0 || strcmp(sub, "show") == 0) {
+        if (strcmp(sub, "show") == 0 && group <= 0) {
+            fprintf(stderr, "usage: abx ledger show GROUP\n");
+            return 2;
+        }
+        return abx_ledger_print(path, group, n, stdout, err, sizeof err) == 0 ? 0 : (fprintf(stderr, "%s\n", err), 1);
+    }
+    fprintf(stderr, "abx ledger: unknown subcommand '%s'\n", sub);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -238,6 +320,8 @@ int main(int argc, char **argv)
         return cmd_check_config(argc - 2, argv + 2);
     if (strcmp(cmd, "explain") == 0)
         return cmd_explain(argc - 2, argv + 2);
+    if (strcmp(cmd, "ledger") == 0)
+        return cmd_ledger(argc - 2, argv + 2);
     if (strcmp(cmd, "catalog") == 0) {
         abx_registry *reg = abx_registry_default();
         abx_registry_freeze(reg);

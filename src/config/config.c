@@ -31,7 +31,7 @@ static const struct {
     {"terminal_listen", V_STRING, "WebSocket terminal listener host:port (port 0 = any; \"off\" = none)"},
     {"confine", V_STRING, "kernel confinement mode: required | best_effort"},
     {"run_as", V_STRING, "uid:gid (or user name) of spawned processes; auto = the workspace's owner"},
-    {"ledger", V_UNSUPPORTED, "the action ledger"},
+    {"ledger", V_MAP, "the action ledger: {path, synchronous: normal|full, enabled}"},
     {"system", V_MAP, "system.* settings: {env: [NAMES]}"},
     {"custom", V_UNSUPPORTED, "declarative commands"},
     {"load", V_UNSUPPORTED, "plugins and op workers"},
@@ -337,6 +337,34 @@ int abx_config_load(abx_config *c, const char *path, abx_diags *d)
     c->auth = json_object_get(c->root, "auth");
     c->policy = json_object_get(c->root, "policy");
     c->tests = json_object_get(c->root, "tests");
+    const json_t *led = json_object_get(c->root, "ledger");
+    if (led) {
+        const char *lk;
+        json_t *lv;
+        json_object_foreach((json_t *)led, lk, lv)
+        {
+            int ll = c->lines ? abx_linemap_key_line(c->lines, led, lk) : 0;
+            if (strcmp(lk, "path") == 0 && json_is_string(lv)) {
+                abx_free(c->ledger_path);
+                c->ledger_path = abx_strdup(json_string_value(lv));
+            } else if (strcmp(lk, "synchronous") == 0 && json_is_string(lv) &&
+                       (strcmp(json_string_value(lv), "normal") == 0 || strcmp(json_string_value(lv), "full") == 0)) {
+                c->ledger_sync_full = strcmp(json_string_value(lv), "full") == 0;
+            } else if (strcmp(lk, "enabled") == 0 && json_is_boolean(lv)) {
+                c->ledger_off = !json_is_true(lv);
+            } else if (strcmp(lk, "retention") == 0 || strcmp(lk, "max_size") == 0) {
+                abx_diag_add(d, "error", "config.unsupported", ll, "'ledger.%s' (segment rotation) is not supported by "
+                                                                  "this build of abx", lk);
+                goto fail;
+            } else {
+                abx_diag_add(d, "error", strcmp(lk, "path") && strcmp(lk, "synchronous") && strcmp(lk, "enabled")
+                                             ? "config.unknown_key" : "config.bad_value",
+                             ll, "ledger: '%s' is unknown or has a wrong value (path, synchronous: normal|full, "
+                                 "enabled)", lk);
+                goto fail;
+            }
+        }
+    }
     const json_t *sys = json_object_get(c->root, "system");
     if (!sys)
         default_env(c);
@@ -390,6 +418,7 @@ void abx_config_release(abx_config *c)
     abx_free(c->allowed_origins);
     abx_free(c->tls_cert);
     abx_free(c->tls_key);
+    abx_free(c->ledger_path);
     for (size_t i = 0; i < c->n_system_env; i++)
         abx_free(c->system_env[i]);
     abx_free(c->system_env);

@@ -33,6 +33,9 @@ typedef struct abx_config {
     bool confine_set, confine_required;  /* unset: required where the kernel has Landlock */
     bool run_as_set;                     /* unset: auto (the workspace's owner) */
     unsigned run_uid, run_gid;
+    char *ledger_path;                   /* owned; NULL = .abx/ledger.db beside the config (or in the cwd) */
+    bool ledger_sync_full;
+    bool ledger_off;
     const json_t *auth;         /* borrowed from root */
     const json_t *policy;       /* borrowed from root */
     const json_t *tests;        /* borrowed from root: policy tests */

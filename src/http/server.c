@@ -118,6 +118,7 @@ abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char 
         return NULL;
     }
     pthread_mutex_init(&s->snap_mu, NULL);
+    pthread_mutex_init(&s->flood_mu, NULL);
     s->opts = o;
     s->reg = abx_registry_new(o.registry ? o.registry : abx_registry_default());
     abx_diags d = {0};
@@ -246,7 +247,14 @@ static void run_policy_tests(const abx_policy *p, const abx_registry *reg, const
 
 abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *diags)
 {
-    const char *protected_files[3] = {cfg->path, s->token_path, NULL};
+    char *wal = s->ledger_path ? abx_asprintf("%s-wal", s->ledger_path) : NULL,
+         *shm = s->ledger_path ? abx_asprintf("%s-shm", s->ledger_path) : NULL;
+    const char *protected_all[6] = {cfg->path, s->token_path, s->ledger_path, wal, shm, NULL};
+    const char *protected_files[6];
+    size_t n_protected = 0;
+    for (size_t i = 0; i < 5; i++)
+        if (protected_all[i])
+            protected_files[n_protected++] = protected_all[i];
     abx_policy_input in = {
         .reg = s->reg,
         .auth = cfg->auth,
@@ -256,7 +264,7 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
         .workspace = s->workspace,
         .default_token_sha256_hex = cfg->path ? NULL : s->token_sha256_hex,
         .protected_files = protected_files,
-        .n_protected = 2,
+        .n_protected = n_protected,
         .allow_lint_errors = cfg->allow_lint_errors,
     };
     for (const abx_registry *rg = s->reg; rg; rg = rg->parent) {
@@ -266,6 +274,8 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
             abx_diag_add(diags, "warning", lints[i].code, 0, "%s", lints[i].message);
     }
     abx_policy *p = abx_policy_compile(&in, diags);
+    abx_free(wal);
+    abx_free(shm);
     if (p && cfg->tests) {
         size_t before = diags->errors;
         run_policy_tests(p, s->reg, cfg, diags);
@@ -334,6 +344,27 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     s->procs = abx_procs_new(s->runtime_dir, 1024 * 1024, 10 * 60 * 1000, errbuf, errlen);
     if (!s->procs)
         return -1;
+    if (!s->cfg.ledger_off) {
+        /* default: .abx/ledger.db beside the config file, or in the current directory */
+        if (s->cfg.ledger_path) {
+            s->ledger_path = abx_strdup(s->cfg.ledger_path);
+        } else {
+            char *dir = s->cfg.path ? abx_strdup(s->cfg.path) : NULL;
+            char *slash = dir ? strrchr(dir, '/') : NULL;
+            const char *base = slash ? (*slash = '\0', dir) : ".";
+            if (slash && !*dir)
+                base = "/";
+            char *abxdir = abx_asprintf("%s/.abx", base);
+            mkdir(abxdir, 0700);
+            s->ledger_path = abx_asprintf("%s/ledger.db", abxdir);
+            abx_free(abxdir);
+            abx_free(dir);
+        }
+        abx_ledger_opts lo = {.path = s->ledger_path, .sync_full = s->cfg.ledger_sync_full};
+        s->ledger = abx_ledger_open(&lo, errbuf, errlen);
+        if (!s->ledger)
+            return -1;
+    }
     if (!s->cfg.path && ensure_default_token(s, errbuf, errlen, &created, token) != 0)
         return -1;
     abx_diags d = {0};
@@ -505,6 +536,9 @@ void abx_server_free(abx_server *s)
     abx_metrics_free(s->metrics);
     abx_auth_limiter_free(s->limiter);
     abx_sessions_free(s->sessions);
+    abx_ledger_close(s->ledger); /* after the listeners: every call in flight has been recorded */
+    abx_free(s->ledger_path);
+    pthread_mutex_destroy(&s->flood_mu);
     if (s->runtime_dir[0])
         rmdir(s->runtime_dir);
     abx_config_release(&s->cfg);

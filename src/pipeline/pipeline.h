@@ -14,6 +14,7 @@
 #include "policy/paths.h"
 #include "sandbox/jail.h"
 #include "sandbox/procs.h"
+#include "ledger/ledger.h"
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -65,6 +66,10 @@ struct abx_server {
     abx_metrics *metrics;       /* owned */
     abx_auth_limiter *limiter;  /* owned */
     abx_procs *procs;           /* owned: every process abx started, and the sandbox */
+    abx_ledger *ledger;         /* owned; NULL when disabled */
+    char *ledger_path;          /* owned */
+    pthread_mutex_t flood_mu;   /* aggregation of unauthenticated/unmounted floods */
+    struct { char key[80]; int64_t minute; uint64_t count; } flood[64];
     unsigned run_uid, run_gid;
     char runtime_dir[64];       /* private TMPDIRs live below it */
     struct abx_sessions *sessions; /* owned: commands.sessions state */
@@ -97,6 +102,8 @@ typedef struct abx_request {
     const char *ws_key;         /* Sec-WebSocket-Key, when the request asks for an upgrade */
     bool ws_upgrade;            /* Upgrade: websocket and Connection: upgrade */
     bool terminal_listener;     /* arrived on the terminal listener */
+    uint64_t group_id;          /* ledger group, once recorded durably (mutating calls) */
+    uint64_t batch_group;       /* the batch this call belongs to, 0 none */
     struct {
         abx_body_chunk_fn chunk;
         abx_body_end_fn end;

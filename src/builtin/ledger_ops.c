@@ -1,0 +1,61 @@
+/* ledger_ops.c — the ledger namespace: the redacted, field-bounded projection of the
+ * action ledger (timeline pages and single groups). Principals see their own calls;
+ * role admin sees every call. Raw wire state never leaves the store. */
+#include "builtin/builtin.h"
+#include <string.h>
+
+static const char *visible_principal(abx_ctx *ctx)
+{
+    abx_request *q = builtin_req(ctx);
+    if (q->slot >= 0 && q->slot < (int)q->policy->n_principals) {
+        const abx_principal *pr = &q->policy->principals[q->slot];
+        for (size_t i = 0; i < pr->n_roles; i++)
+            if (strcmp(pr->roles[i], "admin") == 0 || strcmp(pr->roles[i], "owner") == 0)
+                return NULL; /* every principal */
+    }
+    return abx_ctx_principal(ctx);
+}
+
+static abx_err ledger_timeline(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_ledger *l = builtin_req(ctx)->server->ledger;
+    if (!l)
+        return abx_reply_error(r, ABX_E_LEDGER_UNAVAILABLE, NULL, "the ledger is disabled in this server's config");
+    const json_t *b = json_object_get(args, "before_ordinal"), *a = json_object_get(args, "after_ordinal");
+    if (b && a)
+        return abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "before_ordinal and after_ordinal are mutually exclusive");
+    int limit = (int)json_integer_value(json_object_get(args, "limit"));
+    abx_reply_json(r, abx_ledger_timeline(l, visible_principal(ctx), limit, b ? json_integer_value(b) : -1,
+                                          a ? json_integer_value(a) : -1));
+    return ABX_OK;
+}
+
+static abx_err ledger_get(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_ledger *l = builtin_req(ctx)->server->ledger;
+    if (!l)
+        return abx_reply_error(r, ABX_E_LEDGER_UNAVAILABLE, NULL, "the ledger is disabled in this server's config");
+    json_int_t id = json_integer_value(json_object_get(args, "group_id"));
+    json_t *g = abx_ledger_group(l, (uint64_t)id, visible_principal(ctx));
+    if (!g)
+        return abx_reply_error(r, ABX_E_LEDGER_NOT_FOUND, NULL, "no group %lld visible to this caller", (long long)id);
+    abx_reply_json(r, g);
+    return ABX_OK;
+}
+
+static const abx_param timeline_params[] = {
+    {"limit", ABX_T_INT, .dflt = "50", ABX_RANGE(1, 500), .doc = "Events per page (1–500)"},
+    {"before_ordinal", ABX_T_INT, ABX_MIN(0), .doc = "Page of events older than this ordinal"},
+    {"after_ordinal", ABX_T_INT, ABX_MIN(0), .doc = "Page of events newer than this ordinal"},
+    {0},
+};
+static const abx_param get_params[] = {{"group_id", ABX_T_INT, .required = true, ABX_MIN(1), .doc = "Group id"}, {0}};
+
+const abx_op_def abx_builtin_ledger[] = {
+    {.id = "ledger.timeline", .effects = ABX_EFF_READ,
+     .summary = "Redacted, field-bounded pages of the action ledger: the latest window first, then by ordinal.",
+     .http = {"GET /ledger/timeline"}, .params = timeline_params, .since = "0.1", .handler = ledger_timeline},
+    {.id = "ledger.get", .effects = ABX_EFF_READ, .summary = "One call's group with its events and attempts, redacted.",
+     .http = {"GET /ledger/{group_id}"}, .params = get_params, .since = "0.1", .handler = ledger_get},
+    {0},
+};

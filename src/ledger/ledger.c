@@ -1,0 +1,818 @@
+/* ledger.c — the SQLite action ledger (see ledger.h).
+ *
+ * Writer state machine: callers enqueue an item (group id assigned at enqueue, so ids
+ * follow queue order) → the writer thread takes everything queued, writes it in one
+ * transaction with each event's hash chained to the previous one (ordinal order) →
+ * COMMIT → items marked done and waiters woken. A failed transaction rolls back, marks
+ * the ledger unhealthy and fails the items; the next transaction tries again, so the
+ * ledger recovers by itself when space returns. Non-durable items wait at most
+ * flush_ms for company; a durable item is written at once (with whatever is queued:
+ * group commit). The connection is the writer's; reads borrow it under `db_mu`. */
+#include "ledger/ledger.h"
+#include "core/util.h"
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SCHEMA_VERSION 1
+#define FIELD_MAX 2048
+
+typedef struct item {
+    uint64_t group_id;
+    char *request_id, *principal, *op, *door, *client;
+    char *at;
+    json_t *events;      /* owned */
+    bool attempt;
+    uint64_t batch_group;
+    bool durable;
+    bool done, ok;
+    struct item *next;
+} item;
+
+struct abx_ledger {
+    sqlite3 *db;
+    pthread_mutex_t db_mu;       /* the connection: writer transactions and reads */
+    pthread_mutex_t mu;          /* queue, counters, flags */
+    pthread_cond_t cond;         /* queue changed / items done */
+    pthread_t thread;
+    item *head, *tail;
+    bool stop;
+    bool healthy;
+    uint64_t next_group;
+    uint64_t next_ordinal;
+    char last_hash[65];
+    int64_t flush_ms;
+};
+
+static const char *const schema[] = {
+    "CREATE TABLE IF NOT EXISTS action_groups(group_id INTEGER PRIMARY KEY, request_id TEXT NOT NULL, principal TEXT,"
+    " op TEXT, door TEXT, client TEXT, created_at TEXT NOT NULL, batch_group INTEGER)",
+    "CREATE TABLE IF NOT EXISTS action_events(ordinal INTEGER PRIMARY KEY, group_id INTEGER NOT NULL,"
+    " seq INTEGER NOT NULL, kind TEXT NOT NULL, at TEXT NOT NULL, data TEXT NOT NULL, prev_hash TEXT NOT NULL,"
+    " hash TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS action_events_group ON action_events(group_id, seq)",
+    "CREATE INDEX IF NOT EXISTS action_groups_principal ON action_groups(principal, group_id)",
+    "CREATE TABLE IF NOT EXISTS execution_attempts(attempt_id INTEGER PRIMARY KEY, group_id INTEGER NOT NULL,"
+    " started_at TEXT NOT NULL)",
+    /* append-only: old rows are never updated or deleted; a retry is a new attempt */
+    "CREATE TRIGGER IF NOT EXISTS action_groups_no_update BEFORE UPDATE ON action_groups"
+    " BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END",
+    "CREATE TRIGGER IF NOT EXISTS action_groups_no_delete BEFORE DELETE ON action_groups"
+    " BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END",
+    "CREATE TRIGGER IF NOT EXISTS action_events_no_update BEFORE UPDATE ON action_events"
+    " BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END",
+    "CREATE TRIGGER IF NOT EXISTS action_events_no_delete BEFORE DELETE ON action_events"
+    " BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END",
+    "CREATE TRIGGER IF NOT EXISTS execution_attempts_no_update BEFORE UPDATE ON execution_attempts"
+    " BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END",
+    "CREATE TRIGGER IF NOT EXISTS execution_attempts_no_delete BEFORE DELETE ON execution_attempts"
+    " BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END",
+};
+
+/* The chained hash of one event: every field, in a fixed order, after the previous hash. */
+static void event_hash(const char *prev, int64_t ordinal, uint64_t group, int64_t seq, const char *kind,
+                       const char *at, const char *data, char out[65])
+{
+    abx_sha256 c;
+    char num[64];
+    abx_sha256_init(&c);
+    abx_sha256_update(&c, prev, strlen(prev));
+    int n = snprintf(num, sizeof num, "\n%lld\n%llu\n%lld\n", (long long)ordinal, (unsigned long long)group,
+                     (long long)seq);
+    abx_sha256_update(&c, num, (size_t)n);
+    abx_sha256_update(&c, kind, strlen(kind));
+    abx_sha256_update(&c, "\n", 1);
+    abx_sha256_update(&c, at, strlen(at));
+    abx_sha256_update(&c, "\n", 1);
+    abx_sha256_update(&c, data, strlen(data));
+    unsigned char h[32];
+    abx_sha256_final(&c, h);
+    abx_hex(h, 32, out);
+}
+
+static const char genesis[] = "0000000000000000000000000000000000000000000000000000000000000000";
+
+static int exec_sql(sqlite3 *db, const char *sql)
+{
+    return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
+static int migrate(sqlite3 *db, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    int version = 0;
+    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW)
+            version = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+    }
+    if (version > SCHEMA_VERSION) {
+        snprintf(err, errlen, "the ledger was written by a newer abx (schema %d)", version);
+        return -1;
+    }
+    if (exec_sql(db, "BEGIN IMMEDIATE") != SQLITE_OK)
+        goto fail;
+    for (size_t i = 0; i < ABX_ARRAY_LEN(schema); i++)
+        if (exec_sql(db, schema[i]) != SQLITE_OK)
+            goto fail_tx;
+    char pragma[64];
+    snprintf(pragma, sizeof pragma, "PRAGMA user_version=%d", SCHEMA_VERSION);
+    if (exec_sql(db, pragma) != SQLITE_OK || exec_sql(db, "COMMIT") != SQLITE_OK)
+        goto fail_tx;
+    return 0;
+fail_tx:
+    exec_sql(db, "ROLLBACK");
+fail:
+    snprintf(err, errlen, "cannot create the ledger schema: %s", sqlite3_errmsg(db));
+    return -1;
+}
+
+static void item_free(item *it)
+{
+    abx_free(it->request_id);
+    abx_free(it->principal);
+    abx_free(it->op);
+    abx_free(it->door);
+    abx_free(it->client);
+    abx_free(it->at);
+    json_decref(it->events);
+    abx_free(it);
+}
+
+/* Write a batch of items in one transaction; false on any failure (rolled back). */
+static bool write_items(abx_ledger *l, item *first)
+{
+    sqlite3 *db = l->db;
+    sqlite3_stmt *g = NULL, *e = NULL, *a = NULL;
+    bool ok = exec_sql(db, "BEGIN IMMEDIATE") == SQLITE_OK;
+    ok = ok && sqlite3_prepare_v2(db,
+                                  "INSERT INTO action_groups(group_id, request_id, principal, op, door, client,"
+                                  " created_at, batch_group) VALUES(?,?,?,?,?,?,?,?)",
+                                  -1, &g, NULL) == SQLITE_OK;
+    ok = ok && sqlite3_prepare_v2(db,
+                                  "INSERT INTO action_events(ordinal, group_id, seq, kind, at, data, prev_hash, hash)"
+                                  " VALUES(?,?,?,?,?,?,?,?)",
+                                  -1, &e, NULL) == SQLITE_OK;
+    ok = ok && sqlite3_prepare_v2(db, "INSERT INTO execution_attempts(group_id, started_at) VALUES(?,?)", -1, &a,
+                                  NULL) == SQLITE_OK;
+    int64_t ordinal = (int64_t)l->next_ordinal;
+    char hash[65];
+    snprintf(hash, sizeof hash, "%s", l->last_hash);
+    for (item *it = first; ok && it; it = it->next) {
+        if (it->request_id) { /* a new group (appends to existing groups carry none) */
+            sqlite3_bind_int64(g, 1, (sqlite3_int64)it->group_id);
+            sqlite3_bind_text(g, 2, it->request_id, -1, SQLITE_STATIC);
+            sqlite3_bind_text(g, 3, it->principal, -1, SQLITE_STATIC);
+            sqlite3_bind_text(g, 4, it->op, -1, SQLITE_STATIC);
+            sqlite3_bind_text(g, 5, it->door, -1, SQLITE_STATIC);
+            sqlite3_bind_text(g, 6, it->client, -1, SQLITE_STATIC);
+            sqlite3_bind_text(g, 7, it->at, -1, SQLITE_STATIC);
+            if (it->batch_group)
+                sqlite3_bind_int64(g, 8, (sqlite3_int64)it->batch_group);
+            else
+                sqlite3_bind_null(g, 8);
+            ok = sqlite3_step(g) == SQLITE_DONE;
+            sqlite3_reset(g);
+        }
+        if (ok && it->attempt) {
+            sqlite3_bind_int64(a, 1, (sqlite3_int64)it->group_id);
+            sqlite3_bind_text(a, 2, it->at, -1, SQLITE_STATIC);
+            ok = sqlite3_step(a) == SQLITE_DONE;
+            sqlite3_reset(a);
+            if (ok) { /* the attempt id goes into the "started" event, so it is chained too */
+                sqlite3_int64 aid = sqlite3_last_insert_rowid(db);
+                size_t k;
+                json_t *ev;
+                json_array_foreach(it->events, k, ev) if (strcmp(json_string_value(json_object_get(ev, "kind")) ?: "",
+                                                                 "started") == 0)
+                    json_object_set_new(ev, "attempt_id", json_integer(aid));
+            }
+        }
+        size_t k;
+        json_t *ev;
+        json_array_foreach(it->events, k, ev)
+        {
+            if (!ok)
+                break;
+            const char *kind = json_string_value(json_object_get(ev, "kind"));
+            const char *at = json_string_value(json_object_get(ev, "at"));
+            json_t *data = json_deep_copy(ev);
+            json_object_del(data, "kind");
+            json_object_del(data, "at");
+            char *dj = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
+            json_decref(data);
+            char h[65];
+            event_hash(hash, ordinal, it->group_id, (int64_t)k, kind ? kind : "?", at ? at : it->at, dj ? dj : "{}",
+                       h);
+            sqlite3_bind_int64(e, 1, ordinal);
+            sqlite3_bind_int64(e, 2, (sqlite3_int64)it->group_id);
+            sqlite3_bind_int64(e, 3, (sqlite3_int64)k);
+            sqlite3_bind_text(e, 4, kind ? kind : "?", -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(e, 5, at ? at : it->at, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(e, 6, dj ? dj : "{}", -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(e, 7, hash, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(e, 8, h, -1, SQLITE_TRANSIENT);
+            ok = dj && sqlite3_step(e) == SQLITE_DONE;
+            sqlite3_reset(e);
+            free(dj);
+            memcpy(hash, h, sizeof hash);
+            ordinal++;
+        }
+    }
+    sqlite3_finalize(g);
+    sqlite3_finalize(e);
+    sqlite3_finalize(a);
+    if (ok && exec_sql(db, "COMMIT") == SQLITE_OK) {
+        l->next_ordinal = (uint64_t)ordinal;
+        memcpy(l->last_hash, hash, sizeof hash);
+        return true;
+    }
+    exec_sql(db, "ROLLBACK");
+    return false;
+}
+
+static void *writer_main(void *arg)
+{
+    abx_ledger *l = arg;
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        while (!l->head && !l->stop)
+            pthread_cond_wait(&l->cond, &l->mu);
+        if (!l->head && l->stop)
+            break;
+        /* a durable item is written now; otherwise wait a little for company */
+        bool durable = false;
+        for (item *it = l->head; it; it = it->next)
+            durable = durable || it->durable;
+        if (!durable && !l->stop) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            int64_t ns = ts.tv_nsec + l->flush_ms * 1000000;
+            ts.tv_sec += ns / 1000000000;
+            ts.tv_nsec = ns % 1000000000;
+            pthread_cond_timedwait(&l->cond, &l->mu, &ts);
+        }
+        item *batch = l->head;
+        l->head = l->tail = NULL;
+        pthread_mutex_unlock(&l->mu);
+        pthread_mutex_lock(&l->db_mu);
+        bool ok = write_items(l, batch);
+        pthread_mutex_unlock(&l->db_mu);
+        pthread_mutex_lock(&l->mu);
+        if (ok != l->healthy)
+            fprintf(stderr, "{\"level\":\"%s\",\"msg\":\"ledger %s\"}\n", ok ? "info" : "error",
+                    ok ? "writable again" : "cannot be written: mutating calls are refused");
+        l->healthy = ok;
+        for (item *it = batch, *nx; it; it = nx) {
+            nx = it->next;
+            if (it->durable) { /* the waiter frees it */
+                it->done = true;
+                it->ok = ok;
+            } else {
+                item_free(it);
+            }
+        }
+        pthread_cond_broadcast(&l->cond);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+abx_ledger *abx_ledger_open(const abx_ledger_opts *o, char *err, size_t errlen)
+{
+    abx_ledger *l = abx_calloc(1, sizeof *l);
+    if (!l) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (sqlite3_open_v2(o->path, &l->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
+        SQLITE_OK) {
+        snprintf(err, errlen, "cannot open the ledger %s: %s", o->path, l->db ? sqlite3_errmsg(l->db) : "?");
+        sqlite3_close(l->db);
+        abx_free(l);
+        return NULL;
+    }
+    sqlite3_busy_timeout(l->db, 5000);
+    char pragma[64];
+    snprintf(pragma, sizeof pragma, "PRAGMA synchronous=%s", o->sync_full ? "FULL" : "NORMAL");
+    if (exec_sql(l->db, "PRAGMA journal_mode=WAL") != SQLITE_OK || exec_sql(l->db, pragma) != SQLITE_OK ||
+        migrate(l->db, err, errlen) != 0) {
+        if (!*err)
+            snprintf(err, errlen, "cannot set up the ledger: %s", sqlite3_errmsg(l->db));
+        sqlite3_close(l->db);
+        abx_free(l);
+        return NULL;
+    }
+    /* continue the chain where it ends */
+    snprintf(l->last_hash, sizeof l->last_hash, "%s", genesis);
+    l->next_ordinal = 1;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(l->db, "SELECT ordinal, hash FROM action_events ORDER BY ordinal DESC LIMIT 1", -1, &st,
+                           NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            l->next_ordinal = (uint64_t)sqlite3_column_int64(st, 0) + 1;
+            snprintf(l->last_hash, sizeof l->last_hash, "%s", (const char *)sqlite3_column_text(st, 1));
+        }
+        sqlite3_finalize(st);
+    }
+    l->next_group = 1;
+    if (sqlite3_prepare_v2(l->db, "SELECT COALESCE(MAX(group_id), 0) FROM action_groups", -1, &st, NULL) ==
+        SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW)
+            l->next_group = (uint64_t)sqlite3_column_int64(st, 0) + 1;
+        sqlite3_finalize(st);
+    }
+    l->healthy = true;
+    l->flush_ms = o->flush_ms > 0 ? o->flush_ms : 200;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_mutex_init(&l->db_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&l->thread, NULL, writer_main, l) != 0) {
+        snprintf(err, errlen, "cannot start the ledger writer");
+        sqlite3_close(l->db);
+        abx_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+void abx_ledger_close(abx_ledger *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_cond_broadcast(&l->cond);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    sqlite3_close(l->db);
+    pthread_cond_destroy(&l->cond);
+    pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->db_mu);
+    abx_free(l);
+}
+
+bool abx_ledger_healthy(abx_ledger *l)
+{
+    pthread_mutex_lock(&l->mu);
+    bool h = l->healthy;
+    pthread_mutex_unlock(&l->mu);
+    return h;
+}
+
+/* Enqueue; with durable, wait for the commit. Returns the group id or 0 on failure. */
+static uint64_t enqueue(abx_ledger *l, item *it)
+{
+    pthread_mutex_lock(&l->mu);
+    if (l->stop) {
+        pthread_mutex_unlock(&l->mu);
+        item_free(it);
+        return 0;
+    }
+    if (it->request_id)
+        it->group_id = l->next_group++;
+    uint64_t gid = it->group_id;
+    if (l->tail)
+        l->tail->next = it;
+    else
+        l->head = it;
+    l->tail = it;
+    pthread_cond_broadcast(&l->cond);
+    if (!it->durable) {
+        pthread_mutex_unlock(&l->mu);
+        return gid;
+    }
+    while (!it->done)
+        pthread_cond_wait(&l->cond, &l->mu);
+    bool ok = it->ok;
+    pthread_mutex_unlock(&l->mu);
+    item_free(it);
+    return ok ? gid : 0;
+}
+
+uint64_t abx_ledger_record(abx_ledger *l, const abx_ledger_call *c)
+{
+    item *it = abx_calloc(1, sizeof *it);
+    if (!it)
+        return 0;
+    char at[32];
+    abx_iso8601(abx_wall_ms(), at);
+    it->request_id = abx_strdup(c->request_id ? c->request_id : "-");
+    it->principal = c->principal ? abx_strdup(c->principal) : NULL;
+    it->op = c->op ? abx_strdup(c->op) : NULL;
+    it->door = abx_strdup(c->door ? c->door : "-");
+    it->client = c->client ? abx_strdup(c->client) : NULL;
+    it->at = abx_strdup(at);
+    it->events = json_deep_copy(c->events);
+    it->attempt = c->attempt;
+    it->batch_group = c->batch_group;
+    it->durable = c->durable;
+    return enqueue(l, it);
+}
+
+int abx_ledger_append(abx_ledger *l, uint64_t group_id, json_t *events, bool durable)
+{
+    item *it = abx_calloc(1, sizeof *it);
+    if (!it)
+        return -1;
+    char at[32];
+    abx_iso8601(abx_wall_ms(), at);
+    it->group_id = group_id;
+    it->at = abx_strdup(at);
+    it->events = json_deep_copy(events);
+    it->durable = durable;
+    return enqueue(l, it) ? 0 : -1;
+}
+
+/* ---- reads ---- */
+
+static json_t *bounded_data(const char *text)
+{
+    size_t n = strlen(text);
+    if (n <= FIELD_MAX) {
+        json_t *j = json_loads(text, 0, NULL);
+        return j ? j : json_string(text);
+    }
+    /* field-bounded: a long record is shown cut, and says so (not history pagination) */
+    return json_pack("{s:b, s:I, s:s%}", "truncated", 1, "size", (json_int_t)n, "preview", text, (size_t)512);
+}
+
+static json_t *event_row(sqlite3_stmt *st)
+{
+    return json_pack("{s:I, s:I, s:s, s:s, s:o, s:s?, s:s?, s:s?, s:s}", "ordinal",
+                     (json_int_t)sqlite3_column_int64(st, 0), "group_id", (json_int_t)sqlite3_column_int64(st, 1),
+                     "kind", (const char *)sqlite3_column_text(st, 2), "at", (const char *)sqlite3_column_text(st, 3),
+                     "data", bounded_data((const char *)sqlite3_column_text(st, 4)), "principal",
+                     (const char *)sqlite3_column_text(st, 5), "op", (const char *)sqlite3_column_text(st, 6),
+                     "request_id", (const char *)sqlite3_column_text(st, 7), "hash",
+                     (const char *)sqlite3_column_text(st, 8));
+}
+
+json_t *abx_ledger_timeline(abx_ledger *l, const char *principal, int limit, int64_t before, int64_t after)
+{
+    /* the latest window first; before moves older, after moves newer (mutually exclusive) */
+    char sql[512];
+    const char *cols = "SELECT e.ordinal, e.group_id, e.kind, e.at, e.data, g.principal, g.op, g.request_id, e.hash"
+                       " FROM action_events e JOIN action_groups g ON g.group_id = e.group_id";
+    if (after >= 0)
+        snprintf(sql, sizeof sql, "%s WHERE e.ordinal > ?1 AND (?2 IS NULL OR g.principal = ?2) ORDER BY e.ordinal ASC"
+                                  " LIMIT ?3", cols);
+    else
+        snprintf(sql, sizeof sql, "%s WHERE e.ordinal < ?1 AND (?2 IS NULL OR g.principal = ?2)"
+                                  " ORDER BY e.ordinal DESC LIMIT ?3", cols);
+    json_t *events = json_array();
+    bool more = false;
+    pthread_mutex_lock(&l->db_mu);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, after >= 0 ? after : before >= 0 ? before : INT64_MAX);
+        if (principal)
+            sqlite3_bind_text(st, 2, principal, -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(st, 2);
+        sqlite3_bind_int(st, 3, limit + 1);
+        int n = 0;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            if (n++ == limit) {
+                more = true;
+                break;
+            }
+            json_array_append_new(events, event_row(st));
+        }
+        sqlite3_finalize(st);
+    }
+    pthread_mutex_unlock(&l->db_mu);
+    if (after < 0) { /* newest-first from SQL; answer in ledger order */
+        json_t *asc = json_array();
+        for (size_t i = json_array_size(events); i > 0; i--)
+            json_array_append(asc, json_array_get(events, i - 1));
+        json_decref(events);
+        events = asc;
+    }
+    size_t n = json_array_size(events);
+    json_int_t first = n ? json_integer_value(json_object_get(json_array_get(events, 0), "ordinal")) : 0;
+    json_int_t last = n ? json_integer_value(json_object_get(json_array_get(events, n - 1), "ordinal")) : 0;
+    bool more_before = after >= 0 ? (n && first > 1) : more;
+    bool more_after = after >= 0 ? more : (before >= 0);
+    json_t *cursor = json_pack("{s:o, s:o}", "before_ordinal", n ? json_integer(first) : json_null(), "after_ordinal",
+                               n ? json_integer(last) : (after >= 0 ? json_integer(after) : json_null()));
+    return json_pack("{s:o, s:o, s:b, s:b, s:i, s:i}", "events", events, "cursor", cursor, "has_more_before",
+                     more_before, "has_more_after", more_after, "limit", limit, "field_max_bytes", FIELD_MAX);
+}
+
+json_t *abx_ledger_group(abx_ledger *l, uint64_t group_id, const char *principal)
+{
+    json_t *out = NULL;
+    pthread_mutex_lock(&l->db_mu);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(l->db,
+                           "SELECT group_id, request_id, principal, op, door, client, created_at, batch_group FROM"
+                           " action_groups WHERE group_id = ?1 AND (?2 IS NULL OR principal = ?2)",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)group_id);
+        if (principal)
+            sqlite3_bind_text(st, 2, principal, -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(st, 2);
+        if (sqlite3_step(st) == SQLITE_ROW)
+            out = json_pack("{s:I, s:s, s:s?, s:s?, s:s?, s:s?, s:s}", "group_id",
+                            (json_int_t)sqlite3_column_int64(st, 0), "request_id",
+                            (const char *)sqlite3_column_text(st, 1), "principal",
+                            (const char *)sqlite3_column_text(st, 2), "op", (const char *)sqlite3_column_text(st, 3),
+                            "door", (const char *)sqlite3_column_text(st, 4), "client",
+                            (const char *)sqlite3_column_text(st, 5), "created_at",
+                            (const char *)sqlite3_column_text(st, 6));
+        if (out)
+            json_object_set_new(out, "batch_group", sqlite3_column_type(st, 7) == SQLITE_NULL
+                                                        ? json_null()
+                                                        : json_integer(sqlite3_column_int64(st, 7)));
+        sqlite3_finalize(st);
+    }
+    if (out) {
+        json_t *events = json_array(), *attempts = json_array();
+        if (sqlite3_prepare_v2(l->db,
+                               "SELECT e.ordinal, e.group_id, e.kind, e.at, e.data, g.principal, g.op, g.request_id,"
+                               " e.hash FROM action_events e JOIN action_groups g ON g.group_id = e.group_id"
+                               " WHERE e.group_id = ?1 ORDER BY e.ordinal",
+                               -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, (sqlite3_int64)group_id);
+            while (sqlite3_step(st) == SQLITE_ROW)
+                json_array_append_new(events, event_row(st));
+            sqlite3_finalize(st);
+        }
+        if (sqlite3_prepare_v2(l->db, "SELECT attempt_id, started_at FROM execution_attempts WHERE group_id = ?1"
+                                      " ORDER BY attempt_id", -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, (sqlite3_int64)group_id);
+            while (sqlite3_step(st) == SQLITE_ROW)
+                json_array_append_new(attempts, json_pack("{s:I, s:s}", "attempt_id",
+                                                          (json_int_t)sqlite3_column_int64(st, 0), "started_at",
+                                                          (const char *)sqlite3_column_text(st, 1)));
+            sqlite3_finalize(st);
+        }
+        json_object_set_new(out, "events", events);
+        json_object_set_new(out, "attempts", attempts);
+    }
+    pthread_mutex_unlock(&l->db_mu);
+    return out;
+}
+
+/* ---- offline tools ---- */
+
+static sqlite3 *open_ro(const char *path, char *err, size_t errlen)
+{
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open %s: %s", path, db ? sqlite3_errmsg(db) : "?");
+        sqlite3_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+int abx_ledger_verify(const char *path, const char *anchor, char *err, size_t errlen, uint64_t *events)
+{
+    *events = 0;
+    sqlite3 *db = open_ro(path, err, errlen);
+    if (!db)
+        return 1;
+    sqlite3_stmt *st;
+    int rc = 0;
+    char prev[65];
+    snprintf(prev, sizeof prev, "%s", genesis);
+    int64_t expect = 1;
+    if (sqlite3_prepare_v2(db, "SELECT ordinal, group_id, seq, kind, at, data, prev_hash, hash FROM action_events"
+                               " ORDER BY ordinal", -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "not a ledger: %s", sqlite3_errmsg(db));
+        sqlite3_close(db);
+        return 1;
+    }
+    while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
+        int64_t ord = sqlite3_column_int64(st, 0);
+        const char *kind = (const char *)sqlite3_column_text(st, 3), *at = (const char *)sqlite3_column_text(st, 4),
+                   *data = (const char *)sqlite3_column_text(st, 5), *ph = (const char *)sqlite3_column_text(st, 6),
+                   *h = (const char *)sqlite3_column_text(st, 7);
+        char want[65];
+        event_hash(prev, ord, (uint64_t)sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2), kind ? kind : "",
+                   at ? at : "", data ? data : "", want);
+        if (ord != expect) {
+            snprintf(err, errlen, "event %lld is missing (found %lld next): deleted or reordered", (long long)expect,
+                     (long long)ord);
+            rc = 1;
+        } else if (!ph || strcmp(ph, prev) != 0) {
+            snprintf(err, errlen, "event %lld does not chain to event %lld: edited, deleted or reordered",
+                     (long long)ord, (long long)ord - 1);
+            rc = 1;
+        } else if (!h || strcmp(h, want) != 0) {
+            snprintf(err, errlen, "event %lld's hash does not match its content: edited", (long long)ord);
+            rc = 1;
+        }
+        if (h)
+            snprintf(prev, sizeof prev, "%s", h);
+        expect = ord + 1;
+    }
+    sqlite3_finalize(st);
+    *events = (uint64_t)(expect - 1);
+    /* every group row must match the "received" event that chained it */
+    if (rc == 0 && sqlite3_prepare_v2(db,
+                                      "SELECT g.group_id, g.request_id, g.principal, g.op, e.data FROM action_groups g"
+                                      " LEFT JOIN action_events e ON e.group_id = g.group_id AND e.seq = 0",
+                                      -1, &st, NULL) == SQLITE_OK) {
+        while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
+            json_t *d = sqlite3_column_text(st, 4) ? json_loads((const char *)sqlite3_column_text(st, 4), 0, NULL)
+                                                   : NULL;
+            const char *rid = (const char *)sqlite3_column_text(st, 1), *pr = (const char *)sqlite3_column_text(st, 2),
+                       *op = (const char *)sqlite3_column_text(st, 3);
+            const char *drid = json_string_value(json_object_get(d, "request_id")),
+                       *dpr = json_string_value(json_object_get(d, "principal")),
+                       *dop = json_string_value(json_object_get(d, "op"));
+            bool same = d && drid && rid && strcmp(drid, rid) == 0 && ((!pr && !dpr) || (pr && dpr && !strcmp(pr, dpr))) &&
+                        ((!op && !dop) || (op && dop && !strcmp(op, dop)));
+            if (!same) {
+                snprintf(err, errlen, "group %lld differs from the event that recorded it: edited",
+                         (long long)sqlite3_column_int64(st, 0));
+                rc = 1;
+            }
+            json_decref(d);
+        }
+        sqlite3_finalize(st);
+    }
+    if (rc == 0 && anchor) {
+        char ah[65];
+        unsigned long long count;
+        if (sscanf(anchor, "%64[0-9a-f]:%llu", ah, &count) != 2) {
+            snprintf(err, errlen, "an anchor reads HASH:COUNT");
+            rc = 1;
+        } else if (count > *events) {
+            snprintf(err, errlen, "the ledger has %llu events; the anchor says %llu: the tail was truncated",
+                     (unsigned long long)*events, count);
+            rc = 1;
+        } else if (sqlite3_prepare_v2(db, "SELECT hash FROM action_events WHERE ordinal = ?1", -1, &st, NULL) ==
+                   SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, (sqlite3_int64)count);
+            if (count && (sqlite3_step(st) != SQLITE_ROW || strcmp((const char *)sqlite3_column_text(st, 0), ah) != 0)) {
+                snprintf(err, errlen, "event %llu does not have the anchored hash: history was rewritten", count);
+                rc = 1;
+            }
+            sqlite3_finalize(st);
+        }
+    }
+    sqlite3_close(db);
+    return rc;
+}
+
+int abx_ledger_anchor(const char *path, char *out, size_t outlen)
+{
+    char err[256];
+    sqlite3 *db = open_ro(path, err, sizeof err);
+    if (!db)
+        return -1;
+    sqlite3_stmt *st;
+    int rc = -1;
+    if (sqlite3_prepare_v2(db, "SELECT hash, ordinal FROM action_events ORDER BY ordinal DESC LIMIT 1", -1, &st,
+                           NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW)
+            snprintf(out, outlen, "%s:%lld", (const char *)sqlite3_column_text(st, 0),
+                     (long long)sqlite3_column_int64(st, 1));
+        else
+            snprintf(out, outlen, "%s:0", genesis);
+        rc = 0;
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return rc;
+}
+
+int abx_ledger_export(const char *path, void *file, char *err, size_t errlen)
+{
+    FILE *f = file;
+    sqlite3 *db = open_ro(path, err, errlen);
+    if (!db)
+        return -1;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT e.ordinal, e.group_id, e.kind, e.at, e.data, g.principal, g.op, g.request_id,"
+                           " e.hash FROM action_events e JOIN action_groups g ON g.group_id = e.group_id"
+                           " ORDER BY e.ordinal",
+                           -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "not a ledger: %s", sqlite3_errmsg(db));
+        sqlite3_close(db);
+        return -1;
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        json_t *row = json_pack("{s:I, s:I, s:s, s:s, s:o, s:s?, s:s?, s:s?, s:s}", "ordinal",
+                                (json_int_t)sqlite3_column_int64(st, 0), "group_id",
+                                (json_int_t)sqlite3_column_int64(st, 1), "kind",
+                                (const char *)sqlite3_column_text(st, 2), "at",
+                                (const char *)sqlite3_column_text(st, 3), "data",
+                                json_loads((const char *)sqlite3_column_text(st, 4), 0, NULL) ?: json_null(),
+                                "principal", (const char *)sqlite3_column_text(st, 5), "op",
+                                (const char *)sqlite3_column_text(st, 6), "request_id",
+                                (const char *)sqlite3_column_text(st, 7), "hash",
+                                (const char *)sqlite3_column_text(st, 8));
+        char *s = json_dumps(row, JSON_COMPACT | JSON_SORT_KEYS);
+        if (s)
+            fprintf(f, "%s\n", s);
+        free(s);
+        json_decref(row);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return 0;
+}
+
+/* ---- redaction ---- */
+
+/* secrets match anywhere in the name (access_token, db_password); contents exactly */
+static bool name_is(const char *name, const char *const *list, bool substring)
+{
+    for (; *list; list++)
+        if (strcmp(name, *list) == 0 || (substring && strstr(name, *list)))
+            return true;
+    return false;
+}
+
+static json_t *digest_of(const json_t *v)
+{
+    char *text = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    const char *p = json_is_string(v) ? json_string_value(v) : text;
+    size_t n = json_is_string(v) ? json_string_length(v) : (text ? strlen(text) : 0);
+    char hex[65];
+    abx_sha256_hex(p ? p : "", n, hex);
+    free(text);
+    return json_pack("{s:s, s:I}", "sha256", hex, "size", (json_int_t)n);
+}
+
+json_t *abx_ledger_redact(const json_t *args)
+{
+    static const char *const secret[] = {"token", "password", "secret", "credential", "authorization", "api_key",
+                                         NULL};
+    static const char *const contents[] = {"content", "data", "stdin", "old", "new", NULL};
+    json_t *out = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)args, k, v)
+    {
+        if (name_is(k, secret, true)) {
+            json_object_set_new(out, k, digest_of(v));
+        } else if (strcmp(k, "env") == 0 && json_is_object(v)) { /* names stay, values do not */
+            json_t *env = json_object();
+            const char *ek;
+            json_t *ev;
+            json_object_foreach(v, ek, ev) json_object_set_new(env, ek, digest_of(ev));
+            json_object_set_new(out, k, env);
+        } else if (strcmp(k, "args") == 0 && json_is_object(v)) { /* another op's arguments (explain, batch) */
+            json_object_set_new(out, k, abx_ledger_redact(v));
+        } else if (name_is(k, contents, false) && (json_is_string(v) || json_is_object(v) || json_is_array(v))) {
+            json_object_set_new(out, k, digest_of(v));
+        } else {
+            json_object_set(out, k, v); /* paths, argv, flags: what an auditor needs */
+        }
+    }
+    return out;
+}
+
+/* ---- command-line reads: the last events, one group ---- */
+
+static void print_rows(sqlite3_stmt *st, FILE *f)
+{
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        json_t *row = event_row(st);
+        char *s = json_dumps(row, JSON_COMPACT);
+        if (s)
+            fprintf(f, "%s\n", s);
+        free(s);
+        json_decref(row);
+    }
+}
+
+int abx_ledger_print(const char *path, int64_t group, int tail, void *file, char *err, size_t errlen)
+{
+    sqlite3 *db = open_ro(path, err, errlen);
+    if (!db)
+        return -1;
+    const char *cols = "SELECT e.ordinal, e.group_id, e.kind, e.at, e.data, g.principal, g.op, g.request_id, e.hash"
+                       " FROM action_events e JOIN action_groups g ON g.group_id = e.group_id";
+    char sql[512];
+    if (group > 0)
+        snprintf(sql, sizeof sql, "%s WHERE e.group_id = ?1 ORDER BY e.ordinal", cols);
+    else
+        snprintf(sql, sizeof sql, "SELECT * FROM (%s ORDER BY e.ordinal DESC LIMIT ?1) ORDER BY ordinal", cols);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "not a ledger: %s", sqlite3_errmsg(db));
+        sqlite3_close(db);
+        return -1;
+    }
+    sqlite3_bind_int64(st, 1, group > 0 ? group : tail);
+    print_rows(st, file);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return 0;
+}
