@@ -13,6 +13,7 @@ extern const abx_op_def abx_builtin_commands[];
 extern const abx_op_def abx_builtin_process[];
 extern const abx_op_def abx_builtin_terminal[];
 extern const abx_op_def abx_builtin_ledger[];
+extern const abx_op_def abx_builtin_approvals[];
 
 int abx_landlock_abi(void); /* 0 when Landlock is unavailable */
 

@@ -109,7 +109,13 @@ static abx_err files_stat(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 /* ---- files.list ---- */
 
+static abx_err admit_paths(abx_ctx *ctx, abx_reply *r, const json_t *args, const char *pa, const char *va,
+                           const char *pb, const char *vb);
+static char *join_path(const char *dir, const char *name);
+
 typedef struct list_state {
+    abx_ctx *ctx;
+    const json_t *args;
     json_t *entries;
     int64_t max;
     bool truncated;
@@ -119,7 +125,7 @@ typedef struct list_state {
 
 static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static int list_dir(int dirfd, const char *prefix, int depth, list_state *st)
+static int list_dir(int dirfd, const char *prefix, const char *abs, int depth, list_state *st)
 {
     int dup = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
     if (dup < 0)
@@ -166,9 +172,20 @@ static int list_dir(int dirfd, const char *prefix, int depth, list_state *st)
         if (fstatat(dirfd, names[i], &sb, AT_SYMLINK_NOFOLLOW) != 0)
             continue; /* vanished while listing */
         char *rel = prefix ? abx_asprintf("%s/%s", prefix, names[i]) : abx_strdup(names[i]);
-        if (!rel) {
+        char *cabs = join_path(abs, names[i]);
+        if (!rel || !cabs) {
+            abx_free(rel);
+            abx_free(cabs);
             rc = -ENOMEM;
             break;
+        }
+        /* an entry the policy would refuse on its own (a denied subtree, a protected
+         * area) is not shown; a symlink is a name in this admitted directory and is
+         * never followed */
+        if (!S_ISLNK(sb.st_mode) && admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) != ABX_OK) {
+            abx_free(rel);
+            abx_free(cabs);
+            continue;
         }
         json_t *e = stat_json(&sb);
         json_object_set_new(e, "name", json_string(names[i]));
@@ -180,11 +197,12 @@ static int list_dir(int dirfd, const char *prefix, int depth, list_state *st)
         if (st->recursive && S_ISDIR(sb.st_mode) && depth < LIST_MAX_DEPTH) {
             int sub = openat(dirfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub >= 0) {
-                rc = list_dir(sub, rel, depth + 1, st);
+                rc = list_dir(sub, rel, cabs, depth + 1, st);
                 close(sub);
             }
         }
         abx_free(rel);
+        abx_free(cabs);
     }
     for (size_t i = 0; i < n; i++)
         abx_free(names[i]);
@@ -200,13 +218,15 @@ static abx_err files_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
                                abx_ctx_path(ctx, "path"));
     if (fd < 0)
         return errno_reply(r, -fd, "path");
-    list_state st = {.entries = json_array(),
+    list_state st = {.ctx = ctx,
+                     .args = args,
+                     .entries = json_array(),
                      .max = abx_ctx_limit(ctx, ABX_LIM_MAX_ENTRIES),
                      .hidden = json_is_true(json_object_get(args, "include_hidden")),
                      .recursive = json_is_true(json_object_get(args, "recursive"))};
     if (st.max < 0)
         st.max = 1000;
-    int rc = list_dir(fd, NULL, 0, &st);
+    int rc = list_dir(fd, NULL, abx_ctx_path(ctx, "path"), 0, &st);
     close(fd);
     if (rc < 0) {
         json_decref(st.entries);

@@ -342,8 +342,12 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
         }
     }
     s->procs = abx_procs_new(s->runtime_dir, 1024 * 1024, 10 * 60 * 1000, errbuf, errlen);
-    if (!s->procs)
+    s->approvals = abx_approvals_new();
+    s->idem = abx_idem_new();
+    if (!s->procs || !s->approvals || !s->idem) {
+        snprintf(errbuf, errlen, "out of memory");
         return -1;
+    }
     if (!s->cfg.ledger_off) {
         /* default: .abx/ledger.db beside the config file, or in the current directory */
         if (s->cfg.ledger_path) {
@@ -520,6 +524,10 @@ void abx_server_stop(abx_server *s)
         MHD_stop_daemon(s->mhd);
         s->mhd = NULL;
     }
+    if (s && s->approvals) { /* approved calls still running finish first (they may start processes) */
+        abx_approvals_free(s->approvals);
+        s->approvals = NULL;
+    }
     if (s && s->procs) { /* every process group abx started ends: TERM, then KILL */
         abx_procs_free(s->procs, 2000);
         s->procs = NULL;
@@ -536,6 +544,7 @@ void abx_server_free(abx_server *s)
     abx_metrics_free(s->metrics);
     abx_auth_limiter_free(s->limiter);
     abx_sessions_free(s->sessions);
+    abx_idem_free(s->idem);
     abx_ledger_close(s->ledger); /* after the listeners: every call in flight has been recorded */
     abx_free(s->ledger_path);
     pthread_mutex_destroy(&s->flood_mu);
@@ -551,19 +560,29 @@ void abx_server_free(abx_server *s)
 
 int abx_server_call(abx_server *s, const char *op_id, const char *principal, const json_t *args, json_t **body)
 {
+    return abx_call_internal(s, ABX_DOOR_INPROC, principal, op_id, args, 0, NULL, body);
+}
+
+int abx_call_internal(abx_server *s, abx_door door, const char *principal, const char *op_id, const json_t *args,
+                      uint64_t batch_group, abx_approval *approved, json_t **body)
+{
     *body = NULL;
     if (!s->started) {
         *body = json_pack("{s:{s:s,s:s}}", "error", "code", "server.unavailable", "message", "server not started");
         return 503;
     }
-    abx_request *r = abx_request_new(s, ABX_DOOR_INPROC);
-    if (!r)
+    abx_request *r = abx_request_new(s, door);
+    if (!r) {
+        *body = json_pack("{s:{s:s,s:s}}", "error", "code", "server.unavailable", "message", "out of memory");
         return 503;
+    }
     r->method = "CALL";
     r->trusted_principal = true;
     r->principal_name = principal;
     r->op_name = op_id;
     r->args_in = args;
+    r->batch_group = batch_group;
+    r->approved = approved;
     abx_dispatch(r);
     int status = abx_reply_http_status(&r->reply);
     if (r->reply.err) {
@@ -893,6 +912,12 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
             r->bearer = value + 7;
         else
             r->auth_bad_scheme = true;
+    } else if (strcasecmp(key, "Idempotency-Key") == 0) {
+        r->idem_key = value;
+    } else if (strcasecmp(key, "Prefer") == 0) {
+        const char *w = strstr(value, "wait=");
+        if (w)
+            r->prefer_wait = atoi(w + 5) > 300 ? 300 : atoi(w + 5);
     } else if (strcasecmp(key, "Sec-WebSocket-Key") == 0) {
         r->ws_key = value;
     } else if (strcasecmp(key, "Upgrade") == 0) {

@@ -146,7 +146,7 @@ static void item_free(item *it)
 static bool write_items(abx_ledger *l, item *first)
 {
     sqlite3 *db = l->db;
-    sqlite3_stmt *g = NULL, *e = NULL, *a = NULL;
+    sqlite3_stmt *g = NULL, *e = NULL, *a = NULL, *q = NULL;
     bool ok = exec_sql(db, "BEGIN IMMEDIATE") == SQLITE_OK;
     ok = ok && sqlite3_prepare_v2(db,
                                   "INSERT INTO action_groups(group_id, request_id, principal, op, door, client,"
@@ -158,6 +158,8 @@ static bool write_items(abx_ledger *l, item *first)
                                   -1, &e, NULL) == SQLITE_OK;
     ok = ok && sqlite3_prepare_v2(db, "INSERT INTO execution_attempts(group_id, started_at) VALUES(?,?)", -1, &a,
                                   NULL) == SQLITE_OK;
+    ok = ok && sqlite3_prepare_v2(db, "SELECT COALESCE(MAX(seq), -1) + 1 FROM action_events WHERE group_id = ?", -1,
+                                  &q, NULL) == SQLITE_OK;
     int64_t ordinal = (int64_t)l->next_ordinal;
     char hash[65];
     snprintf(hash, sizeof hash, "%s", l->last_hash);
@@ -191,6 +193,13 @@ static bool write_items(abx_ledger *l, item *first)
                     json_object_set_new(ev, "attempt_id", json_integer(aid));
             }
         }
+        int64_t seq0 = 0; /* events appended to an existing group continue its sequence */
+        if (ok && !it->request_id) {
+            sqlite3_bind_int64(q, 1, (sqlite3_int64)it->group_id);
+            if (sqlite3_step(q) == SQLITE_ROW)
+                seq0 = sqlite3_column_int64(q, 0);
+            sqlite3_reset(q);
+        }
         size_t k;
         json_t *ev;
         json_array_foreach(it->events, k, ev)
@@ -205,11 +214,11 @@ static bool write_items(abx_ledger *l, item *first)
             char *dj = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
             json_decref(data);
             char h[65];
-            event_hash(hash, ordinal, it->group_id, (int64_t)k, kind ? kind : "?", at ? at : it->at, dj ? dj : "{}",
-                       h);
+            event_hash(hash, ordinal, it->group_id, seq0 + (int64_t)k, kind ? kind : "?", at ? at : it->at,
+                       dj ? dj : "{}", h);
             sqlite3_bind_int64(e, 1, ordinal);
             sqlite3_bind_int64(e, 2, (sqlite3_int64)it->group_id);
-            sqlite3_bind_int64(e, 3, (sqlite3_int64)k);
+            sqlite3_bind_int64(e, 3, (sqlite3_int64)(seq0 + (int64_t)k));
             sqlite3_bind_text(e, 4, kind ? kind : "?", -1, SQLITE_TRANSIENT);
             sqlite3_bind_text(e, 5, at ? at : it->at, -1, SQLITE_TRANSIENT);
             sqlite3_bind_text(e, 6, dj ? dj : "{}", -1, SQLITE_TRANSIENT);
@@ -225,6 +234,7 @@ static bool write_items(abx_ledger *l, item *first)
     sqlite3_finalize(g);
     sqlite3_finalize(e);
     sqlite3_finalize(a);
+    sqlite3_finalize(q);
     if (ok && exec_sql(db, "COMMIT") == SQLITE_OK) {
         l->next_ordinal = (uint64_t)ordinal;
         memcpy(l->last_hash, hash, sizeof hash);

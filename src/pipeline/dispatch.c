@@ -16,6 +16,8 @@ const char *abx_door_name(abx_door d)
     case ABX_DOOR_HTTP: return "http";
     case ABX_DOOR_RPC: return "rpc";
     case ABX_DOOR_INPROC: return "inproc";
+    case ABX_DOOR_BATCH: return "batch";
+    case ABX_DOOR_APPROVAL: return "approval";
     }
     return "?";
 }
@@ -286,6 +288,10 @@ void abx_route(abx_request *r)
             r->op_name = "";
         return;
     }
+    if (strcmp(r->method, "POST") == 0 && r->path_len == 6 && memcmp(r->path, "/batch", 6) == 0) {
+        r->door = ABX_DOOR_BATCH;
+        return;
+    }
     r->route = abx_router_match(r->server->router, r->method, r->path, r->path_len, &r->match);
 }
 
@@ -293,7 +299,7 @@ void abx_route(abx_request *r)
 static abx_err step3_authenticate(abx_request *r)
 {
     abx_policy *p = r->policy;
-    if (r->trusted_principal) {
+    if (r->trusted_principal) { /* in-process, batch and approved calls: already authenticated */
         r->slot = abx_policy_principal_slot(p, r->principal_name);
         if (r->slot < 0) {
             abx_fail(r, ABX_E_AUTH_INVALID_TOKEN, "unknown principal");
@@ -439,7 +445,7 @@ static abx_err step6_args(abx_request *r)
     char msg[300] = "";
     abx_err e = ABX_OK;
     const abx_op *op = r->op;
-    if (r->door == ABX_DOOR_INPROC) {
+    if (r->door == ABX_DOOR_INPROC || r->door == ABX_DOOR_BATCH || r->door == ABX_DOOR_APPROVAL) {
         r->args = r->args_in ? json_deep_copy(r->args_in) : json_object();
     } else if (r->has_body && r->body.len > 0 && op->def->stream != ABX_STREAM_BYTES) {
         json_error_t je;
@@ -488,7 +494,7 @@ static abx_err step6_args(abx_request *r)
                 }
             }
         }
-    } else if (r->door == ABX_DOOR_RPC && r->query && r->query_len) {
+    } else if (r->door == ABX_DOOR_RPC && r->query && r->query_len && !r->trusted_principal) {
         e = ABX_E_ARGS_INVALID;
         snprintf(msg, sizeof msg, "POST /ops/{id} takes its arguments in the JSON body");
     }
@@ -520,13 +526,22 @@ static abx_err record_admission(abx_request *r);
 static abx_err step8_admit(abx_request *r)
 {
     if (r->decision.approval || r->op->def->requires_approval) {
-        if (!r->policy->has_approver) {
+        if (r->approved) {
+            /* the approved run: only the exact held call, only once (the runner's state) */
+            if (!abx_approval_matches(r->approved, abx_policy_principal_id(r->policy, r->slot), r->op->id, r->args)) {
+                abx_fail(r, ABX_E_APPROVAL_DECIDED, "the approval does not cover this call");
+                return ABX_E_APPROVAL_DECIDED;
+            }
+        } else if (!r->policy->has_approver) {
             abx_fail(r, ABX_E_APPROVAL_NO_APPROVER, "this call needs approval and no approver is configured");
             return ABX_E_APPROVAL_NO_APPROVER;
+        } else {
+            abx_approval_hold(r);   /* 202 pending, or the result after Prefer: wait */
+            return ABX_E__COUNT;    /* held: nothing more runs in this request */
         }
-        abx_fail(r, ABX_E_APPROVAL_UNAVAILABLE, "this call needs approval, which this build cannot hold");
-        return ABX_E_APPROVAL_UNAVAILABLE;
     }
+    if (abx_idem_begin(r))
+        return ABX_E__COUNT; /* answered with the first call's recorded result */
     int retry = 0;
     abx_err e = abx_admit(r->policy, r->slot, &r->decision, abx_now_us(), &retry);
     if (e) {
@@ -747,8 +762,14 @@ void abx_dispatch_begin(abx_request *r)
 {
     if (r->reply.err == ABX_OK && step1_parse(r) == ABX_OK) {
         abx_route(r); /* step 2 */
-        if (step3_authenticate(r) == ABX_OK && step4_5_resolve_mounted(r) == ABX_OK && step6_args(r) == ABX_OK &&
-            step7_policy(r) == ABX_OK && step8_admit(r) == ABX_OK)
+        if (step3_authenticate(r) != ABX_OK)
+            return;
+        if (r->door == ABX_DOOR_BATCH && !r->trusted_principal) { /* the front door; its calls enter again */
+            abx_batch_run(r);
+            return;
+        }
+        if (step4_5_resolve_mounted(r) == ABX_OK && step6_args(r) == ABX_OK && step7_policy(r) == ABX_OK &&
+            step8_admit(r) == ABX_OK)
             step9_run(r);
     }
 }
@@ -835,4 +856,5 @@ void abx_audit(abx_request *r)
     abx_metrics_observe(r->server->metrics, r->op_index, r->op != NULL, status, r->reply.err, dur);
     abx_log_request(r, status, dur);
     ledger_audit(r, status, dur);
+    abx_idem_end(r);
 }

@@ -18,7 +18,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-typedef enum abx_door { ABX_DOOR_HTTP, ABX_DOOR_RPC, ABX_DOOR_INPROC } abx_door;
+typedef enum abx_door { ABX_DOOR_HTTP, ABX_DOOR_RPC, ABX_DOOR_INPROC, ABX_DOOR_BATCH, ABX_DOOR_APPROVAL } abx_door;
+typedef struct abx_approval abx_approval;
+typedef struct abx_approvals abx_approvals;
 const char *abx_door_name(abx_door d);
 
 struct abx_reply {
@@ -73,6 +75,8 @@ struct abx_server {
     unsigned run_uid, run_gid;
     char runtime_dir[64];       /* private TMPDIRs live below it */
     struct abx_sessions *sessions; /* owned: commands.sessions state */
+    abx_approvals *approvals;   /* owned: held calls */
+    struct abx_idem *idem;      /* owned: Idempotency-Key results */
     int64_t started_ms;
     bool started;
     char version_header[96];    /* "abx/0.1.0 catalog=1" */
@@ -103,6 +107,10 @@ typedef struct abx_request {
     bool ws_upgrade;            /* Upgrade: websocket and Connection: upgrade */
     bool terminal_listener;     /* arrived on the terminal listener */
     uint64_t group_id;          /* ledger group, once recorded durably (mutating calls) */
+    abx_approval *approved;     /* the approval this run executes (door approval), borrowed */
+    int prefer_wait;            /* Prefer: wait=N seconds (held calls) */
+    const char *idem_key;       /* Idempotency-Key header */
+    bool idem_owner;            /* this request owns the key's pending entry */
     uint64_t batch_group;       /* the batch this call belongs to, 0 none */
     struct {
         abx_body_chunk_fn chunk;
@@ -172,6 +180,34 @@ int abx_server_reload(abx_server *s, abx_diags *diags);
 /* Whether confinement is required: the config's `confine`, else required where the
  * kernel has Landlock. Waits for the sandbox probe on first use. */
 bool abx_server_confine_required(abx_server *s);
+
+/* An internal call through the whole pipeline (in-process, batch, approved held calls):
+ * the principal is trusted (already authenticated). Returns the HTTP status; *body owned. */
+int abx_call_internal(abx_server *s, abx_door door, const char *principal, const char *op, const json_t *args,
+                      uint64_t batch_group, abx_approval *approved, json_t **body);
+
+/* approvals (approvals.c) */
+bool abx_approval_matches(const abx_approval *x, const char *principal, const char *op, const json_t *args);
+abx_approvals *abx_approvals_new(void);
+void abx_approvals_free(abx_approvals *a);
+/* Step 8 for a call that needs approval: hold it (202 or, with Prefer: wait, its result). */
+abx_err abx_approval_hold(abx_request *r);
+json_t *abx_approvals_list(abx_server *s, const char *principal, bool approver);
+/* approvals.get / approvals.decide: fill the reply. */
+abx_err abx_approval_get(abx_server *s, const char *id, const char *principal, bool approver, abx_reply *r);
+abx_err abx_approval_decide(abx_server *s, const char *id, const char *approver, bool approve, const char *reason,
+                            abx_reply *r);
+
+/* idempotency (idempotency.c) */
+struct abx_idem *abx_idem_new(void);
+void abx_idem_free(struct abx_idem *i);
+/* Step 8: a repeated key answers the first result; true when the reply is filled. */
+bool abx_idem_begin(abx_request *r);
+/* Step 10: remember the result of the key's first call. */
+void abx_idem_end(abx_request *r);
+
+/* batch (batch.c): POST /batch */
+void abx_batch_run(abx_request *r);
 
 /* command sessions (builtin/commands.c) */
 void abx_sessions_free(struct abx_sessions *s);
