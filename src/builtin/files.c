@@ -782,11 +782,13 @@ static abx_err stage_write(staged *s, abx_reply *r, const char *label, const voi
 }
 
 /* fsync, close and rename into place (noreplace: fail when the target exists), then
- * fsync the directory. On failure the temp file is gone and the target unchanged. */
-static abx_err stage_commit(staged *s, abx_reply *r, const char *label, bool noreplace)
+ * fsync the directory. On failure the temp file is gone and the target unchanged.
+ * Without durable (the files of a tree copy) there is no fsync: each file still
+ * appears whole or not at all, and the copy does not stall on one flush per file. */
+static abx_err stage_commit_ex(staged *s, abx_reply *r, const char *label, bool noreplace, bool durable)
 {
     int e = 0;
-    if (fsync(s->fd) != 0)
+    if (durable && fsync(s->fd) != 0)
         e = errno;
     if (close(s->fd) != 0 && !e)
         e = errno;
@@ -807,8 +809,14 @@ static abx_err stage_commit(staged *s, abx_reply *r, const char *label, bool nor
         return stage_errno(r, e, label);
     }
     s->tmp[0] = '\0';
-    fsync_dir(s->dirfd);
+    if (durable)
+        fsync_dir(s->dirfd);
     return ABX_OK;
+}
+
+static abx_err stage_commit(staged *s, abx_reply *r, const char *label, bool noreplace)
+{
+    return stage_commit_ex(s, r, label, noreplace, true);
 }
 
 /* ---- files.write ---- */
@@ -1378,6 +1386,7 @@ static abx_err files_move(abx_ctx *ctx, const json_t *args, abx_reply *r)
 typedef struct cp_walk {
     abx_reply *r;
     bool overwrite;
+    bool durable; /* fsync each file: for a single file, not for the files of a tree */
     char *buf; /* COPY_CHUNK bytes */
     int64_t files, dirs, links, skipped, bytes;
 } cp_walk;
@@ -1410,7 +1419,7 @@ static abx_err cp_file(cp_walk *w, int sfd, const struct stat *sst, int ddir, co
             return e;
         w->bytes += g;
     }
-    if ((e = stage_commit(&s, w->r, label, !w->overwrite)) != ABX_OK)
+    if ((e = stage_commit_ex(&s, w->r, label, !w->overwrite, w->durable)) != ABX_OK)
         return e;
     w->files++;
     return ABX_OK;
@@ -1497,8 +1506,6 @@ static abx_err cp_dir(cp_walk *w, int sfd, const struct stat *sst, int ddir, con
     free_names(names, n);
     if (!e && fchmod(dfd, sst->st_mode & 07777) != 0)
         e = errno_reply(w->r, errno, label);
-    if (!e)
-        fsync(dfd);
     close(dfd);
     if (!e)
         w->dirs++;
@@ -1552,7 +1559,7 @@ static abx_err files_copy(abx_ctx *ctx, const json_t *args, abx_reply *r)
         precheck pc = {.ctx = ctx, .r = r, .args = args, .pa = "src", .pb = "dst"};
         e = precheck_tree(&pc, sfd, sv->canonical, dv->canonical, 0);
     }
-    cp_walk w = {.r = r, .overwrite = overwrite};
+    cp_walk w = {.r = r, .overwrite = overwrite, .durable = !S_ISDIR(st.st_mode)};
     if (!e && !(w.buf = abx_malloc(COPY_CHUNK)))
         e = oom(r);
     if (!e)
@@ -1673,6 +1680,7 @@ static void search_file(search_st *st, int fd, const struct stat *sb, const char
             break;
         n += (size_t)g;
     }
+    st->buf[n] = '\0'; /* a bound for anything that reads the text as a C string */
     if ((int64_t)n > st->max_file_size || memchr(st->buf, '\0', n < BINARY_PROBE ? n : BINARY_PROBE)) {
         st->skipped++; /* binary (or grew past max_file_size) */
         return;
@@ -2183,7 +2191,7 @@ static const abx_param copy_params[] = {
      .doc = "The copy's own path (not a directory to copy into)"},
     {"recursive", ABX_T_BOOL, .dflt = "false",
      .doc = "Copy a directory tree; symlinks inside it are copied as symlinks (never followed), FIFOs, sockets "
-            "and devices are skipped"},
+            "and devices are skipped; each file appears whole (temp + rename) but is not fsynced one by one"},
     {"overwrite", ABX_T_BOOL, .dflt = "false", .doc = "Replace existing files (merging into existing directories)"},
     {0},
 };

@@ -214,9 +214,16 @@ const char *abx_ctx_path(const abx_ctx *ctx, const char *param)
 
 int abx_ctx_open(abx_ctx *ctx, const char *param, int flags, unsigned mode)
 {
-    const abx_path_value *pv = ctx_pv(ctx, param);
+    abx_path_value *pv = (abx_path_value *)ctx_pv(ctx, param);
     if (!pv)
         return -EINVAL;
+    if (pv->rootfd < 0) { /* a root that appeared after the policy was compiled */
+        int fd = pv->root ? abx_jail_open_root(pv->root) : -ENOENT;
+        if (fd < 0)
+            return -ENOENT;
+        pv->rootfd = fd;
+        pv->own_fd = true;
+    }
     return abx_jail_open(pv->rootfd, pv->rel, flags, (mode_t)mode);
 }
 

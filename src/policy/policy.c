@@ -159,6 +159,11 @@ static bool strlist(cctx *c, const json_t *parent, const char *key, char ***out,
     {
         if (!json_is_string(it)) {
             abx_diag_add(c->d, "error", "config.invalid", line_of(c, it, NULL), "'%s' must contain only strings", key);
+            for (size_t k = 0; k < *n; k++)
+                abx_free((*out)[k]);
+            abx_free(*out);
+            *out = NULL;
+            *n = 0;
             return false;
         }
         (*out)[(*n)++] = abx_strdup(json_string_value(it));
@@ -1587,16 +1592,14 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
             finish_trace(trace, d);
             return;
         }
+        pv->root = root;
         pv->rootfd = p->rootfds[hit->root];
-        if (pv->rootfd < 0) { /* the root appeared after compile time */
+        if (pv->rootfd < 0) { /* the root did not exist at compile time: try now, never an error here */
             int fd = abx_jail_open_root(root);
-            if (fd < 0) {
-                set_err(d, ABX_E_FILES_NOT_FOUND, "path '%s' does not exist", pv->param);
-                finish_trace(trace, d);
-                return;
+            if (fd >= 0) {
+                pv->rootfd = fd;
+                pv->own_fd = true;
             }
-            pv->rootfd = fd;
-            pv->own_fd = true;
         }
     }
     d->err = ABX_OK;

@@ -150,7 +150,8 @@ typedef struct abx_path_value {
     const char *param;        /* borrowed from the op declaration */
     size_t index;             /* element index for list parameters */
     char *canonical;          /* owned */
-    int rootfd;               /* borrowed from the snapshot, or owned when own_fd */
+    int rootfd;               /* borrowed from the snapshot, or owned when own_fd; -1 until opened */
+    const char *root;         /* the jail root (borrowed from the snapshot) */
     bool own_fd;
     const char *rel;          /* points into canonical */
 } abx_path_value;
