@@ -142,6 +142,8 @@ typedef struct abx_op_def {
     const char *aliases[ABX_MAX_ALIASES];
     const char *deprecated;
     bool requires_approval;
+    bool raw_body;                           /* the request body is the op's data (uploads): streamed to
+                                                a sink (abx_ctx_body_sink), other params from the query */
     abx_handler handler;
     void *udata;                             /* borrowed; handed to the handler via abx_ctx_udata */
 } abx_op_def;

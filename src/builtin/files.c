@@ -8,13 +8,16 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
+#include <poll.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define READ_DEFAULT_CAP (16LL * 1024 * 1024) /* files.read's own default max_bytes */
 #define LIST_MAX_DEPTH 64
@@ -2247,6 +2250,647 @@ static const abx_param upload_params[] = {
     {0},
 };
 
+/* ---- files.archive: several sources as one tar.gz, streamed ---- */
+
+/* The walk never follows symlinks (they are archived as links), never leaves a source
+ * through its jail root, and skips what the call may not see. Memory is bounded: one
+ * file's chunk and the deflate window at a time. */
+typedef struct arch_item {
+    char *rel;        /* name inside the archive */
+    char *canonical;  /* for visibility checks */
+} arch_item;
+
+typedef struct arch_dir {
+    int fd;
+    DIR *d;
+    char *rel;
+    char *canonical;
+} arch_dir;
+
+typedef struct arch_state {
+    abx_ctx *ctx;             /* borrowed: lives as long as the request */
+    z_stream z;
+    bool z_ok, finished, trailer;
+    size_t src;               /* next source index */
+    size_t n_src;
+    arch_dir stack[64];
+    int depth;
+    int file_fd;              /* file being copied, -1 none */
+    uint64_t file_left;
+    size_t pad;               /* zero bytes owed after the file */
+    abx_buf in;               /* tar bytes waiting for deflate */
+    char out[65536];
+    size_t out_len, out_pos;
+    int64_t budget;           /* max_bytes of input, -1 unlimited */
+    uint64_t total_in;
+} arch_state;
+
+static void tar_octal(char *dst, size_t width, uint64_t v)
+{
+    snprintf(dst, width, "%0*llo", (int)width - 1, (unsigned long long)v);
+}
+
+static void tar_header(abx_buf *b, const char *name, const struct stat *st, char type, const char *link)
+{
+    char h[512];
+    size_t nl = strlen(name);
+    if (nl > 99 || (link && strlen(link) > 99)) { /* PAX extended header for long names */
+        abx_buf pax;
+        abx_buf_init(&pax, 0);
+        const char *keys[2] = {"path", "linkpath"};
+        const char *vals[2] = {name, link};
+        for (int k = 0; k < 2; k++) {
+            if (!vals[k] || (k == 0 ? nl <= 99 : strlen(vals[k]) <= 99))
+                continue;
+            size_t body = strlen(keys[k]) + strlen(vals[k]) + 3, len = body;
+            char lenbuf[24];
+            while ((size_t)snprintf(lenbuf, sizeof lenbuf, "%zu", len) + body != len)
+                len = body + strlen(lenbuf);
+            abx_buf_printf(&pax, "%zu %s=%s\n", len, keys[k], vals[k]);
+        }
+        memset(h, 0, sizeof h);
+        snprintf(h, 100, "PaxHeader");
+        tar_octal(h + 100, 8, 0644);
+        tar_octal(h + 108, 8, 0);
+        tar_octal(h + 116, 8, 0);
+        tar_octal(h + 124, 12, pax.len);
+        tar_octal(h + 136, 12, (uint64_t)st->st_mtim.tv_sec);
+        h[156] = 'x';
+        memcpy(h + 257, "ustar", 6);
+        memcpy(h + 263, "00", 2);
+        memset(h + 148, ' ', 8);
+        unsigned sum = 0;
+        for (int i = 0; i < 512; i++)
+            sum += (unsigned char)h[i];
+        snprintf(h + 148, 8, "%06o", sum);
+        abx_buf_append(b, h, 512);
+        abx_buf_append(b, pax.data, pax.len);
+        static const char zeros[512];
+        if (pax.len % 512)
+            abx_buf_append(b, zeros, 512 - pax.len % 512);
+        abx_buf_release(&pax);
+    }
+    memset(h, 0, sizeof h);
+    snprintf(h, 100, "%.99s", name);
+    tar_octal(h + 100, 8, st->st_mode & 07777);
+    tar_octal(h + 108, 8, st->st_uid);
+    tar_octal(h + 116, 8, st->st_gid);
+    tar_octal(h + 124, 12, type == '0' ? (uint64_t)st->st_size : 0);
+    tar_octal(h + 136, 12, (uint64_t)(st->st_mtim.tv_sec > 0 ? st->st_mtim.tv_sec : 0));
+    h[156] = type;
+    if (link)
+        snprintf(h + 157, 100, "%.99s", link);
+    memcpy(h + 257, "ustar", 6);
+    memcpy(h + 263, "00", 2);
+    memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++)
+        sum += (unsigned char)h[i];
+    snprintf(h + 148, 8, "%06o", sum);
+    abx_buf_append(b, h, 512);
+}
+
+/* Add one entry (dirfd/name) to the tar stream; directories are pushed for the walk. */
+static void arch_entry(arch_state *a, int dirfd, const char *name, const char *rel, const char *canonical)
+{
+    if (!abx_ctx_path_visible(a->ctx, canonical))
+        return;
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return;
+    if (S_ISREG(st.st_mode)) {
+        int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+            return;
+        tar_header(&a->in, rel, &st, '0', NULL);
+        a->file_fd = fd;
+        a->file_left = (uint64_t)st.st_size;
+        a->pad = st.st_size % 512 ? 512 - (size_t)(st.st_size % 512) : 0;
+    } else if (S_ISDIR(st.st_mode)) {
+        char *dn = abx_asprintf("%s/", rel);
+        tar_header(&a->in, dn, &st, '5', NULL);
+        abx_free(dn);
+        if (a->depth < (int)ABX_ARRAY_LEN(a->stack)) {
+            int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+            if (d) {
+                a->stack[a->depth++] = (arch_dir){fd, d, abx_strdup(rel), abx_strdup(canonical)};
+            } else if (fd >= 0) {
+                close(fd);
+            }
+        }
+    } else if (S_ISLNK(st.st_mode)) {
+        char target[4096];
+        ssize_t n = readlinkat(dirfd, name, target, sizeof target - 1);
+        if (n >= 0) {
+            target[n] = '\0';
+            tar_header(&a->in, rel, &st, '2', target);
+        }
+    } /* FIFOs, sockets and devices are not archived */
+}
+
+/* Produce more tar bytes into a->in; false when the archive is complete. */
+static bool arch_produce(arch_state *a)
+{
+    if (a->file_fd >= 0) {
+        char buf[65536];
+        size_t want = a->file_left < sizeof buf ? (size_t)a->file_left : sizeof buf;
+        ssize_t n = want ? read(a->file_fd, buf, want) : 0;
+        if (n <= 0) { /* the file shrank while archived: pad with zeros to its header size */
+            memset(buf, 0, want);
+            n = (ssize_t)want;
+        }
+        abx_buf_append(&a->in, buf, (size_t)n);
+        a->file_left -= (uint64_t)n;
+        a->total_in += (uint64_t)n;
+        if (a->file_left == 0) {
+            static const char zeros[512];
+            abx_buf_append(&a->in, zeros, a->pad);
+            close(a->file_fd);
+            a->file_fd = -1;
+        }
+        return true;
+    }
+    if (a->depth > 0) {
+        arch_dir *top = &a->stack[a->depth - 1];
+        struct dirent *de;
+        while ((de = readdir(top->d)) != NULL) {
+            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                continue;
+            char *rel = abx_asprintf("%s/%s", top->rel, de->d_name);
+            char *can = abx_asprintf("%s/%s", strcmp(top->canonical, "/") == 0 ? "" : top->canonical, de->d_name);
+            arch_entry(a, dirfd(top->d), de->d_name, rel, can);
+            abx_free(rel);
+            abx_free(can);
+            return true;
+        }
+        closedir(top->d);
+        abx_free(top->rel);
+        abx_free(top->canonical);
+        a->depth--;
+        return true;
+    }
+    abx_request *q = builtin_req(a->ctx);
+    if (a->src < q->decision.n_paths) {
+        abx_path_value *pv = &q->decision.paths[a->src++];
+        const char *canon = pv->canonical;
+        const char *base = strrchr(canon, '/');
+        base = base && base[1] ? base + 1 : ".";
+        const char *name = NULL;
+        int pfd = strcmp(pv->rel, ".") == 0 ? -1 : abx_jail_open_parent(pv->rootfd, pv->rel, &name);
+        if (pfd >= 0) {
+            arch_entry(a, pfd, name, base, canon);
+            close(pfd);
+        } else if (strcmp(pv->rel, ".") == 0) { /* the root itself */
+            arch_entry(a, pv->rootfd, ".", base, canon);
+        }
+        return true;
+    }
+    if (!a->trailer) {
+        static const char zeros[1024];
+        abx_buf_append(&a->in, zeros, sizeof zeros);
+        a->trailer = true;
+        return true;
+    }
+    return false;
+}
+
+static long arch_read(void *state, char *buf, size_t max)
+{
+    arch_state *a = state;
+    while (a->out_pos == a->out_len) {
+        if (a->finished)
+            return 0;
+        while (a->in.len < 65536 && !(a->budget >= 0 && (int64_t)a->total_in > a->budget))
+            if (!arch_produce(a))
+                break;
+        bool more = a->in.len > 0 || a->file_fd >= 0 || a->depth > 0 || a->src < builtin_req(a->ctx)->decision.n_paths ||
+                    !a->trailer;
+        if (a->budget >= 0 && (int64_t)a->total_in > a->budget)
+            more = false; /* max_bytes reached: the archive ends here (flagged in the log) */
+        a->z.next_in = (Bytef *)(a->in.data ? a->in.data : "");
+        a->z.avail_in = (uInt)a->in.len;
+        a->z.next_out = (Bytef *)a->out;
+        a->z.avail_out = sizeof a->out;
+        int rc = deflate(&a->z, more ? Z_NO_FLUSH : Z_FINISH);
+        if (rc == Z_STREAM_ERROR)
+            return -1;
+        size_t used = a->in.len - a->z.avail_in;
+        memmove(a->in.data, a->in.data + used, a->in.len - used);
+        a->in.len -= used;
+        a->out_len = sizeof a->out - a->z.avail_out;
+        a->out_pos = 0;
+        if (rc == Z_STREAM_END)
+            a->finished = true;
+    }
+    size_t n = a->out_len - a->out_pos < max ? a->out_len - a->out_pos : max;
+    memcpy(buf, a->out + a->out_pos, n);
+    a->out_pos += n;
+    return (long)n;
+}
+
+static void arch_free(void *state)
+{
+    arch_state *a = state;
+    if (a->file_fd >= 0)
+        close(a->file_fd);
+    while (a->depth > 0) {
+        arch_dir *top = &a->stack[--a->depth];
+        closedir(top->d);
+        abx_free(top->rel);
+        abx_free(top->canonical);
+    }
+    if (a->z_ok)
+        deflateEnd(&a->z);
+    abx_buf_release(&a->in);
+    abx_free(a);
+}
+
+static abx_err files_archive(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    arch_state *a = abx_calloc(1, sizeof *a);
+    if (!a)
+        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    a->ctx = ctx;
+    a->file_fd = -1;
+    a->budget = abx_ctx_limit(ctx, ABX_LIM_MAX_BYTES);
+    abx_buf_init(&a->in, 0);
+    /* windowBits 15 + 16: a gzip wrapper */
+    if (deflateInit2(&a->z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        abx_free(a);
+        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    }
+    a->z_ok = true;
+    /* a missing source is an error before any byte is sent */
+    abx_request *q = builtin_req(ctx);
+    for (size_t i = 0; i < q->decision.n_paths; i++) {
+        struct stat st;
+        abx_path_value *pv = &q->decision.paths[i];
+        int fd = abx_jail_open(pv->rootfd, pv->rel, O_PATH | O_NOFOLLOW, 0);
+        if (fd < 0 || fstat(fd, &st) != 0) {
+            int e = fd < 0 ? -fd : errno;
+            if (fd >= 0)
+                close(fd);
+            arch_free(a);
+            return errno_reply(r, e, "sources");
+        }
+        close(fd);
+    }
+    abx_reply_stream(r, "application/gzip", arch_read, a, arch_free);
+    return ABX_OK;
+}
+
+static const abx_param archive_params[] = {
+    {"sources", ABX_T_LIST, .item = ABX_T_STRING, .required = true, ABX_RANGE(1, 1000), .kind = ABX_KIND_PATH,
+     .access = ABX_ACC_READ, .doc = "Files and directories to archive (directories recursively; symlinks are stored "
+                                    "as links, never followed)"},
+    {"format", ABX_T_ENUM, .dflt = "\"tar.gz\"", .choices = "tar.gz", .doc = "Archive format"},
+    {0},
+};
+
+/* ---- files.watch: inotify as server-sent events, recursive, resumable ---- */
+
+/* A watch keeps its inotify descriptor and the last WATCH_RING events; when its client
+ * goes away it lingers WATCH_LINGER_MS, so a client that reconnects with
+ * Last-Event-ID "<watch>:<seq>" loses nothing still on the ring. */
+#define WATCH_RING 4096
+#define WATCH_LINGER_MS 30000
+#define WATCH_MAX_DIRS 8192
+
+typedef struct watch_ev {
+    uint64_t seq;
+    char kind[8];   /* create modify delete move */
+    char *path;     /* relative to the watched root; owned */
+    bool dir;
+} watch_ev;
+
+typedef struct watch {
+    char id[17];
+    char *owner;
+    int ifd;                      /* inotify */
+    int rootfd;                   /* O_PATH of the watched directory (jail-opened) */
+    char *canonical;
+    bool recursive;
+    json_t *include, *exclude;    /* owned lists of globs */
+    struct { int wd; char *rel; } *dirs;
+    size_t n_dirs;
+    watch_ev ring[WATCH_RING];
+    uint64_t next_seq;
+    int attached;                 /* clients streaming it */
+    int64_t detached_at;
+    uint32_t move_cookie;
+    char *move_from;
+    struct watch *next;
+} watch;
+
+static pthread_mutex_t watches_mu = PTHREAD_MUTEX_INITIALIZER;
+static watch *watches;
+
+static void watch_free(watch *w)
+{
+    for (size_t i = 0; i < WATCH_RING; i++)
+        abx_free(w->ring[i].path);
+    for (size_t i = 0; i < w->n_dirs; i++)
+        abx_free(w->dirs[i].rel);
+    abx_free(w->dirs);
+    if (w->ifd >= 0)
+        close(w->ifd);
+    if (w->rootfd >= 0)
+        close(w->rootfd);
+    json_decref(w->include);
+    json_decref(w->exclude);
+    abx_free(w->move_from);
+    abx_free(w->owner);
+    abx_free(w->canonical);
+    abx_free(w);
+}
+
+/* Drop watches whose clients left more than WATCH_LINGER_MS ago (under watches_mu). */
+static void watches_gc(void)
+{
+    int64_t now = abx_now_ms();
+    for (watch **pp = &watches; *pp;) {
+        watch *w = *pp;
+        if (w->attached == 0 && now - w->detached_at > WATCH_LINGER_MS) {
+            *pp = w->next;
+            watch_free(w);
+        } else {
+            pp = &w->next;
+        }
+    }
+}
+
+static bool glob_list_match(const json_t *list, const char *rel)
+{
+    size_t i;
+    json_t *g;
+    json_array_foreach(list, i, g)
+    {
+        const char *base = strrchr(rel, '/');
+        if (fnmatch(json_string_value(g), rel, 0) == 0 || fnmatch(json_string_value(g), base ? base + 1 : rel, 0) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void watch_add_dir(watch *w, int dirfd_of_parent, const char *name, const char *rel, int depth)
+{
+    if (w->n_dirs >= WATCH_MAX_DIRS || depth > 64)
+        return;
+    int fd = name ? openat(dirfd_of_parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                  : openat(dirfd_of_parent, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd); /* the fd we opened through the jail, not a path */
+    int wd = inotify_add_watch(w->ifd, proc, IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM |
+                                                 IN_MOVED_TO | IN_DELETE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW |
+                                                 IN_EXCL_UNLINK);
+    if (wd >= 0) {
+        void *g = abx_realloc(w->dirs, (w->n_dirs + 1) * sizeof *w->dirs);
+        if (g) {
+            w->dirs = g;
+            w->dirs[w->n_dirs].wd = wd;
+            w->dirs[w->n_dirs].rel = abx_strdup(rel);
+            w->n_dirs++;
+        }
+    }
+    if (w->recursive) {
+        DIR *d = fdopendir(fd);
+        if (!d) {
+            close(fd);
+            return;
+        }
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            if (de->d_type != DT_DIR || strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                continue;
+            char *sub = *rel ? abx_asprintf("%s/%s", rel, de->d_name) : abx_strdup(de->d_name);
+            watch_add_dir(w, dirfd(d), de->d_name, sub, depth + 1);
+            abx_free(sub);
+        }
+        closedir(d);
+    } else {
+        close(fd);
+    }
+}
+
+static const char *dir_rel(const watch *w, int wd)
+{
+    for (size_t i = 0; i < w->n_dirs; i++)
+        if (w->dirs[i].wd == wd)
+            return w->dirs[i].rel;
+    return NULL;
+}
+
+static void watch_push(watch *w, abx_ctx *ctx, const char *kind, const char *rel, bool dir)
+{
+    if (json_array_size(w->include) && !glob_list_match(w->include, rel))
+        return;
+    if (glob_list_match(w->exclude, rel))
+        return;
+    char *canon = abx_asprintf("%s/%s", strcmp(w->canonical, "/") == 0 ? "" : w->canonical, rel);
+    bool visible = canon && abx_ctx_path_visible(ctx, canon);
+    abx_free(canon);
+    if (!visible)
+        return;
+    watch_ev *e = &w->ring[w->next_seq % WATCH_RING];
+    abx_free(e->path);
+    e->seq = ++w->next_seq;
+    snprintf(e->kind, sizeof e->kind, "%s", kind);
+    e->path = abx_strdup(rel);
+    e->dir = dir;
+}
+
+/* Read what inotify has; under watches_mu. */
+static void watch_drain(watch *w, abx_ctx *ctx)
+{
+    char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+    ssize_t n;
+    while ((n = read(w->ifd, buf, sizeof buf)) > 0) {
+        for (char *p = buf; p < buf + n;) {
+            struct inotify_event *ev = (struct inotify_event *)p;
+            p += sizeof *ev + ev->len;
+            const char *base = dir_rel(w, ev->wd);
+            if (!base || !ev->len)
+                continue;
+            char *rel = *base ? abx_asprintf("%s/%s", base, ev->name) : abx_strdup(ev->name);
+            bool dir = (ev->mask & IN_ISDIR) != 0;
+            if (ev->mask & IN_CREATE) {
+                watch_push(w, ctx, "create", rel, dir);
+                if (dir && w->recursive) { /* watch the new directory too */
+                    char *parent_rel = abx_strdup(base);
+                    int pfd = *base ? openat(w->rootfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                                    : openat(w->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                    if (pfd >= 0) {
+                        watch_add_dir(w, pfd, ev->name, rel, 1);
+                        close(pfd);
+                    }
+                    abx_free(parent_rel);
+                }
+            } else if (ev->mask & (IN_MODIFY | IN_CLOSE_WRITE)) {
+                watch_push(w, ctx, "modify", rel, dir);
+            } else if (ev->mask & IN_DELETE) {
+                watch_push(w, ctx, "delete", rel, dir);
+            } else if (ev->mask & IN_MOVED_FROM) {
+                abx_free(w->move_from);
+                w->move_from = abx_strdup(rel);
+                w->move_cookie = ev->cookie;
+                watch_push(w, ctx, "move", rel, dir);
+            } else if (ev->mask & IN_MOVED_TO) {
+                watch_push(w, ctx, w->move_from && w->move_cookie == ev->cookie ? "move" : "create", rel, dir);
+            }
+            abx_free(rel);
+        }
+    }
+}
+
+typedef struct watch_stream {
+    abx_ctx *ctx;     /* borrowed for the request's life */
+    watch *w;
+    uint64_t sent;    /* last seq sent */
+    abx_buf pending;
+    int64_t debounce_ms;
+} watch_stream;
+
+static long watch_read(void *state, char *out, size_t max)
+{
+    watch_stream *s = state;
+    for (;;) {
+        if (s->pending.len) {
+            size_t n = s->pending.len < max ? s->pending.len : max;
+            memcpy(out, s->pending.data, n);
+            memmove(s->pending.data, s->pending.data + n, s->pending.len - n);
+            s->pending.len -= n;
+            return (long)n;
+        }
+        struct pollfd pf = {.fd = s->w->ifd, .events = POLLIN};
+        int pr = poll(&pf, 1, 2000);
+        if (pr > 0 && s->debounce_ms > 0)
+            usleep((useconds_t)(s->debounce_ms * 1000)); /* let a burst settle into one read */
+        pthread_mutex_lock(&watches_mu);
+        watch_drain(s->w, s->ctx);
+        watch *w = s->w;
+        uint64_t oldest = w->next_seq > WATCH_RING ? w->next_seq - WATCH_RING + 1 : 1;
+        if (s->sent + 1 < oldest) {
+            abx_buf_printf(&s->pending, "event: dropped\ndata: {\"from\": %llu, \"to\": %llu}\n\n",
+                           (unsigned long long)(s->sent + 1), (unsigned long long)oldest);
+            s->sent = oldest - 1;
+        }
+        for (uint64_t q = s->sent + 1; q <= w->next_seq; q++) {
+            watch_ev *e = &w->ring[(q - 1) % WATCH_RING];
+            json_t *d = json_pack("{s:s, s:s, s:b, s:I}", "type", e->kind, "path", e->path ? e->path : "", "dir",
+                                  e->dir, "seq", (json_int_t)e->seq);
+            char *js = json_dumps(d, JSON_COMPACT);
+            json_decref(d);
+            abx_buf_printf(&s->pending, "event: %s\nid: %s:%llu\ndata: %s\n\n", e->kind, w->id,
+                           (unsigned long long)e->seq, js ? js : "{}");
+            free(js);
+            s->sent = q;
+        }
+        pthread_mutex_unlock(&watches_mu);
+        if (!s->pending.len)
+            abx_buf_puts(&s->pending, ": keepalive\n\n");
+    }
+}
+
+static void watch_stream_free(void *state)
+{
+    watch_stream *s = state;
+    pthread_mutex_lock(&watches_mu);
+    s->w->attached--;
+    s->w->detached_at = abx_now_ms();
+    watches_gc();
+    pthread_mutex_unlock(&watches_mu);
+    abx_buf_release(&s->pending);
+    abx_free(s);
+}
+
+static abx_err files_watch(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    const char *last = abx_ctx_last_event_id(ctx);
+    const char *canon = abx_ctx_path(ctx, "path");
+    watch *w = NULL;
+    uint64_t resume = 0;
+    bool reset = false;
+    pthread_mutex_lock(&watches_mu);
+    watches_gc();
+    if (last) { /* "<watch>:<seq>": re-attach to a lingering watch of this caller */
+        const char *colon = strchr(last, ':');
+        for (watch *x = watches; colon && x; x = x->next)
+            if ((size_t)(colon - last) == strlen(x->id) && strncmp(x->id, last, strlen(x->id)) == 0 &&
+                strcmp(x->owner, abx_ctx_principal(ctx)) == 0 && strcmp(x->canonical, canon) == 0)
+                w = x;
+        if (w)
+            resume = strtoull(colon + 1, NULL, 10);
+        else
+            reset = true;
+    }
+    if (w) {
+        w->attached++;
+        pthread_mutex_unlock(&watches_mu);
+    } else {
+        pthread_mutex_unlock(&watches_mu);
+        int fd = abx_ctx_open(ctx, "path", O_RDONLY | O_DIRECTORY, 0);
+        if (fd == -ENOTDIR)
+            return abx_reply_error(r, ABX_E_FILES_NOT_A_DIRECTORY, NULL, "path '%s' is not a directory", canon);
+        if (fd < 0)
+            return errno_reply(r, -fd, "path");
+        w = abx_calloc(1, sizeof *w);
+        unsigned char rnd[8];
+        if (!w || abx_random(rnd, sizeof rnd) != 0) {
+            close(fd);
+            abx_free(w);
+            return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+        }
+        abx_hex(rnd, sizeof rnd, w->id);
+        w->rootfd = fd;
+        w->owner = abx_strdup(abx_ctx_principal(ctx));
+        w->canonical = abx_strdup(canon);
+        w->recursive = json_is_true(json_object_get(args, "recursive"));
+        w->include = json_deep_copy(json_object_get(args, "include") ? json_object_get(args, "include") : json_array());
+        w->exclude = json_deep_copy(json_object_get(args, "exclude") ? json_object_get(args, "exclude") : json_array());
+        w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (w->ifd < 0) {
+            int e = errno;
+            watch_free(w);
+            return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "inotify: %s", strerror(e));
+        }
+        watch_add_dir(w, fd, NULL, "", 0);
+        w->attached = 1;
+        pthread_mutex_lock(&watches_mu);
+        w->next = watches;
+        watches = w;
+        pthread_mutex_unlock(&watches_mu);
+    }
+    watch_stream *s = abx_calloc(1, sizeof *s);
+    if (!s) {
+        pthread_mutex_lock(&watches_mu);
+        w->attached--;
+        w->detached_at = abx_now_ms();
+        pthread_mutex_unlock(&watches_mu);
+        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    }
+    s->ctx = ctx;
+    s->w = w;
+    s->sent = resume;
+    s->debounce_ms = (int64_t)(json_number_value(json_object_get(args, "debounce")) * 1000);
+    abx_buf_init(&s->pending, 4 << 20);
+    abx_buf_printf(&s->pending, "event: %s\nid: %s:%llu\ndata: {\"watch\": \"%s\", \"path\": \"%s\", \"dirs\": %zu}\n\n",
+                   reset ? "reset" : "ready", w->id, (unsigned long long)resume, w->id, "", w->n_dirs);
+    abx_reply_stream(r, "text/event-stream", watch_read, s, watch_stream_free);
+    return ABX_OK;
+}
+
+static const abx_param watch_params[] = {
+    {"path", ABX_T_STRING, .dflt = "\".\"", .kind = ABX_KIND_PATH, .access = ABX_ACC_READ, .doc = "Directory to watch"},
+    {"recursive", ABX_T_BOOL, .dflt = "false", .doc = "Watch subdirectories too (new ones as they appear)"},
+    {"include", ABX_T_LIST, .item = ABX_T_STRING, .doc = "Only paths matching one of these globs"},
+    {"exclude", ABX_T_LIST, .item = ABX_T_STRING, .doc = "Never paths matching one of these globs"},
+    {"debounce", ABX_T_NUMBER, .dflt = "0", ABX_RANGE(0, 10), .doc = "Seconds to let a burst of changes settle"},
+    {0},
+};
+
 const abx_op_def abx_builtin_files[] = {
     {.id = "files.stat", .effects = ABX_EFF_READ,
      .summary = "Type, size, mode and times of a path; a missing path inside the scope is {\"exists\": false}.",
@@ -2267,7 +2911,7 @@ const abx_op_def abx_builtin_files[] = {
     {.id = "files.upload", .effects = ABX_EFF_WRITE,
      .summary = "Upload a file: the request body (any bytes, streamed) replaces the file at path atomically.",
      .http = {"PUT /files/upload"}, .params = upload_params,
-     .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .stream = ABX_STREAM_BYTES, .since = "0.1",
+     .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1", .raw_body = true,
      .handler = files_upload},
     {.id = "files.edit", .effects = ABX_EFF_READ | ABX_EFF_WRITE,
      .summary = "Replace exact text in a file (old -> new, expected count), atomically; fails without change when "
@@ -2302,5 +2946,14 @@ const abx_op_def abx_builtin_files[] = {
      .http = {"GET /files/download"}, .params = download_params,
      .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .stream = ABX_STREAM_BYTES,
      .result_content_type = "application/octet-stream", .since = "0.1", .handler = files_download},
+    {.id = "files.archive", .effects = ABX_EFF_READ,
+     .summary = "Several files and directories as one tar.gz, streamed (symlinks stored, never followed).",
+     .http = {"POST /files/archive"}, .params = archive_params, .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE,
+     .stream = ABX_STREAM_BYTES, .result_content_type = "application/gzip", .since = "0.1",
+     .handler = files_archive},
+    {.id = "files.watch", .effects = ABX_EFF_READ,
+     .summary = "Changes below a directory (create, modify, delete, move) as server-sent events; resumable.",
+     .http = {"GET /files/watch"}, .params = watch_params, .stream = ABX_STREAM_SSE, .since = "0.1",
+     .handler = files_watch},
     {0},
 };

@@ -115,31 +115,35 @@ bool abx_id_mangle(const char *name, char *out, size_t outlen)
 
 int abx_edit_distance(const char *a, const char *b, int max)
 {
+    /* optimal string alignment: insert, delete, substitute, and swap of neighbours
+     * ("lsit" → "list" is one edit) */
     size_t la = strlen(a), lb = strlen(b);
     if (la > 128 || lb > 128)
         return max + 1;
     if ((int)(la > lb ? la - lb : lb - la) > max)
         return max + 1;
-    int row[129];
+    static _Thread_local int d[129][129];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
     for (size_t j = 0; j <= lb; j++)
-        row[j] = (int)j;
+        d[0][j] = (int)j;
     for (size_t i = 1; i <= la; i++) {
-        int prev = row[0], best = row[0] = (int)i;
+        int best = d[i][0] = (int)i;
         for (size_t j = 1; j <= lb; j++) {
-            int cur = row[j];
             int cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            int v = prev + cost;
-            if (row[j] + 1 < v)
-                v = row[j] + 1;
-            if (row[j - 1] + 1 < v)
-                v = row[j - 1] + 1;
-            row[j] = v;
-            prev = cur;
+            int v = d[i - 1][j - 1] + cost;
+            if (d[i - 1][j] + 1 < v)
+                v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v)
+                v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
             if (v < best)
                 best = v;
         }
-        if (best > max)
+        if (best > max + 1) /* rows never decrease below their minimum by more than the swap */
             return max + 1;
     }
-    return row[lb] > max ? max + 1 : row[lb];
+    return d[la][lb] > max ? max + 1 : d[la][lb];
 }

@@ -101,6 +101,8 @@ json_t *abx_catalog_entry(const abx_op *op)
         json_object_set_new(e, "deprecated", json_null());
     if (e && d->requires_approval)
         json_object_set_new(e, "requires_approval", json_true());
+    if (e && d->raw_body) /* the request body is the data; other parameters in the query */
+        json_object_set_new(e, "body", json_string("raw"));
     return e;
 }
 

@@ -59,7 +59,7 @@ static json_t *operation(const abx_op *op, const char *method, const char *path,
 {
     char eff[64];
     bool query = !rpc && (strcmp(method, "GET") == 0 || strcmp(method, "DELETE") == 0);
-    bool bytes_body = !rpc && op->def->stream == ABX_STREAM_BYTES && !query;
+    bool bytes_body = !rpc && op->def->raw_body && !query;
     char *opid = op_id_for(op, rpc ? "_rpc" : "");
     size_t nsl = strcspn(op->id, ".");
     json_t *o = json_pack("{s:s, s:s, s:[s%], s:s}", "operationId", opid, "summary",

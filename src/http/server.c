@@ -296,6 +296,12 @@ int abx_server_reload(abx_server *s, abx_diags *diags)
     abx_config fresh;
     if (abx_config_load(&fresh, s->cfg.path, diags) != 0)
         return -1;
+    if (s->opts.listen) { /* the command line's --listen overrides the file, then and now */
+        abx_free(fresh.listen_host);
+        fresh.listen_host = NULL;
+        if (!abx_parse_listen(s->opts.listen, &fresh.listen_host, &fresh.listen_port))
+            fresh.listen_host = abx_strdup(s->cfg.listen_host);
+    }
     abx_policy *p = abx_server_compile(s, &fresh, diags);
     if (p) {
         if (strcmp(fresh.listen_host, s->cfg.listen_host) != 0 || fresh.listen_port != s->cfg.listen_port ||
@@ -1025,7 +1031,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
     /* step 0a: bounded connections, with a reserved slot for health */
     if (atomic_load(&s->conns) > s->cfg.connections && !health)
         return reject(c, cr, ABX_E_REQUEST_BUSY, "too many connections; try again");
-    cr->bytes_body = op && op->def->stream == ABX_STREAM_BYTES && r->door == ABX_DOOR_HTTP;
+    cr->bytes_body = op && op->def->raw_body && r->door == ABX_DOOR_HTTP;
     cr->max_body = cr->bytes_body ? s->cfg.upload_max_bytes : s->cfg.request_max_bytes;
     /* step 1: size cap before reading; JSON bodies must say so */
     bool has_body = clen > 0 || h.te != NULL;

@@ -454,7 +454,7 @@ static abx_err step6_args(abx_request *r)
     const abx_op *op = r->op;
     if (r->door == ABX_DOOR_INPROC || r->door == ABX_DOOR_BATCH || r->door == ABX_DOOR_APPROVAL) {
         r->args = r->args_in ? json_deep_copy(r->args_in) : json_object();
-    } else if (r->has_body && r->body.len > 0 && op->def->stream != ABX_STREAM_BYTES) {
+    } else if (r->has_body && r->body.len > 0 && !(op->def->raw_body && r->door == ABX_DOOR_HTTP)) {
         json_error_t je;
         r->args = json_loadb(r->body.data, r->body.len, JSON_REJECT_DUPLICATES, &je);
         if (!r->args || !json_is_object(r->args)) {
@@ -483,7 +483,7 @@ static abx_err step6_args(abx_request *r)
             e = abx_args_add_text(op, r->args, r->match.vars[i].name, v, (size_t)dn, msg, sizeof msg);
         }
         bool query_args = strcmp(r->method, "GET") == 0 || strcmp(r->method, "DELETE") == 0 ||
-                          op->def->stream == ABX_STREAM_BYTES;
+                          op->def->raw_body;
         if (!e && r->query && r->query_len) {
             if (!query_args) {
                 e = ABX_E_ARGS_INVALID;

@@ -366,8 +366,13 @@ static bool parse_limits(cctx *c, abx_stmt *s, const json_t *stmt)
                 x = abx_parse_duration_ms(text);
             else if (bit == ABX_LIM_MAX_OUTPUT_BYTES || bit == ABX_LIM_MAX_BYTES || bit == ABX_LIM_MEMORY)
                 x = abx_parse_size(text);
-            else if (bit == ABX_LIM_RATE)
+            else if (bit == ABX_LIM_RATE) {
                 x = parse_rate_per_min(text);
+                char *end;
+                double cnt = strtod(text, &end);
+                s->rate_count = cnt >= 1 ? (int64_t)cnt : 1;
+                s->rate_window_ms = strcmp(end, "/s") == 0 ? 1000 : strcmp(end, "/h") == 0 ? 3600000 : 60000;
+            }
             else if (bit == ABX_LIM_CPU) {
                 char *end;
                 double d = strtod(text, &end);
@@ -1168,6 +1173,35 @@ static void append_label(char *buf, size_t len, const char *label)
     snprintf(buf + o, len - o, "%s%s", o ? "," : "", label);
 }
 
+/* Canonicalize the parent of `input` and append its last component unresolved. */
+static int canon_keep_last(const char *anchor, const char *input, char **out)
+{
+    size_t n = strlen(input);
+    while (n > 1 && input[n - 1] == '/')
+        n--;
+    const char *slash = memrchr(input, '/', n);
+    const char *base = slash ? slash + 1 : input;
+    size_t bl = (size_t)(input + n - base);
+    if (bl == 0 || (bl == 1 && base[0] == '.') || (bl == 2 && base[0] == '.' && base[1] == '.') || bl > 255)
+        return abx_path_canon(anchor, input, out);
+    char *dir = slash ? abx_strndup(input, (size_t)(slash - input) ? (size_t)(slash - input) : 1) : abx_strdup(".");
+    char *cdir = NULL;
+    int rc = dir ? abx_path_canon(anchor, dir, &cdir) : -ENOMEM;
+    abx_free(dir);
+    if (rc != 0)
+        return rc;
+    *out = abx_asprintf("%s/%.*s", strcmp(cdir, "/") == 0 ? "" : cdir, (int)bl, base);
+    abx_free(cdir);
+    if (!*out)
+        return -ENOMEM;
+    if (strlen(*out) > 4095) {
+        abx_free(*out);
+        *out = NULL;
+        return -ENAMETOOLONG;
+    }
+    return 0;
+}
+
 static bool collect_paths(const abx_policy *p, const abx_op *op, const json_t *args, abx_decision *d)
 {
     size_t count = 0;
@@ -1194,7 +1228,10 @@ static bool collect_paths(const abx_policy *p, const abx_op *op, const json_t *a
             pv->param = pa->name;
             pv->index = k;
             pv->rootfd = -1;
-            int rc = abx_path_canon(p->workspace, json_string_value(s), &pv->canonical);
+            /* a parameter that deletes (or moves away) acts on the name itself: a symlink
+             * is the link, not its target, so only the parent is resolved */
+            int rc = (pa->access & ABX_ACC_DELETE) ? canon_keep_last(p->workspace, json_string_value(s), &pv->canonical)
+                                                   : abx_path_canon(p->workspace, json_string_value(s), &pv->canonical);
             if (rc == -ELOOP) {
                 set_err(d, ABX_E_POLICY_PATH_DENIED, "path '%s': too many levels of symbolic links", pa->name);
                 return false;
@@ -1717,12 +1754,12 @@ void abx_fs_view_release(abx_fs_view *v)
     memset(v, 0, sizeof *v);
 }
 
-/* GCRA: one atomic "theoretical arrival time" per (principal, statement). */
-static bool gcra_take(_Atomic int64_t *tat, int64_t per_min, int64_t now_us, int *retry_after_s)
+/* GCRA: one atomic "theoretical arrival time" per (principal, statement); "N/min"
+ * admits a burst of N and then one call every minute/N. */
+static bool gcra_take(_Atomic int64_t *tat, int64_t count, int64_t window_ms, int64_t now_us, int *retry_after_s)
 {
-    int64_t interval = 60LL * 1000000 / (per_min > 0 ? per_min : 1);
-    int64_t burst = per_min / 60 > 1 ? per_min / 60 : 1; /* one second's worth */
-    int64_t tolerance = interval * (burst - 1);
+    int64_t interval = window_ms * 1000 / (count > 0 ? count : 1);
+    int64_t tolerance = interval * ((count > 0 ? count : 1) - 1);
     int64_t old = atomic_load_explicit(tat, memory_order_relaxed);
     for (;;) {
         int64_t t = old > now_us ? old : now_us;
@@ -1744,8 +1781,8 @@ abx_err abx_admit(abx_policy *p, int slot, abx_decision *d, int64_t now_us, int 
     for (size_t i = 0; i < d->n_admitting; i++) {
         const abx_stmt *s = &p->allow[d->admitting[i]];
         int64_t rate = s->limits[__builtin_ctz(ABX_LIM_RATE)];
-        if (rate > 0 && !gcra_take(&p->rate_tat[(size_t)slot * p->n_allow + d->admitting[i]], rate, now_us,
-                                   retry_after_s)) {
+        if (rate > 0 && !gcra_take(&p->rate_tat[(size_t)slot * p->n_allow + d->admitting[i]], s->rate_count,
+                                   s->rate_window_ms, now_us, retry_after_s)) {
             snprintf(d->message, sizeof d->message, "rate limit of %s exceeded", s->label);
             return ABX_E_LIMIT_RATE;
         }

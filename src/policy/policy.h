@@ -50,6 +50,7 @@ typedef struct abx_stmt {
     int64_t limits[ABX_LIM__COUNT]; /* -1 = not set; timeout in ms, rate in calls per minute, cpu in millicores */
     bool approval;
     bool unsafe;
+    int64_t rate_count, rate_window_ms; /* the rate as written: a burst of count, refilled over window */
     /* command scope */
     bool has_commands;
     bool cmd_unrestricted;    /* commands: {unrestricted: true, unsafe: true} */
