@@ -77,6 +77,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
     abx_fs_view v;
     abx_proc *p = NULL;
     int cwd_fd = -1;
+    const char *cwd_path = NULL;
     env_builder env = {0};
     char tmpdir[128] = "";
     if (d->argv.n == 0) {
@@ -88,14 +89,19 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         return NULL;
     }
     /* cwd: the admitted cwd (opened through the jail), else the session's, else the scope root */
-    if (abx_ctx_path(ctx, "cwd"))
+    if (abx_ctx_path(ctx, "cwd")) {
         cwd_fd = abx_ctx_open(ctx, "cwd", O_PATH | O_DIRECTORY, 0);
-    else if (o->cwd)
+        cwd_path = abx_ctx_path(ctx, "cwd");
+    } else if (o->cwd) {
         cwd_fd = open(o->cwd, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    else if (v.cwd_root)
+        cwd_path = o->cwd;
+    } else if (v.cwd_root) {
         cwd_fd = abx_jail_open_root(v.cwd_root);
-    else
+        cwd_path = v.cwd_root;
+    } else {
         cwd_fd = abx_jail_open_root(s->workspace);
+        cwd_path = s->workspace;
+    }
     if (cwd_fd < 0) {
         abx_reply_error(r, cwd_fd == -ENOTDIR ? ABX_E_FILES_NOT_A_DIRECTORY : abx_errno_to_err(-cwd_fd), NULL,
                         "the working directory cannot be opened: %s", strerror(-cwd_fd < 0 ? errno : -cwd_fd));
@@ -143,7 +149,8 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
     if (o->hard_timeout_ms > 0 && (kill_after == 0 || o->hard_timeout_ms < kill_after))
         kill_after = o->hard_timeout_ms;
     abx_proc_spec spec = {
-        .spawn = {.argv = d->argv.v, .envp = env.v, .cwd_fd = cwd_fd, .confine = &conf, .tmpdir = tmpdir},
+        .spawn = {.argv = d->argv.v, .envp = env.v, .cwd_fd = cwd_fd, .cwd_path = cwd_path, .confine = &conf,
+                  .tmpdir = tmpdir},
         .owner = abx_ctx_principal(ctx),
         .tag = o->tag,
         .kill_after_ms = kill_after,

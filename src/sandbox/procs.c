@@ -770,7 +770,7 @@ static const char *status_locked(const abx_proc *p)
         return "running";
     if (p->timed_out)
         return "timed_out";
-    if (p->killed)
+    if (p->killed || p->term_signal) /* asked to die, or died of a signal (a limit, a crash) */
         return "killed";
     return "completed";
 }

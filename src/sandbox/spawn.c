@@ -66,6 +66,7 @@ struct abx_sandbox {
     char cg_parent[2][256];     /* [0] pids (or the v2 dir), [1] memory (v1) */
     int cap_last;
     char *runtime_dir;          /* owned */
+    char mask_file[160];        /* an empty file with mode 000: bound over masked files */
     int *etc_fds;               /* O_PATH fds of /etc entries granted read-only (secrets left out) */
     size_t n_etc;
     atomic_ulong seq;
@@ -286,6 +287,12 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
     sb->runtime_dir = abx_strdup(runtime_dir ? runtime_dir : "/tmp");
     open_etc(sb);
     mkdir(sb->runtime_dir, 0711);
+    snprintf(sb->mask_file, sizeof sb->mask_file, "%s/mask", sb->runtime_dir);
+    int mf = open(sb->mask_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0000);
+    if (mf >= 0) {
+        fchmod(mf, 0000); /* unreadable even for uid 0 once capabilities are gone */
+        close(mf);
+    }
     size_t o = 0;
     const struct {
         bool ok;
@@ -316,6 +323,8 @@ void abx_sandbox_free(abx_sandbox *sb)
     for (int i = 0; i < 2; i++)
         if (sb->cg_parent[i][0])
             rmdir(sb->cg_parent[i]);
+    if (sb->mask_file[0])
+        unlink(sb->mask_file);
     abx_free(sb->runtime_dir);
     for (size_t i = 0; i < sb->n_etc; i++)
         close(sb->etc_fds[i]);
@@ -546,7 +555,7 @@ static int child_main(void *arg)
                 rc = mount("abx-mask", c->masks[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
                            "size=4k,mode=000");
             else
-                rc = mount("/dev/null", c->masks[i], NULL, MS_BIND, NULL) ||
+                rc = mount(a->sb->mask_file, c->masks[i], NULL, MS_BIND, NULL) ||
                      mount(NULL, c->masks[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL);
             if (rc != 0)
                 child_fail(a, ST_MASK);
@@ -560,6 +569,14 @@ static int child_main(void *arg)
         child_fail(a, ST_CTTY);
     if (req->cwd_fd >= 0 ? fchdir(req->cwd_fd) != 0 : chdir("/") != 0)
         child_fail(a, ST_CWD);
+    if ((c->n_masks || c->n_readonly) && req->cwd_fd >= 0 && req->cwd_path) {
+        /* enter the same directory again inside the private mount namespace, so relative
+         * paths meet the masks too; it must be the very directory the jail opened */
+        struct stat want, got;
+        if (fstat(req->cwd_fd, &want) != 0 || chdir(req->cwd_path) != 0 || stat(".", &got) != 0 ||
+            want.st_dev != got.st_dev || want.st_ino != got.st_ino)
+            child_fail(a, ST_CWD);
+    }
     /* every descriptor but 0–2 closes at exec; the error pipe stays usable until then */
     if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
         child_fail(a, ST_FDS);

@@ -58,6 +58,8 @@ typedef struct abx_spawn_req {
     char *const *argv;               /* argv[0] absolute */
     char *const *envp;
     int cwd_fd;                      /* directory fd (opened through the jail); -1 = "/" */
+    const char *cwd_path;            /* its canonical path: re-entered inside a private mount
+                                        namespace (an fd from before would see no masks) */
     int stdin_fd, stdout_fd, stderr_fd; /* child ends; -1 = /dev/null */
     bool ctty;                       /* stdin is a terminal slave: make it the controlling tty */
     const abx_confine *confine;

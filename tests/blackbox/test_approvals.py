@@ -2,6 +2,7 @@
 approvers list and decide (approvals.decide is explicit-only and needs role approver),
 self-approval, double decisions and unknown ids are refused, and an approved call runs
 exactly once with exactly the held arguments — every step in the held call's ledger group."""
+import hashlib
 import json
 import os
 import sqlite3
@@ -179,13 +180,57 @@ def test_approve_runs_exactly_once_with_held_args(srv, workspace):
 
 def test_approved_write_uses_exactly_the_held_content(srv, workspace):
     target = os.path.join(workspace, "held.txt")
-    aid, _ = hold(srv, {"path": target, "content": "held content\n"}, op_path="/files/write")
+    aid, held = hold(srv, {"path": target, "content": "held content\n"}, op_path="/files/write")
     assert not os.path.exists(target)
     ok(decide(srv, aid, "approve"))
     j = ok(poll_done(srv, aid))
     assert j.get("bytes_written") == len("held content\n"), j
     with open(target) as f:
         assert f.read() == "held content\n"
+    # the held arguments are recorded redacted like any other call's
+    evs = held_group_events(srv, held.headers["X-Request-Id"], want=["approval_requested"])
+    req = dict(evs)["approval_requested"]
+    assert req["args"]["path"] == target, req
+    assert req["args"]["content"] == {"sha256": hashlib.sha256(b"held content\n").hexdigest(), "size": 13}, req
+
+
+def test_poll_returns_the_held_calls_own_error(srv, workspace):
+    """The approved run's own failure is what polling answers (status and error code)."""
+    target = os.path.join(workspace, "late.txt")
+    aid, held = hold(srv, {"path": target, "content": "from the held call", "mode": "create_new"},
+                     op_path="/files/write")
+    with open(target, "w") as f:
+        f.write("created meanwhile")
+    ok(decide(srv, aid, "approve"))
+    r = poll_done(srv, aid)
+    assert_error(r, 400, "args.invalid")
+    with open(target) as f:
+        assert f.read() == "created meanwhile"
+    evs = held_group_events(srv, held.headers["X-Request-Id"], want=["approved_call_finished"])
+    assert dict(evs).get("approved_call_finished", {}).get("status") == 400, evs
+
+
+def test_concurrent_decisions_only_one_wins(srv, workspace):
+    cnt = os.path.join(workspace, "count")
+    aid, _ = hold(srv, {"command": counter_cmd(workspace)})
+    out = []
+
+    def go():
+        out.append(decide(srv, aid, "approve"))
+
+    ts = [threading.Thread(target=go) for _ in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(15)
+    codes = sorted(r.status_code for r in out)
+    assert codes == [200] + [409] * 7, codes
+    for r in out:
+        if r.status_code == 409:
+            assert_error(r, 409, "approval.already_decided")
+    ok(poll_done(srv, aid))
+    time.sleep(0.3)
+    assert lines(cnt) == 1
 
 
 def test_deny(srv, workspace):

@@ -2,6 +2,7 @@
 request order (404 / 403 inside the results), one ledger group per call linked to the batch's
 group, the parallel read-only lane (overlapping intervals of slow reads) and mutating calls
 as barriers (write-then-read sees the new content, read-then-write the old)."""
+import hashlib
 import json
 import os
 import sqlite3
@@ -159,10 +160,13 @@ def test_each_call_has_own_ledger_group_linked_to_batch(srv, workspace):
     by_op = {r[1]: fins.get(r[0]) for r in rows}
     assert by_op["files.write"] == 200 and by_op["nosuch.op"] == 404 and by_op["files.read"] in (200, 403)
     assert sorted(fins.values()) == sorted(x["status"] for x in j["results"])
-    # ledger.get shows the link
+    # ledger.get shows the link, and the call's arguments are redacted like any other's
     w = [r[0] for r in rows if r[1] == "files.write"][0]
     g = ok(srv.get("/ledger/%d" % w, token=ALICE_TOKEN))
     assert g["batch_group"] == bg and g["op"] == "files.write"
+    adm = [e for e in g["events"] if e["kind"] == "admitted"]
+    assert adm and adm[0]["data"]["args"]["content"] == {"sha256": hashlib.sha256(b"x").hexdigest(), "size": 1}
+    assert adm[0]["data"]["args"]["path"] == workspace + "/lg.txt"
 
 
 # -- scheduling -----------------------------------------------------------------------------------------

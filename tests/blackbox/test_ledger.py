@@ -13,21 +13,19 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import tempfile
 import threading
 import time
 
 import pytest
 import requests
 
-import conftest
 from conftest import (ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, AbxServer, assert_error, run_abx,
                       sanitizer_report, sha256_hex)
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 OWNER_TOKEN = "owner-token-0123456789abcdef"
 
-SECRET_KEYS_MSG = "the ledger is append-only"
+APPEND_ONLY_MSG = "the ledger is append-only"
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -257,6 +255,11 @@ def test_every_kind_of_call_is_recorded(led, workspace):
     assert r403.status_code == 403, r403.text
     r200 = s.get("/files/read", token=ALICE_TOKEN, params={"path": workspace + "/a.txt"})
     ok(r200)
+    rbad = s.post("/files/write", token=ALICE_TOKEN, data="{", headers={"Content-Type": "application/json"})
+    assert_error(rbad, 400, "request.bad_json")
+    _, e = group_of(path, rid(rbad))
+    assert kinds(e) == ["received", "rejected", "finished"], kinds(e)
+    assert one(e, "rejected")["code"] == "request.bad_json"
 
     _, e = group_of(path, rid(r401))
     assert kinds(e)[0] == "received" and kinds(e)[-1] == "finished"
@@ -518,7 +521,7 @@ def test_triggers_refuse_update_and_delete(ledcopy):
         for sql in stmts:
             with pytest.raises(sqlite3.DatabaseError) as ei:
                 con.execute(sql)
-            assert SECRET_KEYS_MSG in str(ei.value), (sql, str(ei.value))
+            assert APPEND_ONLY_MSG in str(ei.value), (sql, str(ei.value))
             con.rollback()
     finally:
         con.close()
@@ -526,7 +529,7 @@ def test_triggers_refuse_update_and_delete(ledcopy):
     if shutil.which("sqlite3"):
         r = subprocess.run(["sqlite3", ledcopy, "DELETE FROM action_events;"], capture_output=True, text=True,
                            timeout=20)
-        assert r.returncode != 0 and SECRET_KEYS_MSG in r.stderr, (r.returncode, r.stderr)
+        assert r.returncode != 0 and APPEND_ONLY_MSG in r.stderr, (r.returncode, r.stderr)
     r = verify(ledcopy)
     assert r.returncode == 0, r.stdout
 
