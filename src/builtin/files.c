@@ -2642,9 +2642,11 @@ static void watch_add_dir(watch *w, int dirfd_of_parent, const char *name, const
     if (fd < 0)
         return;
     char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd); /* the fd we opened through the jail, not a path */
+    /* the directory we opened through the jail (O_NOFOLLOW below the root), named by its
+     * fd: inotify follows this one magic link to exactly that directory */
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
     int wd = inotify_add_watch(w->ifd, proc, IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM |
-                                                 IN_MOVED_TO | IN_DELETE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW |
+                                                 IN_MOVED_TO | IN_DELETE_SELF | IN_ONLYDIR |
                                                  IN_EXCL_UNLINK);
     if (wd >= 0) {
         void *g = abx_realloc(w->dirs, (w->n_dirs + 1) * sizeof *w->dirs);
@@ -2694,6 +2696,11 @@ static void watch_push(watch *w, abx_ctx *ctx, const char *kind, const char *rel
     abx_free(canon);
     if (!visible)
         return;
+    if (w->next_seq) { /* a write and its close, or several writes in a row, are one change */
+        const watch_ev *last = &w->ring[(w->next_seq - 1) % WATCH_RING];
+        if (strcmp(last->kind, kind) == 0 && last->path && strcmp(last->path, rel) == 0 && strcmp(kind, "modify") == 0)
+            return;
+    }
     watch_ev *e = &w->ring[w->next_seq % WATCH_RING];
     abx_free(e->path);
     e->seq = ++w->next_seq;

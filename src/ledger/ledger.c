@@ -171,7 +171,9 @@ static bool write_items(abx_ledger *l, item *first)
             sqlite3_bind_text(g, 4, it->op, -1, SQLITE_STATIC);
             sqlite3_bind_text(g, 5, it->door, -1, SQLITE_STATIC);
             sqlite3_bind_text(g, 6, it->client, -1, SQLITE_STATIC);
-            sqlite3_bind_text(g, 7, it->at, -1, SQLITE_STATIC);
+            /* the group's time is its "received" event's, so verify can hold them together */
+            const char *gat = json_string_value(json_object_get(json_array_get(it->events, 0), "at"));
+            sqlite3_bind_text(g, 7, gat ? gat : it->at, -1, SQLITE_TRANSIENT);
             if (it->batch_group)
                 sqlite3_bind_int64(g, 8, (sqlite3_int64)it->batch_group);
             else
@@ -509,8 +511,32 @@ json_t *abx_ledger_timeline(abx_ledger *l, const char *principal, int limit, int
     size_t n = json_array_size(events);
     json_int_t first = n ? json_integer_value(json_object_get(json_array_get(events, 0), "ordinal")) : 0;
     json_int_t last = n ? json_integer_value(json_object_get(json_array_get(events, n - 1), "ordinal")) : 0;
-    bool more_before = after >= 0 ? (n && first > 1) : more;
-    bool more_after = after >= 0 ? more : (before >= 0);
+    /* whether the caller has anything beyond this window, in its own view */
+    bool more_before = after >= 0 ? false : more, more_after = after >= 0 ? more : false;
+    pthread_mutex_lock(&l->db_mu);
+    for (int dir = 0; dir < 2 && n; dir++) {
+        if ((dir == 0 && after < 0) || (dir == 1 && after >= 0))
+            continue; /* already known from the window query */
+        sqlite3_stmt *q;
+        const char *sqlq = dir == 0 ? "SELECT 1 FROM action_events e JOIN action_groups g ON g.group_id = e.group_id"
+                                      " WHERE e.ordinal < ?1 AND (?2 IS NULL OR g.principal = ?2) LIMIT 1"
+                                    : "SELECT 1 FROM action_events e JOIN action_groups g ON g.group_id = e.group_id"
+                                      " WHERE e.ordinal > ?1 AND (?2 IS NULL OR g.principal = ?2) LIMIT 1";
+        if (sqlite3_prepare_v2(l->db, sqlq, -1, &q, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(q, 1, dir == 0 ? first : last);
+            if (principal)
+                sqlite3_bind_text(q, 2, principal, -1, SQLITE_STATIC);
+            else
+                sqlite3_bind_null(q, 2);
+            bool exists = sqlite3_step(q) == SQLITE_ROW;
+            if (dir == 0)
+                more_before = exists;
+            else
+                more_after = exists;
+            sqlite3_finalize(q);
+        }
+    }
+    pthread_mutex_unlock(&l->db_mu);
     json_t *cursor = json_pack("{s:o, s:o}", "before_ordinal", n ? json_integer(first) : json_null(), "after_ordinal",
                                n ? json_integer(last) : (after >= 0 ? json_integer(after) : json_null()));
     return json_pack("{s:o, s:o, s:b, s:b, s:i, s:i}", "events", events, "cursor", cursor, "has_more_before",
@@ -629,27 +655,43 @@ int abx_ledger_verify(const char *path, const char *anchor, char *err, size_t er
     }
     sqlite3_finalize(st);
     *events = (uint64_t)(expect - 1);
-    /* every group row must match the "received" event that chained it */
-    if (rc == 0 && sqlite3_prepare_v2(db,
-                                      "SELECT g.group_id, g.request_id, g.principal, g.op, e.data FROM action_groups g"
-                                      " LEFT JOIN action_events e ON e.group_id = g.group_id AND e.seq = 0",
-                                      -1, &st, NULL) == SQLITE_OK) {
-        while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
-            json_t *d = sqlite3_column_text(st, 4) ? json_loads((const char *)sqlite3_column_text(st, 4), 0, NULL)
-                                                   : NULL;
-            const char *rid = (const char *)sqlite3_column_text(st, 1), *pr = (const char *)sqlite3_column_text(st, 2),
-                       *op = (const char *)sqlite3_column_text(st, 3);
-            const char *drid = json_string_value(json_object_get(d, "request_id")),
-                       *dpr = json_string_value(json_object_get(d, "principal")),
-                       *dop = json_string_value(json_object_get(d, "op"));
-            bool same = d && drid && rid && strcmp(drid, rid) == 0 && ((!pr && !dpr) || (pr && dpr && !strcmp(pr, dpr))) &&
-                        ((!op && !dop) || (op && dop && !strcmp(op, dop)));
-            if (!same) {
-                snprintf(err, errlen, "group %lld differs from the event that recorded it: edited",
-                         (long long)sqlite3_column_int64(st, 0));
-                rc = 1;
-            }
-            json_decref(d);
+    /* the tables beside the chain must agree with it: every group row matches the
+     * "received" event that recorded it (and every event's group exists), every
+     * attempt row is named by a chained "started" event of its group, and back */
+    static const char *const checks[][3] = {
+        {"SELECT g.group_id FROM action_groups g LEFT JOIN action_events e ON e.group_id = g.group_id AND e.seq = 0"
+         " AND e.kind = 'received' WHERE e.ordinal IS NULL LIMIT 1",
+         "group", "has no chained \"received\" event: added or edited"},
+        {"SELECT e.ordinal FROM action_events e LEFT JOIN action_groups g ON g.group_id = e.group_id"
+         " WHERE g.group_id IS NULL LIMIT 1",
+         "event", "belongs to a group that is gone: a group row was deleted"},
+        {"SELECT g.group_id FROM action_groups g JOIN action_events e ON e.group_id = g.group_id AND e.seq = 0"
+         " WHERE json_extract(e.data, '$.request_id') IS NOT g.request_id"
+         " OR json_extract(e.data, '$.principal') IS NOT g.principal"
+         " OR json_extract(e.data, '$.op') IS NOT g.op"
+         " OR (json_type(e.data, '$.door') IS NOT NULL AND json_extract(e.data, '$.door') IS NOT g.door)"
+         " OR (json_type(e.data, '$.client') IS NOT NULL AND json_extract(e.data, '$.client') IS NOT g.client)"
+         " OR json_extract(e.data, '$.batch_group') IS NOT g.batch_group"
+         " OR e.at IS NOT g.created_at LIMIT 1",
+         "group", "differs from the event that recorded it: edited"},
+        {"SELECT a.attempt_id FROM execution_attempts a LEFT JOIN action_events e ON e.kind = 'started'"
+         " AND json_extract(e.data, '$.attempt_id') = a.attempt_id AND e.group_id = a.group_id"
+         " WHERE e.ordinal IS NULL LIMIT 1",
+         "attempt", "is not named by a chained \"started\" event: added or edited"},
+        {"SELECT e.ordinal FROM action_events e LEFT JOIN execution_attempts a"
+         " ON a.attempt_id = json_extract(e.data, '$.attempt_id') AND a.group_id = e.group_id"
+         " WHERE e.kind = 'started' AND json_type(e.data, '$.attempt_id') IS NOT NULL AND a.attempt_id IS NULL LIMIT 1",
+         "event", "names an attempt that is gone: an attempt row was deleted or edited"},
+    };
+    for (size_t k = 0; rc == 0 && k < sizeof checks / sizeof checks[0]; k++) {
+        if (sqlite3_prepare_v2(db, checks[k][0], -1, &st, NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "cannot check the ledger: %s", sqlite3_errmsg(db));
+            rc = 1;
+            break;
+        }
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            snprintf(err, errlen, "%s %lld %s", checks[k][1], (long long)sqlite3_column_int64(st, 0), checks[k][2]);
+            rc = 1;
         }
         sqlite3_finalize(st);
     }
@@ -742,8 +784,13 @@ int abx_ledger_export(const char *path, void *file, char *err, size_t errlen)
 /* secrets match anywhere in the name (access_token, db_password); contents exactly */
 static bool name_is(const char *name, const char *const *list, bool substring)
 {
+    char low[128];
+    size_t n = 0;
+    for (; name[n] && n < sizeof low - 1; n++)
+        low[n] = (char)(name[n] >= 'A' && name[n] <= 'Z' ? name[n] - 'A' + 'a' : name[n]);
+    low[n] = '\0';
     for (; *list; list++)
-        if (strcmp(name, *list) == 0 || (substring && strstr(name, *list)))
+        if (strcmp(low, *list) == 0 || (substring && strstr(low, *list)))
             return true;
     return false;
 }

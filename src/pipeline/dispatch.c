@@ -609,6 +609,8 @@ static json_t *received_event(const abx_request *r)
         json_object_set_new(e, "client", json_string(r->client));
     if (r->path)
         json_object_set_new(e, "target", json_stringn(r->path, r->path_len));
+    if (r->batch_group)
+        json_object_set_new(e, "batch_group", json_integer((json_int_t)r->batch_group));
     return e;
 }
 
@@ -729,6 +731,7 @@ static void ledger_audit(abx_request *r, int status, int64_t dur_us)
         json_array_append_new(events, d);
     } else if (r->op) {
         json_array_append_new(events, admitted_event(r));
+        json_array_append_new(events, ev("started")); /* names the attempt the writer allocates */
     }
     if (counted) {
         json_t *a = ev("aggregated");
