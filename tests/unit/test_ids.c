@@ -359,7 +359,7 @@ static void test_edit_distance_examples(void **state)
     assert_int_equal(abx_edit_distance(big, big, 2), 3);
 }
 
-/* BUG (src/core/ids.c abx_edit_distance): the header promises the result is "capped at
+/* Regression test, fixed since (src/core/ids.c abx_edit_distance): the header promises the result is "capped at
  * max+1", but when every row's minimum stays <= max the function returns the full
  * distance, which can exceed max+1: abx_edit_distance("xyab", "abzw", 2) returns 4. */
 static void test_edit_distance_capped_at_max_plus_one(void **state)
@@ -369,7 +369,7 @@ static void test_edit_distance_capped_at_max_plus_one(void **state)
 }
 
 /* Exactness within max must hold; the final "capped at max+1" comparison fails because of
- * the BUG described above (same root cause, found by the random inputs). */
+ * the regression described above (same root cause, found by the random inputs). */
 static void test_edit_distance_random_against_reference(void **state)
 {
     (void)state;
@@ -399,7 +399,7 @@ static void test_edit_distance_random_against_reference(void **state)
             snprintf(first, sizeof first, "(\"%s\", \"%s\", %d) = %d, want %d", a, b, max, got, want);
     }
     if (bad)
-        fail_msg("BUG: %d results not capped at max+1, first: %s", bad, first);
+        fail_msg("regression: %d results not capped at max+1, first: %s", bad, first);
 }
 
 int main(void)

@@ -609,22 +609,20 @@ static void test_trace(void **state)
 
 /* ---- deny order (a concrete case of the property below) ---------------------------------------- */
 
-/* BUG (src/policy/policy.c abx_decide, step 1): when a plain deny (no scopes) and a
- * path-scoped deny both match, the FIRST one in the file decides the code
- * (policy.denied vs policy.path_denied), contradicting "The order and duplication of
- * statements never change a decision" (docs/configuration.md). */
+/* When a plain deny (no scopes) and a path-scoped deny both match, the outcome must
+ * not depend on which comes first in the file (it did once: the first decided). */
+#define DENY_ORDER_FMT                                                                                                \
+    "{\"allow\": [{\"ops\": [\"files.*\"], \"principals\": [\"bob\"], \"paths\": [\"**\"]}],"                      \
+    " \"deny\": [%s, %s]}"
 static void test_deny_order_independent(void **state)
 {
     (void)state;
-    static const char *const fmt =
-        "{\"allow\": [{\"ops\": [\"files.*\"], \"principals\": [\"bob\"], \"paths\": [\"**\"]}],"
-        " \"deny\": [%s, %s]}";
     static const char *const plain = "{\"ops\": [\"files.stat\"], \"principals\": [\"bob\"]}";
     static const char *const by_path = "{\"paths\": [\"b/z.bin\"]}";
     char text[512];
-    snprintf(text, sizeof text, fmt, plain, by_path);
+    snprintf(text, sizeof text, DENY_ORDER_FMT, plain, by_path);
     abx_policy *p1 = compile_ok(text);
-    snprintf(text, sizeof text, fmt, by_path, plain);
+    snprintf(text, sizeof text, DENY_ORDER_FMT, by_path, plain);
     abx_policy *p2 = compile_ok(text);
     abx_decision d1, d2;
     abx_err e1 = decide(p1, BOB, "files.stat", "{\"path\": \"b/z.bin\"}", &d1);
@@ -638,7 +636,7 @@ static void test_deny_order_independent(void **state)
         fail_msg("same statements, other order: %s vs %s", abx_err_code(e1), abx_err_code(e2));
 }
 
-/* BUG (src/policy/policy.c abx_decide/abx_admit): only the first ABX_MAX_ADMITTING (32)
+/* Regression test, fixed since (src/policy/policy.c abx_decide/abx_admit): only the first ABX_MAX_ADMITTING (32)
  * admitting statements are recorded in d->admitting, and abx_admit applies rate and
  * concurrency limits only to those; a rate-limited statement placed after 32 others that
  * also admit the call is silently not enforced. Moving it first enforces it. */
@@ -1079,7 +1077,7 @@ static void test_property_order_and_duplication(void **state)
     assert_true(r.checked > N_POLICIES * 30);
     if (r.bad) {
         fprintf(stderr, "first difference:\n%s\n", r.first);
-        fail_msg("BUG: %zu of %zu decisions change with statement order/duplication", r.bad, r.checked);
+        fail_msg("regression: %zu of %zu decisions change with statement order/duplication", r.bad, r.checked);
     }
 }
 

@@ -274,7 +274,7 @@ static void test_validate_one_of(void **state)
     expect_validate(op, "{\"name\": \"n\", \"command\": \"ls\"}", ABX_OK, NULL);
 }
 
-/* BUG (src/core/schema.c check_value): abx.h documents abx_param.min/max as bounds "for
+/* Regression test, fixed since (src/core/schema.c check_value): abx.h documents abx_param.min/max as bounds "for
  * INT (and LIST length)", but a LIST parameter's length is never checked against them
  * (the bounds are applied to integer items instead). */
 static void test_validate_list_length_bounds(void **state)
@@ -376,7 +376,7 @@ static void test_add_text_numbers(void **state)
     }
 }
 
-/* BUG (src/core/schema.c text_value, ABX_T_NUMBER): the parser means to refuse a leading
+/* Regression test, fixed since (src/core/schema.c text_value, ABX_T_NUMBER): the parser means to refuse a leading
  * space and hex ("0x..."), but only looks at the first byte, so strtod() still accepts
  * "\t1", "\n1", "-0x10" and "+0x10" as numbers. */
 static void test_add_text_numbers_strict(void **state)
