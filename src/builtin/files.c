@@ -2058,7 +2058,20 @@ typedef struct upload_st {
     char *name;   /* owned copy of the target's name (s.name points here) */
     int64_t cap;  /* max_bytes, -1 unlimited */
     int64_t written;
+    char *buf;    /* owned: chunks gather here, so the disk sees large writes */
+    size_t blen;
 } upload_st;
+
+#define UPLOAD_BUF (1024 * 1024)
+
+static abx_err upload_flush(upload_st *u, abx_reply *r)
+{
+    if (!u->blen)
+        return ABX_OK;
+    abx_err e = stage_write(&u->s, r, "path", u->buf, u->blen);
+    u->blen = 0;
+    return e;
+}
 
 static abx_err upload_chunk(void *state, const void *data, size_t len, abx_reply *r)
 {
@@ -2068,7 +2081,19 @@ static abx_err upload_chunk(void *state, const void *data, size_t len, abx_reply
         return abx_reply_error(r, ABX_E_LIMIT_MAX_BYTES, NULL, "the upload is larger than max_bytes (%lld)",
                                (long long)u->cap);
     }
-    abx_err e = stage_write(&u->s, r, "path", data, len);
+    abx_err e = ABX_OK;
+    if (!u->buf && !(u->buf = abx_malloc(UPLOAD_BUF))) {
+        stage_abort(&u->s);
+        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    }
+    if (u->blen + len > UPLOAD_BUF)
+        e = upload_flush(u, r);
+    if (!e && len >= UPLOAD_BUF)
+        e = stage_write(&u->s, r, "path", data, len);
+    else if (!e) {
+        memcpy(u->buf + u->blen, data, len);
+        u->blen += len;
+    }
     if (!e)
         u->written += (int64_t)len;
     return e;
@@ -2077,7 +2102,10 @@ static abx_err upload_chunk(void *state, const void *data, size_t len, abx_reply
 static abx_err upload_end(void *state, abx_reply *r)
 {
     upload_st *u = state;
-    abx_err e = stage_commit(&u->s, r, "path", false);
+    abx_err e = upload_flush(u, r);
+    if (e)
+        return e;
+    e = stage_commit(&u->s, r, "path", false);
     if (e)
         return e;
     abx_reply_json(r, json_pack("{s:s, s:I, s:b}", "path", u->path, "bytes_written", (json_int_t)u->written, "created",
@@ -2089,6 +2117,7 @@ static void upload_free(void *state)
 {
     upload_st *u = state;
     stage_abort(&u->s); /* nothing left to do once committed */
+    abx_free(u->buf);
     if (u->dirfd >= 0)
         close(u->dirfd);
     abx_free(u->path);

@@ -440,7 +440,8 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     struct MHD_Daemon *d0 = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->cfg.connections + HEALTH_RESERVE), MHD_OPTION_CONNECTION_TIMEOUT,
-        timeout_s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        timeout_s, /* headers and one read of a body: larger reads stream uploads faster */
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024), MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(512 * 1024),
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
         MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
