@@ -108,13 +108,12 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         goto out;
     }
     /* a private TMPDIR, granted read-write; /tmp itself is not */
-    static atomic_ulong tmp_seq;
-    snprintf(tmpdir, sizeof tmpdir, "%s/tmp-%lu", s->runtime_dir, atomic_fetch_add(&tmp_seq, 1) + 1);
+    snprintf(tmpdir, sizeof tmpdir, "%s/tmp-XXXXXX", s->runtime_dir);
     if (mkdir(s->runtime_dir, 0711) != 0 && errno != EEXIST) {
         abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "cannot create %s: %s", s->runtime_dir, strerror(errno));
         goto out;
     }
-    if (mkdir(tmpdir, 0700) != 0 || chown(tmpdir, s->run_uid, s->run_gid) != 0) {
+    if (!mkdtemp(tmpdir) || chown(tmpdir, s->run_uid, s->run_gid) != 0) {
         abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "cannot create a private TMPDIR: %s", strerror(errno));
         tmpdir[0] = '\0';
         goto out;

@@ -336,7 +336,9 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     }
     char token[65] = "";
     bool created = false;
-    snprintf(s->runtime_dir, sizeof s->runtime_dir, "/tmp/abx-%d", (int)getpid());
+    static atomic_int servers; /* one runtime dir per server, even with several in one process */
+    snprintf(s->runtime_dir, sizeof s->runtime_dir, "/tmp/abx-%d-%d", (int)getpid(), atomic_fetch_add(&servers, 1));
+    abx_rm_tree(s->runtime_dir); /* left by an earlier process with the same pid, if any */
     if (s->cfg.run_as_set) {
         s->run_uid = s->cfg.run_uid;
         s->run_gid = s->cfg.run_gid;

@@ -11,6 +11,9 @@
 #include "ledger/ledger.h"
 #include "core/util.h"
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -24,7 +27,8 @@ typedef struct item {
     uint64_t group_id;
     char *request_id, *principal, *op, *door, *client;
     char *at;
-    json_t *events;      /* owned */
+    size_t n_ev;         /* events, serialized by the caller's thread (the writer only hashes) */
+    char **ev_kind, **ev_at, **ev_data;
     bool attempt;
     uint64_t batch_group;
     bool durable;
@@ -34,6 +38,7 @@ typedef struct item {
 
 struct abx_ledger {
     sqlite3 *db;
+    int lock_fd;                 /* flock on <path>.lock: one server per ledger */
     pthread_mutex_t db_mu;       /* the connection: writer transactions and reads */
     pthread_mutex_t mu;          /* queue, counters, flags */
     pthread_cond_t cond;         /* queue changed / items done */
@@ -41,6 +46,7 @@ struct abx_ledger {
     item *head, *tail;
     bool stop;
     bool healthy;
+    size_t queued;               /* items waiting: bounded, callers wait when it is full */
     uint64_t next_group;
     uint64_t next_ordinal;
     char last_hash[65];
@@ -130,6 +136,8 @@ fail:
     return -1;
 }
 
+#define QUEUE_MAX 8192
+
 static void item_free(item *it)
 {
     abx_free(it->request_id);
@@ -138,8 +146,40 @@ static void item_free(item *it)
     abx_free(it->door);
     abx_free(it->client);
     abx_free(it->at);
-    json_decref(it->events);
+    for (size_t i = 0; i < it->n_ev; i++) {
+        abx_free(it->ev_kind[i]);
+        abx_free(it->ev_at[i]);
+        free(it->ev_data[i]);
+    }
+    abx_free(it->ev_kind);
+    abx_free(it->ev_at);
+    abx_free(it->ev_data);
     abx_free(it);
+}
+
+/* Serialize events ({"kind", "at", ...data}) on the caller's thread. */
+static bool item_events(item *it, const json_t *events)
+{
+    size_t n = json_array_size(events);
+    it->ev_kind = abx_calloc(n + 1, sizeof(char *));
+    it->ev_at = abx_calloc(n + 1, sizeof(char *));
+    it->ev_data = abx_calloc(n + 1, sizeof(char *));
+    if (!it->ev_kind || !it->ev_at || !it->ev_data)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *ev = json_array_get(events, i);
+        json_t *data = json_deep_copy(ev);
+        json_object_del(data, "kind");
+        json_object_del(data, "at");
+        it->ev_kind[i] = abx_strdup(json_string_value(json_object_get(ev, "kind")) ?: "?");
+        it->ev_at[i] = abx_strdup(json_string_value(json_object_get(ev, "at")) ?: it->at);
+        it->ev_data[i] = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(data);
+        it->n_ev++;
+        if (!it->ev_kind[i] || !it->ev_at[i] || !it->ev_data[i])
+            return false;
+    }
+    return true;
 }
 
 /* Write a batch of items in one transaction; false on any failure (rolled back). */
@@ -172,8 +212,7 @@ static bool write_items(abx_ledger *l, item *first)
             sqlite3_bind_text(g, 5, it->door, -1, SQLITE_STATIC);
             sqlite3_bind_text(g, 6, it->client, -1, SQLITE_STATIC);
             /* the group's time is its "received" event's, so verify can hold them together */
-            const char *gat = json_string_value(json_object_get(json_array_get(it->events, 0), "at"));
-            sqlite3_bind_text(g, 7, gat ? gat : it->at, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(g, 7, it->n_ev ? it->ev_at[0] : it->at, -1, SQLITE_TRANSIENT);
             if (it->batch_group)
                 sqlite3_bind_int64(g, 8, (sqlite3_int64)it->batch_group);
             else
@@ -181,19 +220,13 @@ static bool write_items(abx_ledger *l, item *first)
             ok = sqlite3_step(g) == SQLITE_DONE;
             sqlite3_reset(g);
         }
+        sqlite3_int64 attempt_id = 0;
         if (ok && it->attempt) {
             sqlite3_bind_int64(a, 1, (sqlite3_int64)it->group_id);
-            sqlite3_bind_text(a, 2, it->at, -1, SQLITE_STATIC);
+            sqlite3_bind_text(a, 2, it->n_ev ? it->ev_at[0] : it->at, -1, SQLITE_STATIC);
             ok = sqlite3_step(a) == SQLITE_DONE;
             sqlite3_reset(a);
-            if (ok) { /* the attempt id goes into the "started" event, so it is chained too */
-                sqlite3_int64 aid = sqlite3_last_insert_rowid(db);
-                size_t k;
-                json_t *ev;
-                json_array_foreach(it->events, k, ev) if (strcmp(json_string_value(json_object_get(ev, "kind")) ?: "",
-                                                                 "started") == 0)
-                    json_object_set_new(ev, "attempt_id", json_integer(aid));
-            }
+            attempt_id = sqlite3_last_insert_rowid(db);
         }
         int64_t seq0 = 0; /* events appended to an existing group continue its sequence */
         if (ok && !it->request_id) {
@@ -202,33 +235,25 @@ static bool write_items(abx_ledger *l, item *first)
                 seq0 = sqlite3_column_int64(q, 0);
             sqlite3_reset(q);
         }
-        size_t k;
-        json_t *ev;
-        json_array_foreach(it->events, k, ev)
-        {
-            if (!ok)
-                break;
-            const char *kind = json_string_value(json_object_get(ev, "kind"));
-            const char *at = json_string_value(json_object_get(ev, "at"));
-            json_t *data = json_deep_copy(ev);
-            json_object_del(data, "kind");
-            json_object_del(data, "at");
-            char *dj = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
-            json_decref(data);
+        for (size_t k = 0; ok && k < it->n_ev; k++) {
+            const char *kind = it->ev_kind[k], *at = it->ev_at[k], *dj = it->ev_data[k];
+            char started[64];
+            if (attempt_id && strcmp(kind, "started") == 0) { /* the attempt id is chained too */
+                snprintf(started, sizeof started, "{\"attempt_id\":%lld}", (long long)attempt_id);
+                dj = started;
+            }
             char h[65];
-            event_hash(hash, ordinal, it->group_id, seq0 + (int64_t)k, kind ? kind : "?", at ? at : it->at,
-                       dj ? dj : "{}", h);
+            event_hash(hash, ordinal, it->group_id, seq0 + (int64_t)k, kind, at, dj, h);
             sqlite3_bind_int64(e, 1, ordinal);
             sqlite3_bind_int64(e, 2, (sqlite3_int64)it->group_id);
             sqlite3_bind_int64(e, 3, (sqlite3_int64)(seq0 + (int64_t)k));
-            sqlite3_bind_text(e, 4, kind ? kind : "?", -1, SQLITE_TRANSIENT);
-            sqlite3_bind_text(e, 5, at ? at : it->at, -1, SQLITE_TRANSIENT);
-            sqlite3_bind_text(e, 6, dj ? dj : "{}", -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(e, 4, kind, -1, SQLITE_STATIC);
+            sqlite3_bind_text(e, 5, at, -1, SQLITE_STATIC);
+            sqlite3_bind_text(e, 6, dj, -1, SQLITE_TRANSIENT);
             sqlite3_bind_text(e, 7, hash, -1, SQLITE_TRANSIENT);
             sqlite3_bind_text(e, 8, h, -1, SQLITE_TRANSIENT);
-            ok = dj && sqlite3_step(e) == SQLITE_DONE;
+            ok = sqlite3_step(e) == SQLITE_DONE;
             sqlite3_reset(e);
-            free(dj);
             memcpy(hash, h, sizeof hash);
             ordinal++;
         }
@@ -269,6 +294,8 @@ static void *writer_main(void *arg)
         }
         item *batch = l->head;
         l->head = l->tail = NULL;
+        l->queued = 0;
+        pthread_cond_broadcast(&l->cond); /* room again for waiting callers */
         pthread_mutex_unlock(&l->mu);
         pthread_mutex_lock(&l->db_mu);
         bool ok = write_items(l, batch);
@@ -300,10 +327,23 @@ abx_ledger *abx_ledger_open(const abx_ledger_opts *o, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    /* two servers writing one chain would fork it: the second refuses to start */
+    char *lock = abx_asprintf("%s.lock", o->path);
+    l->lock_fd = lock ? open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600) : -1;
+    abx_free(lock);
+    if (l->lock_fd < 0 || flock(l->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(err, errlen, "the ledger %s is in use by another abx server (set ledger.path to a file of its own)",
+                 o->path);
+        if (l->lock_fd >= 0)
+            close(l->lock_fd);
+        abx_free(l);
+        return NULL;
+    }
     if (sqlite3_open_v2(o->path, &l->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
         SQLITE_OK) {
         snprintf(err, errlen, "cannot open the ledger %s: %s", o->path, l->db ? sqlite3_errmsg(l->db) : "?");
         sqlite3_close(l->db);
+        close(l->lock_fd);
         abx_free(l);
         return NULL;
     }
@@ -315,6 +355,7 @@ abx_ledger *abx_ledger_open(const abx_ledger_opts *o, char *err, size_t errlen)
         if (!*err)
             snprintf(err, errlen, "cannot set up the ledger: %s", sqlite3_errmsg(l->db));
         sqlite3_close(l->db);
+        close(l->lock_fd);
         abx_free(l);
         return NULL;
     }
@@ -349,6 +390,7 @@ abx_ledger *abx_ledger_open(const abx_ledger_opts *o, char *err, size_t errlen)
     if (pthread_create(&l->thread, NULL, writer_main, l) != 0) {
         snprintf(err, errlen, "cannot start the ledger writer");
         sqlite3_close(l->db);
+        close(l->lock_fd);
         abx_free(l);
         return NULL;
     }
@@ -365,6 +407,7 @@ void abx_ledger_close(abx_ledger *l)
     pthread_mutex_unlock(&l->mu);
     pthread_join(l->thread, NULL);
     sqlite3_close(l->db);
+    close(l->lock_fd);
     pthread_cond_destroy(&l->cond);
     pthread_mutex_destroy(&l->mu);
     pthread_mutex_destroy(&l->db_mu);
@@ -388,6 +431,9 @@ static uint64_t enqueue(abx_ledger *l, item *it)
         item_free(it);
         return 0;
     }
+    while (l->queued >= QUEUE_MAX && !l->stop) /* backpressure: memory stays bounded */
+        pthread_cond_wait(&l->cond, &l->mu);
+    l->queued++;
     if (it->request_id)
         it->group_id = l->next_group++;
     uint64_t gid = it->group_id;
@@ -422,7 +468,10 @@ uint64_t abx_ledger_record(abx_ledger *l, const abx_ledger_call *c)
     it->door = abx_strdup(c->door ? c->door : "-");
     it->client = c->client ? abx_strdup(c->client) : NULL;
     it->at = abx_strdup(at);
-    it->events = json_deep_copy(c->events);
+    if (!item_events(it, c->events)) {
+        item_free(it);
+        return 0;
+    }
     it->attempt = c->attempt;
     it->batch_group = c->batch_group;
     it->durable = c->durable;
@@ -438,7 +487,10 @@ int abx_ledger_append(abx_ledger *l, uint64_t group_id, json_t *events, bool dur
     abx_iso8601(abx_wall_ms(), at);
     it->group_id = group_id;
     it->at = abx_strdup(at);
-    it->events = json_deep_copy(events);
+    if (!item_events(it, events)) {
+        item_free(it);
+        return -1;
+    }
     it->durable = durable;
     return enqueue(l, it) ? 0 : -1;
 }

@@ -606,6 +606,8 @@ int abx_proc_wait(abx_proc *p, int64_t deadline_ms, bool (*cancelled)(void *), v
                 rc = -1;
                 break;
             }
+            if (!p->running) /* it exited while the lock was down: no wake-up will come */
+                break;
         }
         int64_t until = now + 100;
         if (deadline_ms && deadline_ms < until)
