@@ -53,7 +53,8 @@ static int setup(void **state)
     snprintf(cfg_path, sizeof cfg_path, "%s/abx.yaml", ws);
     FILE *f = fopen(cfg_path, "w");
     assert_non_null(f);
-    fprintf(f, "listen: 127.0.0.1:0\nworkspace: %s\n"
+    /* several servers share this file: their ledgers are off (two servers may not share one) */
+    fprintf(f, "listen: 127.0.0.1:0\nworkspace: %s\nterminal_listen: \"off\"\nledger: {enabled: false}\n"
                "auth:\n  tokens:\n    - principal: agent\n      roles: [agent]\n"
                "      token_sha256: \"%064d\"\n"
                "policy:\n  strict: false\n  allow:\n"
