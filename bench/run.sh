@@ -178,10 +178,12 @@ ABX_PORT=${PORTS[0]} NGX_PORT=${PORTS[1]} START_PORT=${PORTS[2]} NGX_START_PORT=
 ABX_BENCH_TOKEN="bench-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
 export ABX_BENCH_TOKEN
 
+# terminal_listen off: the default terminal listener would bind the fixed port 9001
 write_cfg() { # port file
     cat >"$2" <<EOF
 listen: 127.0.0.1:$1
 workspace: $WS
+terminal_listen: "off"
 auth:
   tokens:
     - principal: bench
