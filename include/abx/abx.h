@@ -198,6 +198,11 @@ typedef abx_err (*abx_body_end_fn)(void *state, abx_reply *r);
 void abx_ctx_body_sink(abx_ctx *ctx, abx_body_chunk_fn chunk, abx_body_end_fn end, void (*free_fn)(void *state),
                        void *state);
 
+/* A request header (HTTP front door), or NULL (also for in-process calls). */
+const char *abx_ctx_header(const abx_ctx *ctx, const char *name);
+/* Add a response header (Content-Range, Content-Disposition...). Values are copied. */
+void abx_reply_header(abx_reply *r, const char *name, const char *value);
+
 /* The Last-Event-ID header of a resumed stream, or NULL. */
 const char *abx_ctx_last_event_id(const abx_ctx *ctx);
 /* True when the caller has gone away (HTTP client disconnected). Long handlers poll it. */

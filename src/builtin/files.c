@@ -2038,6 +2038,41 @@ static abx_err files_download(abx_ctx *ctx, const json_t *args, abx_reply *r)
     int64_t len = st.st_size - off;
     if (lj && json_integer_value(lj) < len)
         len = json_integer_value(lj);
+    /* HTTP Range (one bytes=START-END, START-, or -SUFFIX range) wins over offset/length */
+    const char *range = abx_ctx_header(ctx, "Range");
+    abx_reply_header(r, "Accept-Ranges", "bytes");
+    if (range) {
+        long long a = -1, b = -1;
+        char extra;
+        int n1 = sscanf(range, "bytes=%lld-%lld%c", &a, &b, &extra);
+        bool ok = false;
+        if (n1 == 2 && a >= 0 && b >= a && a < st.st_size) {
+            ok = true;
+        } else if (n1 == 1 && a >= 0 && a < st.st_size && range[strlen(range) - 1] == '-') {
+            b = st.st_size - 1;
+            ok = true;
+        } else if (sscanf(range, "bytes=-%lld%c", &b, &extra) == 1 && b > 0) {
+            a = st.st_size > b ? st.st_size - b : 0;
+            b = st.st_size - 1;
+            ok = st.st_size > 0;
+        }
+        if (!ok) {
+            close(fd);
+            char cr[48];
+            snprintf(cr, sizeof cr, "bytes */%lld", (long long)st.st_size);
+            abx_reply_header(r, "Content-Range", cr);
+            return abx_reply_error(r, ABX_E_FILES_RANGE, NULL, "range '%.60s' is not satisfiable for %lld bytes",
+                                   range, (long long)st.st_size);
+        }
+        if (b >= st.st_size)
+            b = st.st_size - 1;
+        off = a;
+        len = b - a + 1;
+        char cr[96];
+        snprintf(cr, sizeof cr, "bytes %lld-%lld/%lld", a, b, (long long)st.st_size);
+        abx_reply_header(r, "Content-Range", cr);
+        abx_reply_status(r, 206);
+    }
     int64_t cap = abx_ctx_limit(ctx, ABX_LIM_MAX_BYTES);
     if (cap >= 0 && len > cap) {
         close(fd);

@@ -36,12 +36,12 @@ static abx_err system_info(abx_ctx *ctx, const json_t *args, abx_reply *r)
     abx_sandbox *sb = abx_procs_sandbox(q->server->procs);
     static const abx_sandbox_caps none;
     const abx_sandbox_caps *c = sb ? abx_sandbox_caps_get(sb) : &none;
-    json_t *conf = json_pack("{s:s, s:b, s:i, s:b, s:b, s:b, s:b, s:i, s:b, s:s}", "mode",
+    json_t *conf = json_pack("{s:s, s:b, s:i, s:b, s:b, s:b, s:b, s:i, s:b, s:b, s:s}", "mode",
                              abx_server_confine_required(q->server) ? "required" : "best_effort", "landlock",
                              c->landlock_abi > 0,
                              "landlock_abi", c->landlock_abi, "network_namespace", c->netns, "mount_namespace",
                              c->mntns, "cgroup_pids", c->cgroup_pids, "cgroup_memory", c->cgroup_memory,
-                             "cgroup_version", c->cgroup_version, "openat2", abx_jail_available(), "missing",
+                             "cgroup_version", c->cgroup_version, "cgroup_cpu", c->cgroup_cpu, "openat2", abx_jail_available(), "missing",
                              sb ? abx_sandbox_missing(sb) : "everything (the sandbox could not be built)");
     json_t *o = json_pack(
         "{s:{s:s, s:s, s:s}, s:i, s:{s:I, s:I}, s:o, s:I, s:{s:s, s:I}, s:o}", "os", "name", u.sysname,

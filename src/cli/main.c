@@ -265,8 +265,12 @@ static int cmd_ledger(int argc, char **argv)
         } else if (config) {
             const char *slash = strrchr(config, '/');
             snprintf(buf, sizeof buf, "%.*s/.abx/ledger.db", slash ? (int)(slash - config) : 1, slash ? config : ".");
-        } else {
-            snprintf(buf, sizeof buf, ".abx/ledger.db");
+        } else { /* the embedded default's: beside the token */
+            const char *h = getenv("ABX_HOME");
+            if (h && *h)
+                snprintf(buf, sizeof buf, "%s/ledger.db", h);
+            else
+                snprintf(buf, sizeof buf, "%s/.abx/ledger.db", getenv("HOME") ? getenv("HOME") : "/root");
         }
         if (config)
             abx_config_release(&cfg);

@@ -357,9 +357,16 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
         return -1;
     }
     if (!s->cfg.ledger_off) {
-        /* default: .abx/ledger.db beside the config file, or in the current directory */
+        /* default: .abx/ledger.db beside the config file; without a config, ledger.db in
+         * abx's home beside the token (the workspace is the agent's: abx's own audit
+         * trail does not belong in it) */
         if (s->cfg.ledger_path) {
             s->ledger_path = abx_strdup(s->cfg.ledger_path);
+        } else if (!s->cfg.path) {
+            char *home = abx_home();
+            mkdir(home, 0700);
+            s->ledger_path = abx_asprintf("%s/ledger.db", home);
+            abx_free(home);
         } else {
             char *dir = s->cfg.path ? abx_strdup(s->cfg.path) : NULL;
             char *slash = dir ? strrchr(dir, '/') : NULL;
@@ -665,6 +672,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     r->client = abx_arena_strdup(r->arena, addr);
     const union MHD_ConnectionInfo *fdi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->conn_fd = fdi ? fdi->connect_fd : -1;
+    r->connection = c;
     return cr;
 }
 
@@ -694,8 +702,17 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         atomic_fetch_sub(&s->conns, 1);
 }
 
+const char *abx_ctx_header(const abx_ctx *ctx, const char *name)
+{
+    struct MHD_Connection *c = ctx->req->connection;
+    return c ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, name) : NULL;
+}
+
 static void add_common_headers(abx_server *s, abx_request *r, struct MHD_Response *resp)
 {
+    const char *hk;
+    json_t *hv;
+    json_object_foreach(r->reply.headers, hk, hv) MHD_add_response_header(resp, hk, json_string_value(hv));
     MHD_add_response_header(resp, "X-ABX-Server", s->version_header);
     MHD_add_response_header(resp, "X-Request-Id", r->id);
     MHD_add_response_header(resp, "Cache-Control", "no-store");

@@ -74,6 +74,7 @@ void abx_request_free(abx_request *r)
     abx_free(r->reply.message);
     json_decref(r->reply.details);
     json_decref(r->reply.body);
+    json_decref(r->reply.headers);
     abx_free(r->reply.raw);
     if (r->reply.stream_free && r->reply.stream_state)
         r->reply.stream_free(r->reply.stream_state);
@@ -152,6 +153,14 @@ void abx_reply_stream(abx_reply *r, const char *content_type, abx_stream_read_fn
 }
 
 const char *abx_ctx_last_event_id(const abx_ctx *ctx) { return ctx->req->last_event_id; }
+
+void abx_reply_header(abx_reply *r, const char *name, const char *value)
+{
+    if (!r->headers)
+        r->headers = json_object();
+    if (r->headers)
+        json_object_set_new(r->headers, name, json_string(value));
+}
 
 void abx_reply_websocket(abx_reply *r, const abx_ws_ops *ops, void *state)
 {

@@ -40,6 +40,7 @@ struct abx_reply {
     uint64_t offset, length;
     const char *content_type;  /* static or borrowed for the request */
     char allow[64];            /* Allow header for 405 */
+    json_t *headers;           /* owned: extra response headers {name: value} */
     int retry_after;           /* seconds, for 429 */
 };
 
@@ -103,6 +104,7 @@ typedef struct abx_request {
     const char *client;         /* client address for rate limits and logs */
     int conn_fd;                /* the client's socket (HTTP), -1 otherwise: cancellation checks */
     const char *last_event_id;  /* Last-Event-ID header (resumable streams) */
+    void *connection;           /* struct MHD_Connection * (HTTP), for header lookups; NULL otherwise */
     const char *ws_key;         /* Sec-WebSocket-Key, when the request asks for an upgrade */
     bool ws_upgrade;            /* Upgrade: websocket and Connection: upgrade */
     bool terminal_listener;     /* arrived on the terminal listener */

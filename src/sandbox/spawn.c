@@ -63,7 +63,7 @@ struct abx_sandbox {
     abx_sandbox_caps caps;
     bool required;
     int netns_fd;               /* an empty network namespace, -1 if none */
-    char cg_parent[2][256];     /* [0] pids (or the v2 dir), [1] memory (v1) */
+    char cg_parent[3][256];     /* [0] pids (or the v2 dir), [1] memory (v1), [2] cpu (v1) */
     int cap_last;
     char *runtime_dir;          /* owned */
     char mask_file[160];        /* an empty file with mode 000: bound over masked files */
@@ -198,6 +198,13 @@ static void setup_cgroups(abx_sandbox *sb)
             else
                 sb->cg_parent[1][0] = '\0';
         }
+        if (stat("/sys/fs/cgroup/cpu/cgroup.procs", &st) == 0 && own_cgroup("cpu", path, sizeof path)) {
+            snprintf(sb->cg_parent[2], sizeof sb->cg_parent[2], "/sys/fs/cgroup/cpu%s/abx-%d", path, (int)getpid());
+            if (mkdir(sb->cg_parent[2], 0755) == 0 || errno == EEXIST)
+                sb->caps.cgroup_cpu = true;
+            else
+                sb->cg_parent[2][0] = '\0';
+        }
         return;
     }
     if (stat("/sys/fs/cgroup/cgroup.controllers", &st) == 0 && own_cgroup("", path, sizeof path)) {
@@ -210,6 +217,11 @@ static void setup_cgroups(abx_sandbox *sb)
             snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", sb->cg_parent[0]);
             if (write_file(ctl, "+pids +memory")) {
                 sb->caps.cgroup_pids = sb->caps.cgroup_memory = true;
+                snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", base);
+                if (write_file(ctl, "+cpu")) {
+                    snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", sb->cg_parent[0]);
+                    sb->caps.cgroup_cpu = write_file(ctl, "+cpu");
+                }
                 sb->caps.cgroup_version = 2;
                 return;
             }
@@ -320,7 +332,7 @@ void abx_sandbox_free(abx_sandbox *sb)
         return;
     if (sb->netns_fd >= 0)
         close(sb->netns_fd);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (sb->cg_parent[i][0])
             rmdir(sb->cg_parent[i]);
     if (sb->mask_file[0])
@@ -434,14 +446,14 @@ static int build_ruleset(const abx_sandbox *sb, const abx_spawn_req *req, char *
 
 /* ---- cgroups (parent side) ---- */
 
-static int make_cgroups(abx_sandbox *sb, const abx_confine *c, abx_child *out, int procs_fd[2], char *err,
+static int make_cgroups(abx_sandbox *sb, const abx_confine *c, abx_child *out, int procs_fd[3], char *err,
                         size_t errlen)
 {
     unsigned long n = atomic_fetch_add(&sb->seq, 1) + 1;
-    procs_fd[0] = procs_fd[1] = -1;
-    for (int i = 0; i < 2; i++) {
-        if (!sb->cg_parent[i][0] || (sb->caps.cgroup_version == 2 && i == 1))
-            continue;
+    procs_fd[0] = procs_fd[1] = procs_fd[2] = -1;
+    for (int i = 0; i < 3; i++) {
+        if (!sb->cg_parent[i][0] || (sb->caps.cgroup_version == 2 && i > 0) || (i == 2 && c->cpu_milli <= 0))
+            continue; /* v2: one directory for everything; v1 cpu only when a cpu limit is set */
         snprintf(out->cgroup[i], sizeof out->cgroup[i], "%s/p%lu", sb->cg_parent[i], n);
         if (mkdir(out->cgroup[i], 0755) != 0) {
             snprintf(err, errlen, "cgroup: mkdir %s: %s", out->cgroup[i], strerror(errno));
@@ -472,6 +484,24 @@ static int make_cgroups(abx_sandbox *sb, const abx_confine *c, abx_child *out, i
                 write_file(file, "0");
             }
         }
+        if (c->cpu_milli > 0 && ((i == 2) || (i == 0 && sb->caps.cgroup_version == 2)) && sb->caps.cgroup_cpu) {
+            bool ok;
+            if (sb->caps.cgroup_version == 2) {
+                snprintf(file, sizeof file, "%s/cpu.max", out->cgroup[i]);
+                snprintf(val, sizeof val, "%lld 100000", (long long)c->cpu_milli * 100);
+                ok = write_file(file, val);
+            } else {
+                snprintf(file, sizeof file, "%s/cpu.cfs_period_us", out->cgroup[i]);
+                ok = write_file(file, "100000");
+                snprintf(file, sizeof file, "%s/cpu.cfs_quota_us", out->cgroup[i]);
+                snprintf(val, sizeof val, "%lld", (long long)c->cpu_milli * 100);
+                ok = ok && write_file(file, val);
+            }
+            if (!ok) {
+                snprintf(err, errlen, "cgroup: cannot set the cpu limit: %s", strerror(errno));
+                return -1;
+            }
+        }
         snprintf(file, sizeof file, "%s/cgroup.procs", out->cgroup[i]);
         procs_fd[i] = open(file, O_WRONLY | O_CLOEXEC);
         if (procs_fd[i] < 0) {
@@ -489,7 +519,7 @@ typedef struct child_args {
     const abx_sandbox *sb;
     int err_fd;
     int devnull;
-    int procs_fd[2];
+    int procs_fd[3];
     int ruleset;
     bool use_netns, use_caps, use_ll;
 } child_args;
@@ -534,7 +564,7 @@ static int child_main(void *arg)
         child_fail(a, ST_SETSID);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         child_fail(a, ST_PDEATH);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (a->procs_fd[i] >= 0 && write(a->procs_fd[i], "0", 1) != 1)
             child_fail(a, ST_CGROUP);
     if (a->use_netns && setns(a->sb->netns_fd, CLONE_NEWNET) != 0)
@@ -616,7 +646,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     out->pidfd = -1;
     const abx_confine *c = req->confine;
     bool required = c->required || sb->required;
-    child_args a = {.req = req, .sb = sb, .err_fd = -1, .devnull = -1, .procs_fd = {-1, -1}, .ruleset = -1};
+    child_args a = {.req = req, .sb = sb, .err_fd = -1, .devnull = -1, .procs_fd = {-1, -1, -1}, .ruleset = -1};
     int pipefd[2] = {-1, -1};
     void *stack = MAP_FAILED;
     const size_t stack_size = 256 * 1024;
@@ -641,7 +671,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     if ((sb->caps.cgroup_pids || sb->caps.cgroup_memory) && make_cgroups(sb, c, out, a.procs_fd, err, errlen) != 0) {
         if (required)
             goto out;
-        for (int i = 0; i < 2; i++) { /* best effort: run without cgroups */
+        for (int i = 0; i < 3; i++) { /* best effort: run without cgroups */
             if (a.procs_fd[i] >= 0)
                 close(a.procs_fd[i]);
             a.procs_fd[i] = -1;
@@ -690,11 +720,11 @@ out:
         close(a.devnull);
     if (a.ruleset >= 0)
         close(a.ruleset);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (a.procs_fd[i] >= 0)
             close(a.procs_fd[i]);
     if (rc != 0)
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 3; i++)
             if (out->cgroup[i][0]) {
                 rmdir(out->cgroup[i]);
                 out->cgroup[i][0] = '\0';
@@ -719,14 +749,14 @@ void abx_child_kill(const abx_child *c, int sig)
 {
     if (c->pid > 0)
         kill(-c->pid, sig); /* the whole process group */
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (c->cgroup[i][0])
             kill_cgroup(c->cgroup[i], sig); /* members that left the group (setsid) too */
 }
 
 void abx_child_cleanup(abx_child *c)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         if (!c->cgroup[i][0])
             continue;
         for (int tries = 0; tries < 50 && rmdir(c->cgroup[i]) != 0 && errno == EBUSY; tries++) {

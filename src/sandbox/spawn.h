@@ -22,6 +22,7 @@ typedef struct abx_sandbox_caps {
     bool mntns;             /* mount namespaces (for masks) */
     bool cgroup_pids;       /* a pids controller we can write */
     bool cgroup_memory;     /* a memory controller we can write */
+    bool cgroup_cpu;        /* a cpu controller we can write (cfs quota) */
     int cgroup_version;     /* 1 or 2; 0 = none */
     bool root;              /* abx runs as uid 0 (can change ids and drop capabilities) */
 } abx_sandbox_caps;
@@ -69,7 +70,7 @@ typedef struct abx_spawn_req {
 typedef struct abx_child {
     pid_t pid;                       /* also the process group and session id */
     int pidfd;                       /* owned; poll for exit */
-    char cgroup[2][256];             /* cgroup directories created for it ("" = none) */
+    char cgroup[3][256];             /* cgroup directories created for it: pids (v2: all), memory, cpu */
 } abx_child;
 
 /* Start the process. 0, or -1 with why (errno-like reason in err). With required
