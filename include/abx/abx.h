@@ -241,6 +241,14 @@ abx_registry *abx_server_registry(abx_server *s);
 /* Freeze the registry, compile the policy, open the listener(s). 0 or -1 (errbuf). */
 int abx_server_start(abx_server *s, char *errbuf, size_t errlen);
 int abx_server_port(const abx_server *s); /* the bound port after start */
+/* A policy hook (step 7, after the statements admitted a call): return ABX_OK to let it
+ * through — lowering entries of limits[] (indexed by bit position of enum abx_limit,
+ * -1 = unlimited) narrows the call, abx keeps the smaller value — or an error code from
+ * the table to veto it, with `why` as the message. A hook never widens: it only sees
+ * calls the statements admitted. Add hooks before abx_server_start; at most 16. */
+typedef abx_err (*abx_policy_hook)(void *udata, const char *principal, const char *op_id, const json_t *args,
+                                   int64_t limits[ABX_LIM__COUNT], char *why, size_t whylen);
+int abx_server_add_hook(abx_server *s, abx_policy_hook hook, void *udata, char *errbuf, size_t errlen);
 void abx_server_stop(abx_server *s);
 void abx_server_free(abx_server *s);
 /* Run an op in-process through the same pipeline (steps 4–10). principal NULL =

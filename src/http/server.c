@@ -159,6 +159,22 @@ abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char 
 
 abx_registry *abx_server_registry(abx_server *s) { return s->reg; }
 
+int abx_server_add_hook(abx_server *s, abx_policy_hook hook, void *udata, char *errbuf, size_t errlen)
+{
+    if (s->started) {
+        snprintf(errbuf, errlen, "add policy hooks before starting the server");
+        return -1;
+    }
+    if (!hook || s->n_hooks >= (int)ABX_ARRAY_LEN(s->hooks)) {
+        snprintf(errbuf, errlen, "at most %d policy hooks", (int)ABX_ARRAY_LEN(s->hooks));
+        return -1;
+    }
+    s->hooks[s->n_hooks].fn = hook;
+    s->hooks[s->n_hooks].udata = udata;
+    s->n_hooks++;
+    return 0;
+}
+
 bool abx_server_confine_required(abx_server *s)
 {
     if (s->cfg.confine_set)

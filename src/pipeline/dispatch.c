@@ -531,6 +531,24 @@ static abx_err step7_policy(abx_request *r)
         abx_fail(r, r->decision.err, "%s", r->decision.message);
         return r->decision.err;
     }
+    /* hooks may veto or narrow an admitted call, never widen it */
+    for (int h = 0; h < r->server->n_hooks; h++) {
+        int64_t lim[ABX_LIM__COUNT];
+        memcpy(lim, r->decision.limits, sizeof lim);
+        char why[300] = "";
+        abx_err e = r->server->hooks[h].fn(r->server->hooks[h].udata, abx_policy_principal_id(r->policy, r->slot),
+                                            r->op->id, r->args, lim, why, sizeof why);
+        if (e != ABX_OK) {
+            if (e < 0 || e >= ABX_E__COUNT)
+                e = ABX_E_POLICY_DENIED;
+            snprintf(r->decision.determining, sizeof r->decision.determining, "hook[%d]", h);
+            abx_fail(r, e, "%s", why[0] ? why : "refused by a policy hook");
+            return e;
+        }
+        for (int i = 0; i < ABX_LIM__COUNT; i++)
+            if (lim[i] >= 0 && (r->decision.limits[i] < 0 || lim[i] < r->decision.limits[i]))
+                r->decision.limits[i] = lim[i];
+    }
     return ABX_OK;
 }
 

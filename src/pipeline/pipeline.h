@@ -77,6 +77,8 @@ struct abx_server {
     char runtime_dir[64];       /* private TMPDIRs live below it */
     struct abx_sessions *sessions; /* owned: commands.sessions state */
     abx_approvals *approvals;   /* owned: held calls */
+    struct { abx_policy_hook fn; void *udata; } hooks[16]; /* C policy hooks (veto or narrow) */
+    int n_hooks;
     struct abx_idem *idem;      /* owned: Idempotency-Key results */
     int64_t started_ms;
     bool started;

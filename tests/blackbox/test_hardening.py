@@ -126,3 +126,68 @@ def test_reload_storm_never_admits_what_neither_policy_allows(abx, workspace):
     assert not bad, bad[:5]
     assert i > 20
     assert counts["a"] > 0 and counts["b"] > 0, counts   # both policies were in force in turn
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for ln in f:
+            if ln.startswith("VmRSS:"):
+                return int(ln.split()[1])
+    return 0
+
+
+def test_ten_mib_of_output_with_a_one_mib_cap(abx, workspace):
+    s = abx(config(workspace, "a"))
+    r = s.post("/commands/run", token=ALICE_TOKEN, timeout=60, json_body={
+        "argv": ["python3", "-c", "import sys\nfor _ in range(10): sys.stdout.write('y' * (1 << 20))"],
+        "max_output_bytes": 1 << 20})
+    j = r.json()
+    assert r.status_code == 200 and j["status"] == "completed", j.get("status")
+    assert j["truncated"] is True and j["stdout_truncated"] is True
+    assert len(j["stdout"]) == 1 << 20
+    assert rss_kib(s.proc.pid) < 50 * 1024
+
+
+def test_download_of_100_mib_in_bounded_memory(abx, workspace):
+    big = os.path.join(workspace, "a", "big.bin")
+    os.makedirs(os.path.dirname(big), exist_ok=True)
+    with open(big, "wb") as f:
+        for _ in range(100):
+            f.write(os.urandom(1 << 20))
+    s = abx(config(workspace, "a"))
+    peak = [0]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_kib(s.proc.pid))
+            time.sleep(0.02)
+
+    t = threading.Thread(target=sample)
+    t.start()
+    got = 0
+    with s.get("/files/download", token=ALICE_TOKEN, params={"path": "a/big.bin"}, stream=True, timeout=60) as r:
+        assert r.status_code == 200
+        for chunk in r.iter_content(1 << 16):
+            got += len(chunk)
+    done.set()
+    t.join()
+    assert got == 100 << 20
+    assert peak[0] < 50 * 1024, "peak RSS %d KiB" % peak[0]
+
+
+def test_process_output_after_five_seconds_of_silence(abx, workspace):
+    cfg = config(workspace, "a", extra=[{"ops": ["process.*"], "principals": ["alice"],
+                                         "paths": [workspace + "/**"], "commands": ["python3 *"]}])
+    s = abx(cfg)
+    r = s.post("/process", token=ALICE_TOKEN, json_body={"argv": ["python3", "-c",
+               "import time,sys\nprint('first', flush=True)\ntime.sleep(0.5)\nprint('second', flush=True)\n"
+               "time.sleep(30)"]})
+    assert r.status_code == 200, r.text
+    pid = r.json()["pid"]
+    time.sleep(5)   # nobody listens for five seconds
+    out = s.get("/process/%d/output" % pid, token=ALICE_TOKEN, params={"offset": 0}).json()
+    assert out["stdout"] == "first\nsecond\n" and out["stdout_dropped"] is False, out
+    more = s.get("/process/%d/output" % pid, token=ALICE_TOKEN, params={"offset": out["offset"], "wait": 0.2}).json()
+    assert more["stdout"] == "" and more["running"] is True
+    assert s.post("/process/%d/signal" % pid, token=ALICE_TOKEN, json_body={"signal": "KILL"}).status_code == 200

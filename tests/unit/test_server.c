@@ -159,6 +159,64 @@ static void test_reserved_namespace_refused(void **state)
     abx_server_free(s);
 }
 
+static abx_err op_limits(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_reply_json(r, json_pack("{s:I}", "max_bytes", (json_int_t)abx_ctx_limit(ctx, ABX_LIM_MAX_BYTES)));
+    return ABX_OK;
+}
+
+/* vetoes calls naming "mallory"; narrows max_bytes to 42 for everything else */
+static abx_err hook(void *udata, const char *principal, const char *op_id, const json_t *args,
+                    int64_t limits[ABX_LIM__COUNT], char *why, size_t whylen)
+{
+    int *calls = udata;
+    (*calls)++;
+    const char *who = json_string_value(json_object_get(args, "who"));
+    if (who && strcmp(who, "mallory") == 0) {
+        snprintf(why, whylen, "no calls about mallory");
+        return ABX_E_POLICY_DENIED;
+    }
+    limits[__builtin_ctz(ABX_LIM_MAX_BYTES)] = 42;
+    return ABX_OK;
+}
+
+static void test_policy_hooks_veto_and_narrow(void **state)
+{
+    static const abx_op_def more[] = {
+        {.id = "grader.limits.get", .effects = ABX_EFF_READ, .summary = "limits", .limits = ABX_LIM_MAX_BYTES,
+         .handler = op_limits},
+        {0},
+    };
+    char err[512];
+    int calls = 0;
+    abx_server_opts o = {.config_path = cfg_path, .quiet = true};
+    abx_server *s = abx_server_new(&o, err, sizeof err);
+    assert_non_null(s);
+    assert_int_equal(abx_registry_add(abx_server_registry(s), ops_a, err, sizeof err), 0);
+    assert_int_equal(abx_registry_add(abx_server_registry(s), more, err, sizeof err), 0);
+    assert_int_equal(abx_server_add_hook(s, hook, &calls, err, sizeof err), 0);
+    assert_int_equal(abx_server_start(s, err, sizeof err), 0);
+    assert_int_not_equal(abx_server_add_hook(s, hook, &calls, err, sizeof err), 0); /* after start: refused */
+    json_t *body = NULL, *args = json_pack("{s:s}", "who", "mallory");
+    assert_int_equal(abx_server_call(s, "grader.echo.run", "agent", args, &body), 403);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(body, "error"), "code")), "policy.denied");
+    json_decref(body);
+    json_decref(args);
+    args = json_pack("{s:s}", "who", "ada");
+    assert_int_equal(abx_server_call(s, "grader.echo.run", "agent", args, &body), 200);
+    json_decref(body);
+    json_decref(args);
+    assert_int_equal(abx_server_call(s, "grader.limits.get", "agent", NULL, &body), 200);
+    assert_int_equal(json_integer_value(json_object_get(body, "max_bytes")), 42); /* narrowed */
+    json_decref(body);
+    /* a call the statements refuse never reaches the hook: hooks cannot widen */
+    int before = calls;
+    assert_int_equal(abx_server_call(s, "grader.echo.run", NULL, NULL, &body), 404);
+    json_decref(body);
+    assert_int_equal(calls, before);
+    abx_server_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -166,6 +224,7 @@ int main(void)
         cmocka_unit_test(test_internal_error_not_leaked),
         cmocka_unit_test(test_two_servers_do_not_share_ops),
         cmocka_unit_test(test_reserved_namespace_refused),
+        cmocka_unit_test(test_policy_hooks_veto_and_narrow),
         cmocka_unit_test(test_registry_frozen_after_start),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
