@@ -34,6 +34,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Under AddressSanitizer the child's frames poison the shadow of the stack we mmap for
+ * it; that shadow must be cleared before the memory goes back, or a later mapping of
+ * the same addresses (libmicrohttpd's pools) reads as a stack overflow. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ABX_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ABX_ASAN 1
+#endif
+#endif
+#ifdef ABX_ASAN
+#include <sanitizer/asan_interface.h>
+#define UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
+#else
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 #ifndef LANDLOCK_ACCESS_FS_REFER
 #define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
 #endif
@@ -711,8 +728,10 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     out->pidfd = pidfd;
     rc = 0;
 out:
-    if (stack != MAP_FAILED)
+    if (stack != MAP_FAILED) {
+        UNPOISON(stack, stack_size);
         munmap(stack, stack_size);
+    }
     for (int i = 0; i < 2; i++)
         if (pipefd[i] >= 0)
             close(pipefd[i]);
