@@ -128,45 +128,18 @@ typedef struct list_state {
 
 static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+static int dir_names(int dirfd, char ***out, size_t *count);
+
 static int list_dir(int dirfd, const char *prefix, const char *abs, int depth, list_state *st)
 {
-    int dup = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-    if (dup < 0)
-        return -errno;
-    DIR *d = fdopendir(dup);
-    if (!d) {
-        int e = errno;
-        close(dup);
-        return -e;
-    }
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *de;
-    int rc = 0;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        if (!st->hidden && de->d_name[0] == '.')
-            continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **g = abx_realloc(names, cap * sizeof *g);
-            if (!g) {
-                rc = -ENOMEM;
-                break;
-            }
-            names = g;
-        }
-        if (!(names[n] = abx_strdup(de->d_name))) {
-            rc = -ENOMEM;
-            break;
-        }
-        n++;
-    }
-    closedir(d);
-    if (names)
-        qsort(names, n, sizeof *names, cmp_names);
+    char **names;
+    size_t n;
+    int rc = dir_names(dirfd, &names, &n);
+    if (rc < 0)
+        return rc;
     for (size_t i = 0; i < n && rc == 0; i++) {
+        if (!st->hidden && names[i][0] == '.')
+            continue;
         if ((int64_t)json_array_size(st->entries) >= st->max) {
             st->truncated = true;
             break;
