@@ -84,6 +84,7 @@ struct abx_sandbox {
     int cap_last;
     char *runtime_dir;          /* owned */
     char mask_file[160];        /* an empty file with mode 000: bound over masked files */
+    char tag[17];               /* random: cgroup names never meet a dead process's leftovers */
     int *etc_fds;               /* O_PATH fds of /etc entries granted read-only (secrets left out) */
     size_t n_etc;
     atomic_ulong seq;
@@ -195,13 +196,55 @@ static bool own_cgroup(const char *controller, char *out, size_t outlen)
     return found;
 }
 
+/* Remove what a dead abx left in a cgroup hierarchy (abx-<pid>-<tag> of a pid that is
+ * gone, and the per-process groups inside it): killed servers cannot clean up. */
+static void sweep_dead(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        int pid;
+        if (sscanf(de->d_name, "abx-%d", &pid) != 1 || pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char top[512];
+        snprintf(top, sizeof top, "%s/%s", dir, de->d_name);
+        DIR *sub = opendir(top);
+        struct dirent *se;
+        while (sub && (se = readdir(sub)) != NULL)
+            if (se->d_name[0] == 'p') {
+                char child[768];
+                snprintf(child, sizeof child, "%s/%s", top, se->d_name);
+                rmdir(child);
+            }
+        if (sub)
+            closedir(sub);
+        rmdir(top);
+    }
+    closedir(d);
+}
+
+static void sweep_parent_of(const char *cg)
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", cg);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = '\0';
+        sweep_dead(dir);
+    }
+}
+
 static void setup_cgroups(abx_sandbox *sb)
 {
     char path[256];
     /* cgroup v1 pids + memory (what this kind of machine mounts), else v2 */
     struct stat st;
     if (stat("/sys/fs/cgroup/pids/cgroup.procs", &st) == 0 && own_cgroup("pids", path, sizeof path)) {
-        snprintf(sb->cg_parent[0], sizeof sb->cg_parent[0], "/sys/fs/cgroup/pids%s/abx-%d", path, (int)getpid());
+        snprintf(sb->cg_parent[0], sizeof sb->cg_parent[0], "/sys/fs/cgroup/pids%s/abx-%d-%s", path, (int)getpid(),
+                 sb->tag);
+        sweep_parent_of(sb->cg_parent[0]);
         if (mkdir(sb->cg_parent[0], 0755) == 0 || errno == EEXIST) {
             sb->caps.cgroup_pids = true;
             sb->caps.cgroup_version = 1;
@@ -209,14 +252,18 @@ static void setup_cgroups(abx_sandbox *sb)
             sb->cg_parent[0][0] = '\0';
         }
         if (stat("/sys/fs/cgroup/memory/cgroup.procs", &st) == 0 && own_cgroup("memory", path, sizeof path)) {
-            snprintf(sb->cg_parent[1], sizeof sb->cg_parent[1], "/sys/fs/cgroup/memory%s/abx-%d", path, (int)getpid());
+            snprintf(sb->cg_parent[1], sizeof sb->cg_parent[1], "/sys/fs/cgroup/memory%s/abx-%d-%s", path, (int)getpid(),
+                     sb->tag);
+            sweep_parent_of(sb->cg_parent[1]);
             if (mkdir(sb->cg_parent[1], 0755) == 0 || errno == EEXIST)
                 sb->caps.cgroup_memory = true;
             else
                 sb->cg_parent[1][0] = '\0';
         }
         if (stat("/sys/fs/cgroup/cpu/cgroup.procs", &st) == 0 && own_cgroup("cpu", path, sizeof path)) {
-            snprintf(sb->cg_parent[2], sizeof sb->cg_parent[2], "/sys/fs/cgroup/cpu%s/abx-%d", path, (int)getpid());
+            snprintf(sb->cg_parent[2], sizeof sb->cg_parent[2], "/sys/fs/cgroup/cpu%s/abx-%d-%s", path, (int)getpid(),
+                     sb->tag);
+            sweep_parent_of(sb->cg_parent[2]);
             if (mkdir(sb->cg_parent[2], 0755) == 0 || errno == EEXIST)
                 sb->caps.cgroup_cpu = true;
             else
@@ -228,7 +275,8 @@ static void setup_cgroups(abx_sandbox *sb)
         /* v2: a child cgroup with pids and memory delegated to it */
         char base[256], ctl[300];
         snprintf(base, sizeof base, "/sys/fs/cgroup%s", path);
-        snprintf(sb->cg_parent[0], sizeof sb->cg_parent[0], "%s/abx-%d", base, (int)getpid());
+        snprintf(sb->cg_parent[0], sizeof sb->cg_parent[0], "%s/abx-%d-%s", base, (int)getpid(), sb->tag);
+        sweep_parent_of(sb->cg_parent[0]);
         snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", base);
         if ((mkdir(sb->cg_parent[0], 0755) == 0 || errno == EEXIST) && write_file(ctl, "+pids +memory")) {
             snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", sb->cg_parent[0]);
@@ -305,6 +353,10 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
     sb->netns_fd = make_empty_netns();
     sb->caps.netns = sb->netns_fd >= 0;
     sb->caps.mntns = probe_mntns();
+    unsigned char rnd[8];
+    if (abx_random(rnd, sizeof rnd) != 0)
+        memset(rnd, 0x42, sizeof rnd);
+    abx_hex(rnd, sizeof rnd, sb->tag);
     setup_cgroups(sb);
     sb->cap_last = CAP_LAST_CAP;
     FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
