@@ -2892,8 +2892,9 @@ static abx_err files_watch(abx_ctx *ctx, const json_t *args, abx_reply *r)
         w->owner = abx_strdup(abx_ctx_principal(ctx));
         w->canonical = abx_strdup(canon);
         w->recursive = json_is_true(json_object_get(args, "recursive"));
-        w->include = json_deep_copy(json_object_get(args, "include") ? json_object_get(args, "include") : json_array());
-        w->exclude = json_deep_copy(json_object_get(args, "exclude") ? json_object_get(args, "exclude") : json_array());
+        json_t *inc = json_object_get(args, "include"), *exc = json_object_get(args, "exclude");
+        w->include = inc ? json_deep_copy(inc) : json_array();
+        w->exclude = exc ? json_deep_copy(exc) : json_array();
         w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         if (w->ifd < 0) {
             int e = errno;
