@@ -88,6 +88,7 @@ static bool ref_mangle(const char *in, char *out, size_t outlen)
     return true;
 }
 
+/* the plain dynamic-programming reference: optimal string alignment distance */
 static int ref_lev(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
@@ -103,6 +104,8 @@ static int ref_lev(const char *a, const char *b)
                 v = d[i - 1][j] + 1;
             if (d[i][j - 1] + 1 < v)
                 v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1; /* a swap of neighbours is one edit */
             d[i][j] = v;
         }
     return d[la][lb];
