@@ -21,6 +21,9 @@ bool abx_id_known_verb(const char *id);      /* last segment is a conventional v
  * collapsed, leading/trailing '_' trimmed, a leading digit prefixed "c_". Writes into
  * out; returns false if nothing is left. */
 bool abx_id_mangle(const char *name, char *out, size_t outlen);
+/* Tool name for MCP and the LLM providers: each '.' → "__" ("files.list" →
+ * "files__list"; valid in MCP, OpenAI, Anthropic and Gemini). False if out is short. */
+bool abx_id_tool_name(const char *id, char *out, size_t outlen);
 /* Edit distance (for did-you-mean), capped at max+1. */
 int abx_edit_distance(const char *a, const char *b, int max);
 
@@ -70,6 +73,8 @@ int abx__registry_add(abx_registry *reg, const abx_op_def *ops, bool builtin, ch
 const abx_op *abx_registry_get(const abx_registry *reg, const char *id);
 const abx_op *abx_registry_resolve(const abx_registry *reg, const char *name); /* id or alias */
 size_t abx_registry_count(const abx_registry *reg);
+/* A tool name ("files__list") or a dotted id/alias → the op, or NULL. */
+const abx_op *abx_registry_resolve_tool(const abx_registry *reg, const char *name);
 /* Position of op in the frozen index (per-registry arrays such as metrics use it). */
 size_t abx_registry_index_of(const abx_registry *reg, const abx_op *op);
 const abx_op *abx_registry_at(const abx_registry *reg, size_t i);

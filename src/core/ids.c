@@ -147,3 +147,23 @@ int abx_edit_distance(const char *a, const char *b, int max)
     }
     return d[la][lb] > max ? max + 1 : d[la][lb];
 }
+
+bool abx_id_tool_name(const char *id, char *out, size_t outlen)
+{
+    size_t o = 0;
+    for (const char *p = id; *p; p++) {
+        size_t need = *p == '.' ? 2 : 1;
+        if (o + need >= outlen)
+            return false;
+        if (*p == '.') {
+            out[o++] = '_';
+            out[o++] = '_';
+        } else {
+            out[o++] = *p;
+        }
+    }
+    if (outlen == 0)
+        return false;
+    out[o] = '\0';
+    return true;
+}

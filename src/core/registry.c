@@ -560,3 +560,21 @@ size_t abx_registry_lints(const abx_registry *reg, const abx_lint **out)
     *out = reg->lints;
     return reg->n_lints;
 }
+
+const abx_op *abx_registry_resolve_tool(const abx_registry *reg, const char *name)
+{
+    if (!name || !*name)
+        return NULL;
+    if (strchr(name, '.'))
+        return abx_registry_resolve(reg, name);
+    /* '.' → "__" is not invertible in general ("a.b_" and "a.b" + "_…"), so compare
+     * each op's tool name; ids and aliases both answer to their tool spelling. */
+    char tn[2 * ABX_ID_MAX];
+    for (size_t i = 0; i < reg->n_all; i++)
+        if (abx_id_tool_name(reg->all[i]->id, tn, sizeof tn) && strcmp(tn, name) == 0)
+            return reg->all[i];
+    for (size_t i = 0; i < reg->n_aliases; i++)
+        if (abx_id_tool_name(reg->aliases[i].name, tn, sizeof tn) && strcmp(tn, name) == 0)
+            return reg->aliases[i].op;
+    return NULL;
+}

@@ -174,6 +174,36 @@ static void test_resolve_alias(void **state)
     abx_registry_free(reg);
 }
 
+static void test_resolve_tool_name(void **state)
+{
+    (void)state;
+    static const abx_op_def ops[] = {
+        OP("custom.thing.get", .aliases = {"get_thing"}),
+        OP("custom.b_.c"),   /* tool name custom__b___c */
+        OP("custom.x__y"),   /* tool name custom__x__y: one segment with "__" inside */
+        {0},
+    };
+    abx_registry *reg = abx_registry_new(NULL);
+    expect_added(reg, ops, false);
+    abx_registry_freeze(reg);
+    const abx_op *canon = abx_registry_get(reg, "custom.thing.get");
+    assert_ptr_equal(abx_registry_resolve_tool(reg, "custom__thing__get"), canon);
+    assert_ptr_equal(abx_registry_resolve_tool(reg, "custom.thing.get"), canon); /* the dotted id too */
+    assert_ptr_equal(abx_registry_resolve_tool(reg, "get_thing"), canon);        /* aliases by tool name */
+    assert_string_equal(abx_registry_resolve_tool(reg, "custom__b___c")->id, "custom.b_.c");
+    assert_string_equal(abx_registry_resolve_tool(reg, "custom__x__y")->id, "custom.x__y");
+    assert_null(abx_registry_resolve_tool(reg, "custom__thing"));
+    assert_null(abx_registry_resolve_tool(reg, "custom_thing_get"));
+    assert_null(abx_registry_resolve_tool(reg, ""));
+    assert_null(abx_registry_resolve_tool(reg, NULL));
+    char out[64];
+    assert_true(abx_id_tool_name("files.list", out, sizeof out));
+    assert_string_equal(out, "files__list");
+    assert_false(abx_id_tool_name("files.list", out, 11)); /* needs 12 bytes */
+    assert_true(abx_id_tool_name("files.list", out, 12));
+    abx_registry_free(reg);
+}
+
 /* ---- reserved namespaces --------------------------------------------------------------- */
 
 static void test_reserved_namespace(void **state)
@@ -601,6 +631,7 @@ int main(void)
         cmocka_unit_test(test_no_lints_for_clean_ops),
         cmocka_unit_test(test_lints_include_parents),
         cmocka_unit_test(test_default_registry),
+        cmocka_unit_test(test_resolve_tool_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
