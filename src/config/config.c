@@ -353,14 +353,26 @@ int abx_config_load(abx_config *c, const char *path, abx_diags *d)
             } else if (strcmp(lk, "enabled") == 0 && json_is_boolean(lv)) {
                 c->ledger_off = !json_is_true(lv);
             } else if (strcmp(lk, "retention") == 0 || strcmp(lk, "max_size") == 0) {
-                abx_diag_add(d, "error", "config.unsupported", ll, "'ledger.%s' (segment rotation) is not supported by "
-                                                                  "this build of abx", lk);
-                goto fail;
+                bool ret = strcmp(lk, "retention") == 0;
+                int64_t n = json_is_string(lv) ? (ret ? abx_parse_duration_ms(json_string_value(lv))
+                                                     : abx_parse_size(json_string_value(lv)))
+                                               : json_is_integer(lv) && !ret ? json_integer_value(lv) : -1;
+                int64_t min = ret ? 1000 : 64 * 1024; /* an empty segment is ~32 KiB */
+                if (n < min) {
+                    abx_diag_add(d, "error", "config.bad_value", ll,
+                                 ret ? "ledger.retention must be a duration of at least 1s (\"30d\", \"12h\")"
+                                     : "ledger.max_size must be a size of at least 64KiB (\"256MiB\")");
+                    goto fail;
+                }
+                if (ret)
+                    c->ledger_retention_ms = n;
+                else
+                    c->ledger_max_size = n;
             } else {
                 abx_diag_add(d, "error", strcmp(lk, "path") && strcmp(lk, "synchronous") && strcmp(lk, "enabled")
                                              ? "config.unknown_key" : "config.bad_value",
                              ll, "ledger: '%s' is unknown or has a wrong value (path, synchronous: normal|full, "
-                                 "enabled)", lk);
+                                 "enabled, retention, max_size)", lk);
                 goto fail;
             }
         }

@@ -35,6 +35,8 @@ typedef struct abx_config {
     unsigned run_uid, run_gid;
     char *ledger_path;                   /* owned; NULL = .abx/ledger.db beside the config (or in the cwd) */
     bool ledger_sync_full;
+    int64_t ledger_max_size;             /* bytes; 0 = the live segment is never archived by size */
+    int64_t ledger_retention_ms;         /* 0 = never archived by age */
     bool ledger_off;
     const json_t *auth;         /* borrowed from root */
     const json_t *policy;       /* borrowed from root */

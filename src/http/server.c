@@ -264,11 +264,12 @@ static void run_policy_tests(const abx_policy *p, const abx_registry *reg, const
 abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *diags)
 {
     char *wal = s->ledger_path ? abx_asprintf("%s-wal", s->ledger_path) : NULL,
-         *shm = s->ledger_path ? abx_asprintf("%s-shm", s->ledger_path) : NULL;
-    const char *protected_all[6] = {cfg->path, s->token_path, s->ledger_path, wal, shm, NULL};
-    const char *protected_files[6];
+         *shm = s->ledger_path ? abx_asprintf("%s-shm", s->ledger_path) : NULL,
+         *archive = s->ledger_path ? abx_asprintf("%s.archive", s->ledger_path) : NULL;
+    const char *protected_all[7] = {cfg->path, s->token_path, s->ledger_path, wal, shm, archive, NULL};
+    const char *protected_files[7];
     size_t n_protected = 0;
-    for (size_t i = 0; i < 5; i++)
+    for (size_t i = 0; i < 6; i++)
         if (protected_all[i])
             protected_files[n_protected++] = protected_all[i];
     abx_policy_input in = {
@@ -292,6 +293,7 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
     abx_policy *p = abx_policy_compile(&in, diags);
     abx_free(wal);
     abx_free(shm);
+    abx_free(archive);
     if (p && cfg->tests) {
         size_t before = diags->errors;
         run_policy_tests(p, s->reg, cfg, diags);
@@ -395,7 +397,8 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
             abx_free(abxdir);
             abx_free(dir);
         }
-        abx_ledger_opts lo = {.path = s->ledger_path, .sync_full = s->cfg.ledger_sync_full};
+        abx_ledger_opts lo = {.path = s->ledger_path, .sync_full = s->cfg.ledger_sync_full,
+                              .max_size = s->cfg.ledger_max_size, .retention_ms = s->cfg.ledger_retention_ms};
         s->ledger = abx_ledger_open(&lo, errbuf, errlen);
         if (!s->ledger)
             return -1;

@@ -12,7 +12,10 @@
 #include "core/util.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -20,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 #define FIELD_MAX 2048
 
 typedef struct item {
@@ -51,6 +54,13 @@ struct abx_ledger {
     uint64_t next_ordinal;
     char last_hash[65];
     int64_t flush_ms;
+    char *path;                  /* owned: the live segment */
+    char *archive_dir;           /* owned: <path>.archive, where rotated segments go */
+    bool sync_full;
+    int64_t max_size;            /* rotate when the live segment reaches this many bytes (0 = never) */
+    int64_t retention_ms;        /* rotate when the live segment is this old (0 = never) */
+    int64_t seg_created_ms;      /* wall time the live segment was started */
+    uint64_t seg_first_ordinal;  /* first ordinal the live segment holds (or will hold) */
 };
 
 static const char *const schema[] = {
@@ -75,6 +85,15 @@ static const char *const schema[] = {
     "CREATE TRIGGER IF NOT EXISTS execution_attempts_no_update BEFORE UPDATE ON execution_attempts"
     " BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END",
     "CREATE TRIGGER IF NOT EXISTS execution_attempts_no_delete BEFORE DELETE ON execution_attempts"
+    " BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END",
+    /* schema 2: where this segment's chain starts (one row, written when the segment is
+     * created). A ledger is a sequence of segments: archived ones in <path>.archive/ and
+     * the live one at <path>; each continues the previous one's chain. */
+    "CREATE TABLE IF NOT EXISTS ledger_segment(first_ordinal INTEGER NOT NULL, prev_hash TEXT NOT NULL,"
+    " first_group INTEGER NOT NULL, created_ms INTEGER NOT NULL)",
+    "CREATE TRIGGER IF NOT EXISTS ledger_segment_no_update BEFORE UPDATE ON ledger_segment"
+    " BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END",
+    "CREATE TRIGGER IF NOT EXISTS ledger_segment_no_delete BEFORE DELETE ON ledger_segment"
     " BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END",
 };
 
@@ -271,6 +290,9 @@ static bool write_items(abx_ledger *l, item *first)
     return false;
 }
 
+static bool rotation_due(abx_ledger *l);
+static bool rotate(abx_ledger *l);
+
 static void *writer_main(void *arg)
 {
     abx_ledger *l = arg;
@@ -298,7 +320,9 @@ static void *writer_main(void *arg)
         pthread_cond_broadcast(&l->cond); /* room again for waiting callers */
         pthread_mutex_unlock(&l->mu);
         pthread_mutex_lock(&l->db_mu);
-        bool ok = write_items(l, batch);
+        bool ok = l->db && write_items(l, batch);
+        if (ok && rotation_due(l))
+            rotate(l);
         pthread_mutex_unlock(&l->db_mu);
         pthread_mutex_lock(&l->mu);
         if (ok != l->healthy)
@@ -320,6 +344,274 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+
+/* ---- segments ----
+ * Rotation state machine (writer thread, holding db_mu): live segment full or old →
+ * checkpoint and close it → rename it to <archive_dir>/seg-<first>-<last>.db (fsync the
+ * directories) → open a new live segment whose ledger_segment row continues the chain
+ * (next ordinal, last hash, next group). A crash after the rename leaves no live file:
+ * open_segment() then continues from the newest archive, so the chain never forks. */
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool is_segment_name(const char *n)
+{
+    unsigned long long a, b;
+    char tail[8];
+    return strncmp(n, "seg-", 4) == 0 && sscanf(n, "seg-%12llu-%12llu.%7s", &a, &b, tail) == 3 &&
+           strcmp(tail, "db") == 0 && strlen(n) == 4 + 12 + 1 + 12 + 3;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The archived segments of a ledger, oldest first (names are zero-padded first ordinals),
+ * then the live one. Caller frees each path and the array. */
+static char **list_segments(const char *path, size_t *n)
+{
+    *n = 0;
+    char *dir = abx_asprintf("%s.archive", path);
+    size_t cap = 8;
+    char **out = abx_calloc(cap, sizeof *out);
+    DIR *d = dir ? opendir(dir) : NULL;
+    struct dirent *de;
+    while (out && d && (de = readdir(d))) {
+        if (!is_segment_name(de->d_name))
+            continue;
+        if (*n + 2 > cap) {
+            char **g = abx_realloc(out, cap * 2 * sizeof *out);
+            if (!g)
+                break;
+            out = g;
+            cap *= 2;
+        }
+        out[(*n)++] = abx_asprintf("%s/%s", dir, de->d_name);
+    }
+    if (d)
+        closedir(d);
+    abx_free(dir);
+    if (!out)
+        return NULL;
+    qsort(out, *n, sizeof *out, cmp_str);
+    out[(*n)++] = abx_strdup(path);
+    return out;
+}
+
+static void free_list(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        abx_free(v[i]);
+    abx_free(v);
+}
+
+/* The segment row of an open database: defaults for a schema-1 ledger (genesis). */
+static void read_segment_row(sqlite3 *db, int64_t *first_ordinal, char prev[65], int64_t *first_group,
+                             int64_t *created_ms, bool *present)
+{
+    *first_ordinal = 1;
+    *first_group = 1;
+    *created_ms = 0;
+    *present = false;
+    snprintf(prev, 65, "%s", genesis);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT first_ordinal, prev_hash, first_group, created_ms FROM ledger_segment LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *first_ordinal = sqlite3_column_int64(st, 0);
+        snprintf(prev, 65, "%s", sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "");
+        *first_group = sqlite3_column_int64(st, 2);
+        *created_ms = sqlite3_column_int64(st, 3);
+        *present = true;
+    }
+    sqlite3_finalize(st);
+}
+
+/* Where the newest archived segment's chain ends: false when there is none. */
+static bool archive_tail(const char *path, uint64_t *next_ordinal, char hash[65], uint64_t *next_group)
+{
+    size_t n;
+    char **segs = list_segments(path, &n);
+    bool found = false;
+    if (segs && n >= 2) {
+        sqlite3 *db = NULL;
+        if (sqlite3_open_v2(segs[n - 2], &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+            sqlite3_stmt *st;
+            if (sqlite3_prepare_v2(db, "SELECT ordinal, hash FROM action_events ORDER BY ordinal DESC LIMIT 1", -1,
+                                   &st, NULL) == SQLITE_OK) {
+                if (sqlite3_step(st) == SQLITE_ROW) {
+                    *next_ordinal = (uint64_t)sqlite3_column_int64(st, 0) + 1;
+                    snprintf(hash, 65, "%s", (const char *)sqlite3_column_text(st, 1));
+                    found = true;
+                }
+                sqlite3_finalize(st);
+            }
+            if (found && sqlite3_prepare_v2(db, "SELECT COALESCE(MAX(group_id), 0) FROM action_groups", -1, &st,
+                                            NULL) == SQLITE_OK) {
+                if (sqlite3_step(st) == SQLITE_ROW)
+                    *next_group = (uint64_t)sqlite3_column_int64(st, 0) + 1;
+                sqlite3_finalize(st);
+            }
+        }
+        sqlite3_close(db);
+    }
+    free_list(segs, n);
+    return found;
+}
+
+/* Open (or create) the live segment at l->path and continue the chain where it ends:
+ * in this segment, else where its row says it starts, else after the newest archive. */
+static int open_segment(abx_ledger *l, char *err, size_t errlen)
+{
+    if (sqlite3_open_v2(l->path, &l->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
+        SQLITE_OK) {
+        snprintf(err, errlen, "cannot open the ledger %s: %s", l->path, l->db ? sqlite3_errmsg(l->db) : "?");
+        goto fail;
+    }
+    sqlite3_busy_timeout(l->db, 5000);
+    char pragma[64];
+    snprintf(pragma, sizeof pragma, "PRAGMA synchronous=%s", l->sync_full ? "FULL" : "NORMAL");
+    if (exec_sql(l->db, "PRAGMA journal_mode=WAL") != SQLITE_OK || exec_sql(l->db, pragma) != SQLITE_OK ||
+        migrate(l->db, err, errlen) != 0) {
+        if (!*err)
+            snprintf(err, errlen, "cannot set up the ledger: %s", sqlite3_errmsg(l->db));
+        goto fail;
+    }
+    int64_t first_ordinal, first_group, created_ms;
+    char prev[65];
+    bool present;
+    read_segment_row(l->db, &first_ordinal, prev, &first_group, &created_ms, &present);
+    bool has_events = false;
+    sqlite3_stmt *st;
+    snprintf(l->last_hash, sizeof l->last_hash, "%s", prev);
+    l->next_ordinal = (uint64_t)first_ordinal;
+    l->next_group = (uint64_t)first_group;
+    if (sqlite3_prepare_v2(l->db, "SELECT ordinal, hash FROM action_events ORDER BY ordinal DESC LIMIT 1", -1, &st,
+                           NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            has_events = true;
+            l->next_ordinal = (uint64_t)sqlite3_column_int64(st, 0) + 1;
+            snprintf(l->last_hash, sizeof l->last_hash, "%s", (const char *)sqlite3_column_text(st, 1));
+        }
+        sqlite3_finalize(st);
+    }
+    if (sqlite3_prepare_v2(l->db, "SELECT COALESCE(MAX(group_id), 0) FROM action_groups", -1, &st, NULL) ==
+        SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW && (uint64_t)sqlite3_column_int64(st, 0) + 1 > l->next_group)
+            l->next_group = (uint64_t)sqlite3_column_int64(st, 0) + 1;
+        sqlite3_finalize(st);
+    }
+    if (!present) {
+        /* a new live segment (or a schema-1 ledger): record where its chain starts */
+        if (!has_events && archive_tail(l->path, &l->next_ordinal, l->last_hash, &l->next_group))
+            first_ordinal = (int64_t)l->next_ordinal, first_group = (int64_t)l->next_group,
+            snprintf(prev, sizeof prev, "%s", l->last_hash);
+        created_ms = wall_ms();
+        if (sqlite3_prepare_v2(l->db, "INSERT INTO ledger_segment VALUES(?,?,?,?)", -1, &st, NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "cannot set up the ledger: %s", sqlite3_errmsg(l->db));
+            goto fail;
+        }
+        sqlite3_bind_int64(st, 1, first_ordinal);
+        sqlite3_bind_text(st, 2, prev, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, first_group);
+        sqlite3_bind_int64(st, 4, created_ms);
+        int rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE) {
+            snprintf(err, errlen, "cannot set up the ledger: %s", sqlite3_errmsg(l->db));
+            goto fail;
+        }
+    }
+    l->seg_first_ordinal = (uint64_t)first_ordinal;
+    l->seg_created_ms = created_ms;
+    return 0;
+fail:
+    sqlite3_close(l->db);
+    l->db = NULL;
+    return -1;
+}
+
+static void fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+/* Is the live segment due for rotation? (writer thread, holding db_mu) */
+static bool rotation_due(abx_ledger *l)
+{
+    if (l->next_ordinal == l->seg_first_ordinal) /* nothing in it yet */
+        return false;
+    if (l->retention_ms > 0 && wall_ms() - l->seg_created_ms >= l->retention_ms)
+        return true;
+    if (l->max_size <= 0)
+        return false;
+    int64_t pages = 0, size = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(l->db, "PRAGMA page_count", -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW)
+            pages = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    if (sqlite3_prepare_v2(l->db, "PRAGMA page_size", -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW)
+            size = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    return pages * size >= l->max_size;
+}
+
+/* Archive the live segment and start the next one (writer thread, holding db_mu). */
+static bool rotate(abx_ledger *l)
+{
+    char name[64];
+    snprintf(name, sizeof name, "seg-%012llu-%012llu.db", (unsigned long long)l->seg_first_ordinal,
+             (unsigned long long)(l->next_ordinal - 1));
+    char *dst = abx_asprintf("%s/%s", l->archive_dir, name);
+    if (!dst)
+        return false;
+    /* fold the WAL in and leave WAL mode, so an archived segment is one self-contained
+     * file that readers open without creating -wal/-shm files beside it */
+    exec_sql(l->db, "PRAGMA wal_checkpoint(TRUNCATE)");
+    exec_sql(l->db, "PRAGMA journal_mode=DELETE");
+    sqlite3_close(l->db);
+    l->db = NULL;
+    bool moved = rename(l->path, dst) == 0;
+    if (moved) {
+        fsync_dir(l->archive_dir);
+        char *wal = abx_asprintf("%s-wal", l->path);
+        if (wal)
+            unlink(wal); /* checkpointed and closed: nothing in it */
+        abx_free(wal);
+        char *parent = abx_strdup(l->path), *slash = parent ? strrchr(parent, '/') : NULL;
+        if (slash)
+            *(slash == parent ? slash + 1 : slash) = '\0';
+        fsync_dir(slash ? parent : ".");
+        abx_free(parent);
+    }
+    char err[256] = "";
+    if (open_segment(l, err, sizeof err) != 0) {
+        /* cannot start a new segment: put the old one back and keep writing there */
+        if (moved)
+            rename(dst, l->path);
+        err[0] = '\0';
+        if (open_segment(l, err, sizeof err) != 0)
+            fprintf(stderr, "{\"level\":\"error\",\"msg\":\"ledger: cannot reopen %s: %s\"}\n", l->path, err);
+        abx_free(dst);
+        return false;
+    }
+    fprintf(stderr, "{\"level\":\"info\",\"msg\":\"ledger: segment archived as %s\"}\n", dst);
+    abx_free(dst);
+    return moved;
+}
+
 abx_ledger *abx_ledger_open(const abx_ledger_opts *o, char *err, size_t errlen)
 {
     abx_ledger *l = abx_calloc(1, sizeof *l);
@@ -339,45 +631,23 @@ abx_ledger *abx_ledger_open(const abx_ledger_opts *o, char *err, size_t errlen)
         abx_free(l);
         return NULL;
     }
-    if (sqlite3_open_v2(o->path, &l->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
-        SQLITE_OK) {
-        snprintf(err, errlen, "cannot open the ledger %s: %s", o->path, l->db ? sqlite3_errmsg(l->db) : "?");
-        sqlite3_close(l->db);
-        close(l->lock_fd);
-        abx_free(l);
-        return NULL;
+    l->path = abx_strdup(o->path);
+    l->archive_dir = abx_asprintf("%s.archive", o->path);
+    l->sync_full = o->sync_full;
+    l->max_size = o->max_size;
+    l->retention_ms = o->retention_ms;
+    if (!l->path || !l->archive_dir) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
     }
-    sqlite3_busy_timeout(l->db, 5000);
-    char pragma[64];
-    snprintf(pragma, sizeof pragma, "PRAGMA synchronous=%s", o->sync_full ? "FULL" : "NORMAL");
-    if (exec_sql(l->db, "PRAGMA journal_mode=WAL") != SQLITE_OK || exec_sql(l->db, pragma) != SQLITE_OK ||
-        migrate(l->db, err, errlen) != 0) {
-        if (!*err)
-            snprintf(err, errlen, "cannot set up the ledger: %s", sqlite3_errmsg(l->db));
-        sqlite3_close(l->db);
-        close(l->lock_fd);
-        abx_free(l);
-        return NULL;
+    /* made now, so the policy compiled next can mask it from child processes; needed
+     * only when segments rotate */
+    if (mkdir(l->archive_dir, 0700) != 0 && errno != EEXIST && (l->max_size > 0 || l->retention_ms > 0)) {
+        snprintf(err, errlen, "cannot create %s: %s", l->archive_dir, strerror(errno));
+        goto fail;
     }
-    /* continue the chain where it ends */
-    snprintf(l->last_hash, sizeof l->last_hash, "%s", genesis);
-    l->next_ordinal = 1;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(l->db, "SELECT ordinal, hash FROM action_events ORDER BY ordinal DESC LIMIT 1", -1, &st,
-                           NULL) == SQLITE_OK) {
-        if (sqlite3_step(st) == SQLITE_ROW) {
-            l->next_ordinal = (uint64_t)sqlite3_column_int64(st, 0) + 1;
-            snprintf(l->last_hash, sizeof l->last_hash, "%s", (const char *)sqlite3_column_text(st, 1));
-        }
-        sqlite3_finalize(st);
-    }
-    l->next_group = 1;
-    if (sqlite3_prepare_v2(l->db, "SELECT COALESCE(MAX(group_id), 0) FROM action_groups", -1, &st, NULL) ==
-        SQLITE_OK) {
-        if (sqlite3_step(st) == SQLITE_ROW)
-            l->next_group = (uint64_t)sqlite3_column_int64(st, 0) + 1;
-        sqlite3_finalize(st);
-    }
+    if (open_segment(l, err, errlen) != 0)
+        goto fail;
     l->healthy = true;
     l->flush_ms = o->flush_ms > 0 ? o->flush_ms : 200;
     pthread_mutex_init(&l->mu, NULL);
@@ -390,11 +660,15 @@ abx_ledger *abx_ledger_open(const abx_ledger_opts *o, char *err, size_t errlen)
     if (pthread_create(&l->thread, NULL, writer_main, l) != 0) {
         snprintf(err, errlen, "cannot start the ledger writer");
         sqlite3_close(l->db);
-        close(l->lock_fd);
-        abx_free(l);
-        return NULL;
+        goto fail;
     }
     return l;
+fail:
+    close(l->lock_fd);
+    abx_free(l->path);
+    abx_free(l->archive_dir);
+    abx_free(l);
+    return NULL;
 }
 
 void abx_ledger_close(abx_ledger *l)
@@ -408,6 +682,8 @@ void abx_ledger_close(abx_ledger *l)
     pthread_join(l->thread, NULL);
     sqlite3_close(l->db);
     close(l->lock_fd);
+    abx_free(l->path);
+    abx_free(l->archive_dir);
     pthread_cond_destroy(&l->cond);
     pthread_mutex_destroy(&l->mu);
     pthread_mutex_destroy(&l->db_mu);
@@ -535,7 +811,7 @@ json_t *abx_ledger_timeline(abx_ledger *l, const char *principal, int limit, int
     bool more = false;
     pthread_mutex_lock(&l->db_mu);
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) == SQLITE_OK) {
+    if (l->db && sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, after >= 0 ? after : before >= 0 ? before : INT64_MAX);
         if (principal)
             sqlite3_bind_text(st, 2, principal, -1, SQLITE_STATIC);
@@ -574,7 +850,7 @@ json_t *abx_ledger_timeline(abx_ledger *l, const char *principal, int limit, int
                                       " WHERE e.ordinal < ?1 AND (?2 IS NULL OR g.principal = ?2) LIMIT 1"
                                     : "SELECT 1 FROM action_events e JOIN action_groups g ON g.group_id = e.group_id"
                                       " WHERE e.ordinal > ?1 AND (?2 IS NULL OR g.principal = ?2) LIMIT 1";
-        if (sqlite3_prepare_v2(l->db, sqlq, -1, &q, NULL) == SQLITE_OK) {
+        if (l->db && sqlite3_prepare_v2(l->db, sqlq, -1, &q, NULL) == SQLITE_OK) {
             sqlite3_bind_int64(q, 1, dir == 0 ? first : last);
             if (principal)
                 sqlite3_bind_text(q, 2, principal, -1, SQLITE_STATIC);
@@ -589,10 +865,15 @@ json_t *abx_ledger_timeline(abx_ledger *l, const char *principal, int limit, int
         }
     }
     pthread_mutex_unlock(&l->db_mu);
+    pthread_mutex_lock(&l->db_mu);
+    json_int_t seg_first = (json_int_t)l->seg_first_ordinal;
+    pthread_mutex_unlock(&l->db_mu);
     json_t *cursor = json_pack("{s:o, s:o}", "before_ordinal", n ? json_integer(first) : json_null(), "after_ordinal",
                                n ? json_integer(last) : (after >= 0 ? json_integer(after) : json_null()));
-    return json_pack("{s:o, s:o, s:b, s:b, s:i, s:i}", "events", events, "cursor", cursor, "has_more_before",
-                     more_before, "has_more_after", more_after, "limit", limit, "field_max_bytes", FIELD_MAX);
+    /* events before the live segment's first ordinal are in archived segments (abx ledger export) */
+    return json_pack("{s:o, s:o, s:b, s:b, s:i, s:i, s:I}", "events", events, "cursor", cursor, "has_more_before",
+                     more_before, "has_more_after", more_after, "limit", limit, "field_max_bytes", FIELD_MAX,
+                     "live_first_ordinal", seg_first);
 }
 
 json_t *abx_ledger_group(abx_ledger *l, uint64_t group_id, const char *principal)
@@ -600,7 +881,7 @@ json_t *abx_ledger_group(abx_ledger *l, uint64_t group_id, const char *principal
     json_t *out = NULL;
     pthread_mutex_lock(&l->db_mu);
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(l->db,
+    if (l->db && sqlite3_prepare_v2(l->db,
                            "SELECT group_id, request_id, principal, op, door, client, created_at, batch_group FROM"
                            " action_groups WHERE group_id = ?1 AND (?2 IS NULL OR principal = ?2)",
                            -1, &st, NULL) == SQLITE_OK) {
@@ -664,49 +945,69 @@ static sqlite3 *open_ro(const char *path, char *err, size_t errlen)
     return db;
 }
 
-int abx_ledger_verify(const char *path, const char *anchor, char *err, size_t errlen, uint64_t *events)
+/* Verify one segment, continuing the chain from prev/expect; remembers the anchored
+ * event's hash when it passes by. 0 when intact, else 1 with why in err. */
+static int verify_segment(const char *file, bool first, char prev[65], int64_t *expect, unsigned long long anchor_n,
+                          char anchor_seen[65], char *err, size_t errlen)
 {
-    *events = 0;
-    sqlite3 *db = open_ro(path, err, errlen);
+    sqlite3 *db = open_ro(file, err, errlen);
     if (!db)
         return 1;
-    sqlite3_stmt *st;
+    int64_t first_ordinal, first_group, created_ms;
+    char seg_prev[65];
+    bool present;
+    read_segment_row(db, &first_ordinal, seg_prev, &first_group, &created_ms, &present);
     int rc = 0;
-    char prev[65];
-    snprintf(prev, sizeof prev, "%s", genesis);
-    int64_t expect = 1;
-    if (sqlite3_prepare_v2(db, "SELECT ordinal, group_id, seq, kind, at, data, prev_hash, hash FROM action_events"
-                               " ORDER BY ordinal", -1, &st, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "not a ledger: %s", sqlite3_errmsg(db));
-        sqlite3_close(db);
-        return 1;
+    if (present && first_ordinal != *expect) {
+        if (first)
+            snprintf(err, errlen, "%s starts at event %lld: the segments holding events %lld to %lld are missing", file,
+                     (long long)first_ordinal, (long long)*expect, (long long)first_ordinal - 1);
+        else
+            snprintf(err, errlen, "%s starts at event %lld but the previous segment ends at event %lld: a segment is "
+                                  "missing or was altered", file, (long long)first_ordinal, (long long)*expect - 1);
+        rc = 1;
+    } else if (present && strcmp(seg_prev, prev) != 0) {
+        snprintf(err, errlen, "%s does not chain to the previous segment: edited, deleted or reordered", file);
+        rc = 1;
+    } else if (!present && !first) {
+        snprintf(err, errlen, "%s has no segment record but is not the first segment", file);
+        rc = 1;
     }
-    while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
-        int64_t ord = sqlite3_column_int64(st, 0);
-        const char *kind = (const char *)sqlite3_column_text(st, 3), *at = (const char *)sqlite3_column_text(st, 4),
-                   *data = (const char *)sqlite3_column_text(st, 5), *ph = (const char *)sqlite3_column_text(st, 6),
-                   *h = (const char *)sqlite3_column_text(st, 7);
-        char want[65];
-        event_hash(prev, ord, (uint64_t)sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2), kind ? kind : "",
-                   at ? at : "", data ? data : "", want);
-        if (ord != expect) {
-            snprintf(err, errlen, "event %lld is missing (found %lld next): deleted or reordered", (long long)expect,
-                     (long long)ord);
-            rc = 1;
-        } else if (!ph || strcmp(ph, prev) != 0) {
-            snprintf(err, errlen, "event %lld does not chain to event %lld: edited, deleted or reordered",
-                     (long long)ord, (long long)ord - 1);
-            rc = 1;
-        } else if (!h || strcmp(h, want) != 0) {
-            snprintf(err, errlen, "event %lld's hash does not match its content: edited", (long long)ord);
-            rc = 1;
+    sqlite3_stmt *st;
+    if (rc == 0 && sqlite3_prepare_v2(db, "SELECT ordinal, group_id, seq, kind, at, data, prev_hash, hash FROM"
+                                          " action_events ORDER BY ordinal", -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "%s is not a ledger: %s", file, sqlite3_errmsg(db));
+        rc = 1;
+    } else if (rc == 0) {
+        while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
+            int64_t ord = sqlite3_column_int64(st, 0);
+            const char *kind = (const char *)sqlite3_column_text(st, 3),
+                       *at = (const char *)sqlite3_column_text(st, 4),
+                       *data = (const char *)sqlite3_column_text(st, 5),
+                       *ph = (const char *)sqlite3_column_text(st, 6), *h = (const char *)sqlite3_column_text(st, 7);
+            char want[65];
+            event_hash(prev, ord, (uint64_t)sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
+                       kind ? kind : "", at ? at : "", data ? data : "", want);
+            if (ord != *expect) {
+                snprintf(err, errlen, "event %lld is missing (found %lld next): deleted or reordered",
+                         (long long)*expect, (long long)ord);
+                rc = 1;
+            } else if (!ph || strcmp(ph, prev) != 0) {
+                snprintf(err, errlen, "event %lld does not chain to event %lld: edited, deleted or reordered",
+                         (long long)ord, (long long)ord - 1);
+                rc = 1;
+            } else if (!h || strcmp(h, want) != 0) {
+                snprintf(err, errlen, "event %lld's hash does not match its content: edited", (long long)ord);
+                rc = 1;
+            }
+            if (h)
+                snprintf(prev, 65, "%s", h);
+            if (h && (unsigned long long)ord == anchor_n)
+                snprintf(anchor_seen, 65, "%s", h);
+            *expect = ord + 1;
         }
-        if (h)
-            snprintf(prev, sizeof prev, "%s", h);
-        expect = ord + 1;
+        sqlite3_finalize(st);
     }
-    sqlite3_finalize(st);
-    *events = (uint64_t)(expect - 1);
     /* the tables beside the chain must agree with it: every group row matches the
      * "received" event that recorded it (and every event's group exists), every
      * attempt row is named by a chained "started" event of its group, and back */
@@ -715,7 +1016,7 @@ int abx_ledger_verify(const char *path, const char *anchor, char *err, size_t er
          " AND e.kind = 'received' WHERE e.ordinal IS NULL LIMIT 1",
          "group", "has no chained \"received\" event: added or edited"},
         {"SELECT e.ordinal FROM action_events e LEFT JOIN action_groups g ON g.group_id = e.group_id"
-         " WHERE g.group_id IS NULL LIMIT 1",
+         " WHERE g.group_id IS NULL AND e.group_id >= ?1 LIMIT 1", /* older groups live in older segments */
          "event", "belongs to a group that is gone: a group row was deleted"},
         {"SELECT g.group_id FROM action_groups g JOIN action_events e ON e.group_id = g.group_id AND e.seq = 0"
          " WHERE json_extract(e.data, '$.request_id') IS NOT g.request_id"
@@ -741,33 +1042,55 @@ int abx_ledger_verify(const char *path, const char *anchor, char *err, size_t er
             rc = 1;
             break;
         }
+        if (strstr(checks[k][0], "?1"))
+            sqlite3_bind_int64(st, 1, first_group);
         if (sqlite3_step(st) == SQLITE_ROW) {
             snprintf(err, errlen, "%s %lld %s", checks[k][1], (long long)sqlite3_column_int64(st, 0), checks[k][2]);
             rc = 1;
         }
         sqlite3_finalize(st);
     }
+    sqlite3_close(db);
+    return rc;
+}
+
+int abx_ledger_verify(const char *path, const char *anchor, char *err, size_t errlen, uint64_t *events)
+{
+    *events = 0;
+    char ah[65] = "", seen[65] = "";
+    unsigned long long count = 0;
+    if (anchor && sscanf(anchor, "%64[0-9a-f]:%llu", ah, &count) != 2) {
+        snprintf(err, errlen, "an anchor reads HASH:COUNT");
+        return 1;
+    }
+    if (access(path, F_OK) != 0) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return 1;
+    }
+    size_t n;
+    char **segs = list_segments(path, &n);
+    if (!segs) {
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
+    char prev[65];
+    snprintf(prev, sizeof prev, "%s", genesis);
+    int64_t expect = 1;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = verify_segment(segs[i], i == 0, prev, &expect, anchor ? count : 0, seen, err, errlen);
+    free_list(segs, n);
+    *events = (uint64_t)(expect - 1);
     if (rc == 0 && anchor) {
-        char ah[65];
-        unsigned long long count;
-        if (sscanf(anchor, "%64[0-9a-f]:%llu", ah, &count) != 2) {
-            snprintf(err, errlen, "an anchor reads HASH:COUNT");
-            rc = 1;
-        } else if (count > *events) {
+        if (count > *events) {
             snprintf(err, errlen, "the ledger has %llu events; the anchor says %llu: the tail was truncated",
                      (unsigned long long)*events, count);
             rc = 1;
-        } else if (sqlite3_prepare_v2(db, "SELECT hash FROM action_events WHERE ordinal = ?1", -1, &st, NULL) ==
-                   SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, (sqlite3_int64)count);
-            if (count && (sqlite3_step(st) != SQLITE_ROW || strcmp((const char *)sqlite3_column_text(st, 0), ah) != 0)) {
-                snprintf(err, errlen, "event %llu does not have the anchored hash: history was rewritten", count);
-                rc = 1;
-            }
-            sqlite3_finalize(st);
+        } else if (count && strcmp(seen, ah) != 0) {
+            snprintf(err, errlen, "event %llu does not have the anchored hash: history was rewritten", count);
+            rc = 1;
         }
     }
-    sqlite3_close(db);
     return rc;
 }
 
@@ -781,11 +1104,16 @@ int abx_ledger_anchor(const char *path, char *out, size_t outlen)
     int rc = -1;
     if (sqlite3_prepare_v2(db, "SELECT hash, ordinal FROM action_events ORDER BY ordinal DESC LIMIT 1", -1, &st,
                            NULL) == SQLITE_OK) {
-        if (sqlite3_step(st) == SQLITE_ROW)
+        if (sqlite3_step(st) == SQLITE_ROW) {
             snprintf(out, outlen, "%s:%lld", (const char *)sqlite3_column_text(st, 0),
                      (long long)sqlite3_column_int64(st, 1));
-        else
-            snprintf(out, outlen, "%s:0", genesis);
+        } else { /* an empty live segment: the chain ends where it starts */
+            int64_t first_ordinal, first_group, created_ms;
+            char prev[65];
+            bool present;
+            read_segment_row(db, &first_ordinal, prev, &first_group, &created_ms, &present);
+            snprintf(out, outlen, "%s:%lld", prev, (long long)first_ordinal - 1);
+        }
         rc = 0;
         sqlite3_finalize(st);
     }
@@ -796,39 +1124,57 @@ int abx_ledger_anchor(const char *path, char *out, size_t outlen)
 int abx_ledger_export(const char *path, void *file, char *err, size_t errlen)
 {
     FILE *f = file;
-    sqlite3 *db = open_ro(path, err, errlen);
-    if (!db)
+    if (access(path, F_OK) != 0) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
         return -1;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT e.ordinal, e.group_id, e.kind, e.at, e.data, g.principal, g.op, g.request_id,"
-                           " e.hash FROM action_events e JOIN action_groups g ON g.group_id = e.group_id"
-                           " ORDER BY e.ordinal",
-                           -1, &st, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "not a ledger: %s", sqlite3_errmsg(db));
+    }
+    size_t n;
+    char **segs = list_segments(path, &n);
+    if (!segs) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        sqlite3 *db = open_ro(segs[i], err, errlen);
+        sqlite3_stmt *st;
+        if (!db) {
+            rc = -1;
+            break;
+        }
+        /* LEFT JOIN: a later event of a group recorded in an older segment */
+        if (sqlite3_prepare_v2(db,
+                               "SELECT e.ordinal, e.group_id, e.kind, e.at, e.data, g.principal, g.op, g.request_id,"
+                               " e.hash FROM action_events e LEFT JOIN action_groups g ON g.group_id = e.group_id"
+                               " ORDER BY e.ordinal",
+                               -1, &st, NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "%s is not a ledger: %s", segs[i], sqlite3_errmsg(db));
+            sqlite3_close(db);
+            rc = -1;
+            break;
+        }
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            json_t *row = json_pack("{s:I, s:I, s:s, s:s, s:o, s:s?, s:s?, s:s?, s:s}", "ordinal",
+                                    (json_int_t)sqlite3_column_int64(st, 0), "group_id",
+                                    (json_int_t)sqlite3_column_int64(st, 1), "kind",
+                                    (const char *)sqlite3_column_text(st, 2), "at",
+                                    (const char *)sqlite3_column_text(st, 3), "data",
+                                    json_loads((const char *)sqlite3_column_text(st, 4), 0, NULL) ?: json_null(),
+                                    "principal", (const char *)sqlite3_column_text(st, 5), "op",
+                                    (const char *)sqlite3_column_text(st, 6), "request_id",
+                                    (const char *)sqlite3_column_text(st, 7), "hash",
+                                    (const char *)sqlite3_column_text(st, 8));
+            char *line = json_dumps(row, JSON_COMPACT | JSON_SORT_KEYS);
+            if (line)
+                fprintf(f, "%s\n", line);
+            free(line);
+            json_decref(row);
+        }
+        sqlite3_finalize(st);
         sqlite3_close(db);
-        return -1;
     }
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        json_t *row = json_pack("{s:I, s:I, s:s, s:s, s:o, s:s?, s:s?, s:s?, s:s}", "ordinal",
-                                (json_int_t)sqlite3_column_int64(st, 0), "group_id",
-                                (json_int_t)sqlite3_column_int64(st, 1), "kind",
-                                (const char *)sqlite3_column_text(st, 2), "at",
-                                (const char *)sqlite3_column_text(st, 3), "data",
-                                json_loads((const char *)sqlite3_column_text(st, 4), 0, NULL) ?: json_null(),
-                                "principal", (const char *)sqlite3_column_text(st, 5), "op",
-                                (const char *)sqlite3_column_text(st, 6), "request_id",
-                                (const char *)sqlite3_column_text(st, 7), "hash",
-                                (const char *)sqlite3_column_text(st, 8));
-        char *s = json_dumps(row, JSON_COMPACT | JSON_SORT_KEYS);
-        if (s)
-            fprintf(f, "%s\n", s);
-        free(s);
-        json_decref(row);
-    }
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return 0;
+    free_list(segs, n);
+    return rc;
 }
 
 /* ---- redaction ---- */

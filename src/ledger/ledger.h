@@ -18,6 +18,8 @@ typedef struct abx_ledger_opts {
     const char *path;       /* database file */
     bool sync_full;         /* synchronous=FULL (default NORMAL: durable against crashes of abx, not of power) */
     int64_t flush_ms;       /* non-durable events are committed within this (default 200 ms) */
+    int64_t max_size;       /* archive the live segment once it holds this many bytes (0 = never) */
+    int64_t retention_ms;   /* archive the live segment once it is this old (0 = never) */
 } abx_ledger_opts;
 
 abx_ledger *abx_ledger_open(const abx_ledger_opts *o, char *err, size_t errlen);
@@ -46,8 +48,9 @@ int abx_ledger_append(abx_ledger *l, uint64_t group_id, json_t *events, bool dur
 json_t *abx_ledger_timeline(abx_ledger *l, const char *principal, int limit, int64_t before, int64_t after);
 json_t *abx_ledger_group(abx_ledger *l, uint64_t group_id, const char *principal);
 
-/* Offline tools: verify the chain (and an anchor "HASH:COUNT"), the head anchor, export
- * NDJSON to a FILE*. verify returns 0 when intact, else 1 with why in err. */
+/* Offline tools: verify the chain across every segment (<path>.archive/seg-*.db, then
+ * <path>) and an anchor "HASH:COUNT"; the head anchor; export NDJSON of every segment
+ * to a FILE*. verify returns 0 when intact, else 1 with why in err. */
 int abx_ledger_verify(const char *path, const char *anchor, char *err, size_t errlen, uint64_t *events);
 int abx_ledger_anchor(const char *path, char *out, size_t outlen);
 int abx_ledger_export(const char *path, void *file /* FILE* */, char *err, size_t errlen);

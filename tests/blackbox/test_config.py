@@ -109,7 +109,7 @@ def test_check_config_nested_unknown_key(tmp_path, text, line, word):
 
 
 @pytest.mark.parametrize("key,value", [
-    ("ledger", "{retention: 30d}"), ("custom", "[]"), ("load", "[]"),
+    ("custom", "[]"), ("load", "[]"),
 ])
 def test_check_config_unsupported_keys(tmp_path, key, value):
     r, diags, _ = check(tmp_path, GOOD + "%s: %s\n" % (key, value))
@@ -118,6 +118,21 @@ def test_check_config_unsupported_keys(tmp_path, key, value):
     assert d and d[0]["level"] == "error", r.stdout
     assert d[0]["line"] == GOOD.count("\n") + 1
     assert key in d[0]["msg"]
+
+
+@pytest.mark.parametrize("value", ["{retention: 0s}", "{retention: soon}", "{max_size: 32KiB}", "{max_size: -5}",
+                                   "{max_size: lots}", "{retention: 30}"])
+def test_check_config_ledger_rotation_bad_values(tmp_path, value):
+    r, diags, _ = check(tmp_path, GOOD + "ledger: %s\n" % value)
+    assert r.returncode == 1, r.stdout
+    d = [x for x in diags if x["code"] == "config.bad_value"]
+    assert d and d[0]["line"] == GOOD.count("\n") + 1, r.stdout
+    assert "ledger." in d[0]["msg"]
+
+
+def test_check_config_ledger_rotation_accepted(tmp_path):
+    r, diags, _ = check(tmp_path, GOOD + "ledger: {retention: 30d, max_size: 256MiB}\n")
+    assert r.returncode == 0, r.stdout
 
 
 def test_check_config_confine_never_silently_ignored(tmp_path):

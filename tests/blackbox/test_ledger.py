@@ -898,6 +898,181 @@ def test_idempotency_key_replays_first_result(led, workspace):
 
 # -- flood aggregation, second half (keep last: it may wait for the minute to turn) -------------------
 
+# -- segment rotation (ledger.max_size / ledger.retention) ------------------------------------------
+
+def _segments(path):
+    d = path + ".archive"
+    return sorted(os.path.join(d, n) for n in os.listdir(d)
+                  if n.startswith("seg-") and n.endswith(".db")) if os.path.isdir(d) else []
+
+
+def _seg_range(seg):
+    return q(seg, "SELECT MIN(ordinal), MAX(ordinal) FROM action_events")[0]
+
+
+def _busy(s, ws, n, tag="f"):
+    for i in range(n):
+        ok(s.post("/files/write", token=ALICE_TOKEN,
+                  json_body={"path": "%s/%s%d" % (ws, tag, i), "content": "x" * 300 + str(i)}))
+
+
+@pytest.fixture
+def rotated(abx, workspace, tmp_path):
+    """A server whose live segment is archived every 64 KiB, after enough calls to rotate a
+    few times; stopped. (server, ledger path)."""
+    path = str(tmp_path / "ledger.db")
+    s = abx(make_config(workspace, ledger={"path": path, "max_size": "64KiB"}))
+    _busy(s, workspace, 90)
+    s.stop()
+    assert s.returncode == 0, s.stderr()[-2000:]
+    return s, path
+
+
+def test_rotation_by_size_archives_chained_segments(rotated):
+    s, path = rotated
+    segs = _segments(path)
+    assert len(segs) >= 2, segs
+    # segments hold contiguous ordinal ranges, named after them, oldest first
+    expect = 1
+    for seg in segs:
+        lo, hi = _seg_range(seg)
+        assert lo == expect, (seg, lo, expect)
+        assert os.path.basename(seg) == "seg-%012d-%012d.db" % (lo, hi)
+        first, prev = q(seg, "SELECT first_ordinal, prev_hash FROM ledger_segment")[0]
+        assert first == lo
+        expect = hi + 1
+    live_first = q(path, "SELECT first_ordinal FROM ledger_segment")[0][0]
+    assert live_first == expect
+    # each segment's chain starts at the previous segment's last hash
+    for a, b in zip(segs, segs[1:] + [path]):
+        last = q(a, "SELECT hash FROM action_events ORDER BY ordinal DESC LIMIT 1")[0][0]
+        assert q(b, "SELECT prev_hash FROM ledger_segment")[0][0] == last
+    total = settle(path) + sum(q(seg, "SELECT COUNT(*) FROM action_events")[0][0] for seg in segs)
+    r = verify(path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("ok: %d events" % total), r.stdout
+    # export covers every segment, in order
+    e = ledger_cli(["export", "--path", path])
+    assert e.returncode == 0, e.stderr
+    ords = [json.loads(x)["ordinal"] for x in e.stdout.splitlines()]
+    assert ords == list(range(1, total + 1))
+    # the anchor is the head of the whole chain
+    a = ledger_cli(["anchor", "--path", path]).stdout.strip()
+    assert a.endswith(":%d" % total), a
+    assert verify(path, a).returncode == 0
+
+
+def test_rotation_restart_continues_chain_and_groups(rotated, abx, workspace):
+    s, path = rotated
+    before = verify(path)
+    n0 = int(before.stdout.split()[1])
+    groups0 = max(q(seg, "SELECT MAX(group_id) FROM action_groups")[0][0] or 0 for seg in _segments(path) + [path])
+    s2 = abx(make_config(workspace, ledger={"path": path, "max_size": "64KiB"}))
+    r = s2.post("/files/write", token=ALICE_TOKEN, json_body={"path": workspace + "/after", "content": "x"})
+    g, _ = group_of(path, rid(r))
+    assert g["group_id"] > groups0
+    tl = ok(s2.get("/ledger/timeline", token=ADMIN_TOKEN, params={"limit": 5}))
+    assert tl["live_first_ordinal"] >= 1
+    assert all(ev["ordinal"] >= tl["live_first_ordinal"] for ev in tl["events"])
+    s2.stop()
+    r = verify(path)
+    assert r.returncode == 0, r.stdout
+    assert int(r.stdout.split()[1]) > n0
+
+
+def test_rotation_crash_after_archive_rename_continues_chain(rotated, abx, workspace):
+    """kill -9 between renaming the live segment into the archive and creating the next
+    one: the next start finds no live file and continues after the newest archive."""
+    s, path = rotated
+    n0 = int(verify(path).stdout.split()[1])
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    first = con.execute("SELECT first_ordinal FROM ledger_segment").fetchone()[0]
+    con.close()
+    assert n0 >= first, (n0, first)
+    os.rename(path, os.path.join(path + ".archive", "seg-%012d-%012d.db" % (first, n0)))
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.unlink(path + suffix)
+    s2 = abx(make_config(workspace, ledger={"path": path, "max_size": "64KiB"}))
+    ok(s2.post("/files/write", token=ALICE_TOKEN, json_body={"path": workspace + "/again", "content": "x"}))
+    s2.stop()
+    assert q(path, "SELECT first_ordinal FROM ledger_segment")[0][0] == n0 + 1
+    r = verify(path)
+    assert r.returncode == 0, r.stdout
+    assert int(r.stdout.split()[1]) > n0
+
+
+def _tamper_seg(seg, sql):
+    con = sqlite3.connect(seg)
+    _drop_triggers(con)
+    cur = con.execute(sql)
+    assert cur.rowcount >= 1, sql
+    con.commit()
+    con.close()
+
+
+@pytest.mark.parametrize("how", ["edit_archived_event", "delete_middle_segment", "delete_first_segment",
+                                 "edit_segment_start", "swap_segment_names"])
+def test_verify_detects_tampering_across_segments(rotated, how):
+    s, path = rotated
+    segs = _segments(path)
+    assert len(segs) >= 2
+    assert verify(path).returncode == 0
+    if how == "edit_archived_event":
+        _tamper_seg(segs[0], "UPDATE action_events SET data = replace(data, 'alice', 'mallory') WHERE ordinal = "
+                             "(SELECT MIN(ordinal) FROM action_events WHERE data LIKE '%alice%')")
+    elif how == "delete_middle_segment":
+        os.unlink(segs[1] if len(segs) > 2 else segs[-1])
+    elif how == "delete_first_segment":
+        os.unlink(segs[0])
+    elif how == "edit_segment_start":
+        _tamper_seg(segs[1], "UPDATE ledger_segment SET prev_hash = '%s'" % ("0" * 64))
+    elif how == "swap_segment_names":
+        tmp = segs[0] + ".tmp"
+        os.rename(segs[0], tmp)
+        os.rename(segs[1], segs[0])
+        os.rename(tmp, segs[1])
+    r = verify(path)
+    assert r.returncode == 1, "%s: %s" % (how, r.stdout)
+    assert r.stdout.startswith("TAMPERED"), r.stdout
+
+
+def test_rotation_by_retention(abx, workspace, tmp_path):
+    path = str(tmp_path / "ledger.db")
+    s = abx(make_config(workspace, ledger={"path": path, "retention": "1s"}))
+    _busy(s, workspace, 2)
+    assert _segments(path) == []
+    time.sleep(1.3)
+    _busy(s, workspace, 1, tag="late")  # the first commit after a second archives the segment
+    deadline = time.time() + 3
+    while not _segments(path) and time.time() < deadline:
+        time.sleep(0.1)
+    segs = _segments(path)
+    assert len(segs) == 1, segs
+    s.stop()
+    assert verify(path).returncode == 0
+
+
+def test_archived_segments_are_protected(rotated, abx, workspace, tmp_path):
+    """Agents cannot read or delete the archive, even when a statement's scope covers it."""
+    s, path = rotated
+    root = str(tmp_path)
+    cfg = make_config(workspace, ledger={"path": path, "max_size": "64KiB"})
+    cfg["policy"]["allow"].append({"ops": ["files.*"], "principals": ["role:agent"], "paths": [root + "/**"]})
+    s2 = abx(cfg)
+    seg = _segments(path)[0]
+    r = s2.get("/files/read", token=ALICE_TOKEN, params={"path": seg})
+    assert r.status_code == 403, r.text
+    r = s2.post("/files/write", token=ALICE_TOKEN, json_body={"path": seg, "content": "gone"})
+    assert r.status_code == 403, r.text
+    r = s2.post("/files/write", token=ALICE_TOKEN,
+                json_body={"path": path + ".archive/seg-000000000999-000000001000.db", "content": "forged"})
+    assert r.status_code == 403, r.text
+    assert os.path.exists(seg)
+    assert verify(path).returncode == 0
+
+
 def test_flood_later_group_carries_aggregated_count(flood):
     s, path = flood["server"], flood["path"]
     deadline = time.time() + 65
