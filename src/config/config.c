@@ -146,9 +146,17 @@ static bool load_limits(abx_config *c, abx_diags *d)
                 return false;
             }
             c->read_timeout_ms = x;
+        } else if (strcmp(k, "approval_ttl") == 0) {
+            x = text ? abx_parse_duration_ms(text) : -1;
+            if (x < 1000 || x > 7LL * 24 * 3600 * 1000) {
+                abx_diag_add(d, "error", "config.bad_value", line, "'limits.approval_ttl' must be 1s..7d");
+                return false;
+            }
+            c->approval_ttl_ms = x;
         } else {
             abx_diag_add(d, "error", "config.unknown_key", line,
-                         "unknown key 'limits.%s' (request_max_bytes, upload_max_bytes, connections, read_timeout)", k);
+                         "unknown key 'limits.%s' (request_max_bytes, upload_max_bytes, connections, read_timeout, "
+                         "approval_ttl)", k);
             return false;
         }
     }
@@ -162,6 +170,7 @@ static void set_defaults(abx_config *c)
     c->terminal_host = abx_strdup("127.0.0.1");
     c->terminal_port = 9001;
     c->request_max_bytes = 16 * 1024 * 1024;
+    c->approval_ttl_ms = 15 * 60 * 1000;
     c->upload_max_bytes = 4LL * 1024 * 1024 * 1024;
     c->connections = 256;
     c->read_timeout_ms = 3000;

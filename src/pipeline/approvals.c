@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define APPROVAL_TTL_MS (15 * 60 * 1000)
 #define APPROVALS_MAX 1024
 
 enum state { PENDING, APPROVED, RUNNING, DONE, DENIED, EXPIRED };
@@ -179,7 +178,7 @@ abx_err abx_approval_hold(abx_request *r)
     abx_sha256_hex(canon ? canon : "", canon ? strlen(canon) : 0, x->args_sha256);
     free(canon);
     x->created_wall = abx_wall_ms();
-    x->expires_mono = abx_now_ms() + APPROVAL_TTL_MS;
+    x->expires_mono = abx_now_ms() + (s->cfg.approval_ttl_ms > 0 ? s->cfg.approval_ttl_ms : 15 * 60 * 1000);
     x->state = PENDING;
     /* the held call's own ledger group: requested now, decided and run later */
     if (s->ledger) {

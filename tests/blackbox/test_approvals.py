@@ -343,7 +343,35 @@ def test_prefer_wait_times_out_pending(srv, workspace):
     assert not os.path.exists(os.path.join(workspace, "count"))
 
 
-@pytest.mark.skip(reason="approval TTL is a fixed 15 minutes with no config knob or clock control; "
-                         "408 approval.expired cannot be reached within the time budget")
-def test_expired():
-    pass
+def test_expired(abx, workspace, tmp_path):
+    """limits.approval_ttl (default 15m): a held call not decided in time is 408
+    approval.expired — to its caller's poll and to a late approver — and never runs."""
+    path = str(tmp_path / "ledger.db")
+    cfg = make_config(workspace, path)
+    cfg["limits"] = {"approval_ttl": "1s"}
+    s = abx(cfg)
+    aid, _ = hold(s, {"command": counter_cmd(workspace)})
+    time.sleep(1.3)
+    r = s.get("/approvals/" + aid, token=ALICE_TOKEN)
+    assert_error(r, 408, "approval.expired")
+    r = decide(s, aid, "approve")
+    assert r.status_code in (408, 409), r.text
+    assert r.json()["error"]["code"] in ("approval.expired", "approval.already_decided"), r.text
+    listed = ok(s.get("/approvals", token=ANN_TOKEN))
+    states = {a["id"]: a["status"] for a in listed["approvals"]}
+    assert states.get(aid) == "expired", listed
+    time.sleep(0.3)
+    assert not os.path.exists(os.path.join(workspace, "count"))
+
+
+def test_expired_while_waiting_under_prefer_wait(abx, workspace, tmp_path):
+    path = str(tmp_path / "ledger.db")
+    cfg = make_config(workspace, path)
+    cfg["limits"] = {"approval_ttl": "1s"}
+    s = abx(cfg)
+    t0 = time.time()
+    r = s.post("/commands/run", token=ALICE_TOKEN, json_body={"command": counter_cmd(workspace)},
+               headers={"Prefer": "wait=5"}, timeout=20)
+    assert_error(r, 408, "approval.expired")
+    assert time.time() - t0 < 4
+    assert not os.path.exists(os.path.join(workspace, "count"))
