@@ -44,7 +44,10 @@ struct abx_ledger {
     int lock_fd;                 /* flock on <path>.lock: one server per ledger */
     pthread_mutex_t db_mu;       /* the connection: writer transactions and reads */
     pthread_mutex_t mu;          /* queue, counters, flags */
-    pthread_cond_t cond;         /* queue changed / items done */
+    pthread_cond_t cond;         /* items done, room in the queue (callers wait on it) */
+    pthread_cond_t wake;         /* the writer waits on it: a durable item, a full batch, stop */
+    size_t n_durable;            /* durable items queued: the writer commits at once */
+    int64_t first_queued_ms;     /* monotonic time the oldest queued item arrived */
     pthread_t thread;
     item *head, *tail;
     bool stop;
@@ -156,6 +159,7 @@ fail:
 }
 
 #define QUEUE_MAX 8192
+#define WAKE_BATCH 512 /* queued non-durable items that make the writer commit before flush_ms */
 
 static void item_free(item *it)
 {
@@ -299,24 +303,22 @@ static void *writer_main(void *arg)
     pthread_mutex_lock(&l->mu);
     for (;;) {
         while (!l->head && !l->stop)
-            pthread_cond_wait(&l->cond, &l->mu);
+            pthread_cond_wait(&l->wake, &l->mu);
         if (!l->head && l->stop)
             break;
-        /* a durable item is written now; otherwise wait a little for company */
-        bool durable = false;
-        for (item *it = l->head; it; it = it->next)
-            durable = durable || it->durable;
-        if (!durable && !l->stop) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            int64_t ns = ts.tv_nsec + l->flush_ms * 1000000;
-            ts.tv_sec += ns / 1000000000;
-            ts.tv_nsec = ns % 1000000000;
-            pthread_cond_timedwait(&l->cond, &l->mu, &ts);
+        /* a durable item is written now; otherwise wait for company until the oldest
+         * queued item is flush_ms old (group commit: one transaction for many reads) */
+        if (!l->n_durable && !l->stop && l->queued < WAKE_BATCH) {
+            int64_t due = l->first_queued_ms + l->flush_ms;
+            struct timespec ts = {.tv_sec = due / 1000, .tv_nsec = (due % 1000) * 1000000};
+            while (!l->n_durable && !l->stop && l->queued < WAKE_BATCH)
+                if (pthread_cond_timedwait(&l->wake, &l->mu, &ts) == ETIMEDOUT)
+                    break;
         }
         item *batch = l->head;
         l->head = l->tail = NULL;
         l->queued = 0;
+        l->n_durable = 0;
         pthread_cond_broadcast(&l->cond); /* room again for waiting callers */
         pthread_mutex_unlock(&l->mu);
         pthread_mutex_lock(&l->db_mu);
@@ -656,6 +658,7 @@ abx_ledger *abx_ledger_open(const abx_ledger_opts *o, char *err, size_t errlen)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&l->cond, &ca);
+    pthread_cond_init(&l->wake, &ca);
     pthread_condattr_destroy(&ca);
     if (pthread_create(&l->thread, NULL, writer_main, l) != 0) {
         snprintf(err, errlen, "cannot start the ledger writer");
@@ -678,6 +681,7 @@ void abx_ledger_close(abx_ledger *l)
     pthread_mutex_lock(&l->mu);
     l->stop = true;
     pthread_cond_broadcast(&l->cond);
+    pthread_cond_signal(&l->wake);
     pthread_mutex_unlock(&l->mu);
     pthread_join(l->thread, NULL);
     sqlite3_close(l->db);
@@ -685,6 +689,7 @@ void abx_ledger_close(abx_ledger *l)
     abx_free(l->path);
     abx_free(l->archive_dir);
     pthread_cond_destroy(&l->cond);
+    pthread_cond_destroy(&l->wake);
     pthread_mutex_destroy(&l->mu);
     pthread_mutex_destroy(&l->db_mu);
     abx_free(l);
@@ -713,12 +718,20 @@ static uint64_t enqueue(abx_ledger *l, item *it)
     if (it->request_id)
         it->group_id = l->next_group++;
     uint64_t gid = it->group_id;
+    bool was_empty = !l->head;
     if (l->tail)
         l->tail->next = it;
     else
         l->head = it;
     l->tail = it;
-    pthread_cond_broadcast(&l->cond);
+    if (was_empty)
+        l->first_queued_ms = abx_now_ms();
+    if (it->durable)
+        l->n_durable++;
+    /* wake the writer only when it has something to decide: the first item starts its
+     * flush timer, a durable item or a full batch is written now */
+    if (was_empty || it->durable || l->queued == WAKE_BATCH)
+        pthread_cond_signal(&l->wake);
     if (!it->durable) {
         pthread_mutex_unlock(&l->mu);
         return gid;
