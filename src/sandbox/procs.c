@@ -333,6 +333,43 @@ static void reap(abx_procs *m, abx_proc *p)
             drain(m, p, i);
         }
     abx_child_cleanup(&p->child);
+    /* an exited record keeps its output, not its descriptors: a record is retained for
+     * minutes, and thousands of them holding a pipe or a pty each would exhaust the
+     * server's fds (found by bench/soak.py). Writers dup these under m->mu. */
+    if (p->stdin_fd >= 0 && p->stdin_fd != p->pty_master)
+        close(p->stdin_fd);
+    p->stdin_fd = -1;
+    if (p->pty_master >= 0) {
+        epoll_ctl(m->epfd, EPOLL_CTL_DEL, p->pty_master, NULL);
+        close(p->pty_master);
+        p->pty_master = -1;
+        p->s[0].fd = -1;
+    }
+}
+
+#define MAX_EXITED 512
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The end time of the k-th oldest exited record (k >= 1): records that ended at or
+ * before it are dropped. Ties may drop a few more; that is fine for a bound. */
+static int64_t nth_oldest_end(abx_procs *m, size_t k)
+{
+    int64_t *ends = abx_malloc(m->n * sizeof *ends);
+    if (!ends)
+        return INT64_MIN;
+    size_t e = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (!m->table[i]->running)
+            ends[e++] = m->table[i]->ended_mono;
+    qsort(ends, e, sizeof *ends, cmp_i64);
+    int64_t cut = k <= e ? ends[k - 1] : INT64_MIN;
+    abx_free(ends);
+    return cut;
 }
 
 static void *manager_main(void *arg)
@@ -385,10 +422,18 @@ static void *manager_main(void *arg)
                 p->kill_at_mono = 0;
             }
         }
-        /* drop exited records past retention */
+        /* drop exited records past retention, and the oldest ones beyond MAX_EXITED (a
+         * busy agent starts processes faster than retention forgets them: memory and
+         * this loop's cost stay bounded) */
+        size_t exited = 0;
+        int64_t cutoff = INT64_MIN;
+        for (size_t i = 0; i < m->n; i++)
+            exited += !m->table[i]->running;
+        if (exited > MAX_EXITED)
+            cutoff = nth_oldest_end(m, exited - MAX_EXITED);
         for (size_t i = 0; i < m->n;) {
             abx_proc *p = m->table[i];
-            if (!p->running && now - p->ended_mono > m->retention_ms) {
+            if (!p->running && (now - p->ended_mono > m->retention_ms || p->ended_mono <= cutoff)) {
                 p->in_table = false;
                 m->table[i] = m->table[--m->n];
                 abx_proc_unref(p);
@@ -703,9 +748,15 @@ long abx_proc_write_stdin(abx_proc *p, const void *data, size_t len, bool eof, i
         }
         pthread_mutex_unlock(&m->mu);
     } else if (eof && p->pty) {
-        char eot = 4; /* ^D on the terminal */
-        ssize_t w = write(p->pty_master, &eot, 1);
-        (void)w;
+        pthread_mutex_lock(&m->mu);
+        int mfd = p->pty_master >= 0 ? dup(p->pty_master) : -1;
+        pthread_mutex_unlock(&m->mu);
+        if (mfd >= 0) {
+            char eot = 4; /* ^D on the terminal */
+            ssize_t w = write(mfd, &eot, 1);
+            (void)w;
+            close(mfd);
+        }
     }
     return rc < 0 && done == 0 ? rc : (long)done;
 }
@@ -715,7 +766,14 @@ int abx_proc_resize(abx_proc *p, unsigned short cols, unsigned short rows)
     if (!p->pty)
         return -ENOTTY;
     struct winsize ws = {.ws_row = rows, .ws_col = cols};
-    return ioctl(p->pty_master, TIOCSWINSZ, &ws) == 0 ? 0 : -errno;
+    pthread_mutex_lock(&p->mgr->mu);
+    int fd = p->pty_master >= 0 ? dup(p->pty_master) : -1;
+    pthread_mutex_unlock(&p->mgr->mu);
+    if (fd < 0)
+        return -EIO; /* the terminal has ended */
+    int rc = ioctl(fd, TIOCSWINSZ, &ws) == 0 ? 0 : -errno;
+    close(fd);
+    return rc;
 }
 
 size_t abx_proc_read(abx_proc *p, enum abx_stream_id s, uint64_t off, size_t max, char **data, uint64_t *start,

@@ -501,3 +501,48 @@ def test_statement_timeout_caps_process_life(abx, workspace):
     g = wait_exit(s, pid, timeout=6)
     assert g["status"] == "timed_out", g
     assert not pgrep("sleep " + d)
+
+
+def _fds(s):
+    return len(os.listdir("/proc/%d/fd" % s.proc.pid))
+
+
+def test_exited_records_hold_no_descriptors(srv):
+    """A record is kept for minutes after its process exits; its stdin pipe and output
+    pipes must be closed at exit, or a busy agent exhausts the server's fds."""
+    for _ in range(3):  # warm up lazily opened things
+        ok(srv.post("/commands/run", token=ALICE_TOKEN, json_body={"command": "echo warm"}))
+    time.sleep(0.3)
+    before = _fds(srv)
+    pids = [start(srv, {"command": "echo bye %d" % i})["pid"] for i in range(40)]
+    for pid in pids:
+        deadline = time.time() + 10
+        while ok(get(srv, pid))["running"] and time.time() < deadline:
+            time.sleep(0.05)
+    time.sleep(0.3)
+    after = _fds(srv)
+    assert after <= before + 4, (before, after)
+    # the records are still there, with their output
+    assert "bye 0" in output(srv, pids[0]).text
+    listed = ok(srv.get("/process/list", token=ALICE_TOKEN))
+    assert {p["pid"] for p in listed["processes"]} >= set(pids)
+    # writing to an exited process's stdin is a clean error, not a write to a reused fd
+    r = write(srv, pids[0], {"data": "x"})
+    assert r.status_code == 409 and r.json()["error"]["code"] in ("process.not_running", "process.stdin_closed"), r.text
+
+
+def test_exited_records_are_bounded(srv):
+    """At most 512 exited records are kept (the oldest go first), whatever the retention."""
+    first = start(srv, {"command": "echo first"})["pid"]
+    for i in range(540):
+        ok(srv.post("/commands/run", token=ALICE_TOKEN, json_body={"command": "echo %d" % i}))
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        listed = ok(srv.get("/process/list", token=ADMIN_TOKEN))["processes"]
+        if len([p for p in listed if not p["running"]]) <= 512:
+            break
+        time.sleep(0.2)
+    exited = [p for p in listed if not p["running"]]
+    assert 400 <= len(exited) <= 512, len(exited)
+    assert first not in {p["pid"] for p in listed}
+    assert_error(srv.get("/process/%d" % first, token=ALICE_TOKEN), 404, "process.not_found")
