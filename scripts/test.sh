@@ -15,8 +15,8 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DABX_WERROR=ON >/dev/null
 cmake --build build -j"$jobs"
 (cd build && ctest --output-on-failure -j1)
 
-echo "== build with ASan+UBSan and test again"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DABX_WERROR=ON -DABX_SANITIZE=ON >/dev/null
+echo "== build with ASan+UBSan (and allocation-failure injection) and test again"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DABX_WERROR=ON -DABX_SANITIZE=ON -DABX_FAULT_INJECTION=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j1)
 

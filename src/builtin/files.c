@@ -129,6 +129,7 @@ typedef struct list_state {
 static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static int dir_names(int dirfd, char ***out, size_t *count);
+static void free_names(char **names, size_t n);
 
 static int list_dir(int dirfd, const char *prefix, const char *abs, int depth, list_state *st)
 {
@@ -541,8 +542,13 @@ static int dir_names(int dirfd, char ***out, size_t *count)
         n++;
     }
     closedir(d);
-    if (names)
+    if (rc < 0) { /* callers only free what they got on success */
+        free_names(names, n);
+        names = NULL;
+        n = 0;
+    } else if (names) {
         qsort(names, n, sizeof *names, cmp_names);
+    }
     *out = names;
     *count = n;
     return rc;

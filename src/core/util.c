@@ -28,6 +28,9 @@ static long fault_at;    /* the failing call number, 0 = disabled */
 static long fault_seen;  /* calls since the last reset */
 static int fault_state;  /* 0 = environment not read yet, 1 = being read, 2 = ready */
 
+static bool fault_fail_now(void);
+void abx__fault_install_hooks(void); /* src/core/fault.c */
+
 static long fault_parse_env(void)
 {
     const char *v = getenv("ABX_FAIL_ALLOC_AT");
@@ -53,11 +56,15 @@ static void fault_init(void)
         __atomic_store_n(&fault_at, fault_parse_env(), __ATOMIC_RELAXED);
         __atomic_store_n(&fault_seen, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&fault_state, 2, __ATOMIC_RELEASE);
+        abx__fault_install_hooks(); /* jansson and SQLite count against the same countdown */
         return;
     }
     while (__atomic_load_n(&fault_state, __ATOMIC_ACQUIRE) != 2)
         ;
 }
+
+bool abx__fault_fail_now(void);
+bool abx__fault_fail_now(void) { return fault_fail_now(); }
 
 static bool fault_fail_now(void)
 {
@@ -379,6 +386,7 @@ static struct arena_chunk *arena_chunk_new(size_t size)
         pthread_once(&chunk_once, chunk_key_init);
         struct arena_chunk *cached = pthread_getspecific(chunk_key);
         if (cached) {
+            FAULT_CHECK(); /* counted like the calloc it replaces: failure points stay deterministic */
             (void)pthread_setspecific(chunk_key, NULL);
             return cached;
         }
