@@ -23,6 +23,27 @@ typedef int (*abx_query_cb)(void *ud, const char *name, size_t nlen, const char 
  * on, non-zero to stop (that value is returned). -1 on a malformed escape. */
 int abx_query_each(const char *q, size_t n, abx_query_cb cb, void *ud);
 
+/* ---- request headers (step 0: what libmicrohttpd lets through) ----
+ * Fed one header at a time (name and value as the transport delivers them, values
+ * NUL-terminated at vlen), then checked once for framing ambiguity. Values point into
+ * the transport's storage and live as long as the request. */
+typedef struct abx_headers {
+    int n_cl, n_te, n_host, n_auth;
+    const char *host, *origin, *cl, *te, *content_type, *bearer, *x_token, *idem_key, *ws_key, *last_event_id;
+    bool auth_bad_scheme;   /* Authorization present but not "Bearer <token>" */
+    bool ws_upgrade;        /* Upgrade: websocket */
+    int prefer_wait;        /* Prefer: wait=N, clamped to 0..300 */
+    char why[120];          /* why a header or the set was refused */
+} abx_headers;
+
+/* One header: false when it must be refused (a name outside the RFC 9110 token set —
+ * e.g. a space before the colon — or a control character in the value). */
+bool abx_headers_add(abx_headers *h, const char *name, size_t nlen, const char *value, size_t vlen);
+/* After the last header: refuses duplicate or conflicting Content-Length /
+ * Transfer-Encoding / Host / Authorization, a Transfer-Encoding other than chunked and a
+ * Content-Length that is not 1–18 digits. Returns true and *clen (-1 when absent). */
+bool abx_headers_check(abx_headers *h, int64_t *clen);
+
 /* ---- trie router on method + path (literal segments beat variables) ---- */
 typedef struct abx_router abx_router;
 

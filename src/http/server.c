@@ -907,70 +907,17 @@ static enum MHD_Result reject(struct MHD_Connection *c, conn_req *cr, abx_err e,
 }
 
 typedef struct hdr_scan {
-    abx_request *r;
-    int n_cl, n_te;
+    abx_headers h;
     bool bad;
-    char bad_why[120];
-    const char *host, *origin, *cl, *te;
-    int n_host, n_auth;
 } hdr_scan;
-
-static bool token_char(unsigned char ch)
-{
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           strchr("!#$%&'*+-.^_`|~", ch) != NULL;
-}
 
 static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t klen,
                                    const char *value, size_t vlen)
 {
-    hdr_scan *h = cls;
-    abx_request *r = h->r;
-    for (size_t i = 0; i < klen; i++)
-        if (!token_char((unsigned char)key[i])) {
-            h->bad = true;
-            snprintf(h->bad_why, sizeof h->bad_why, "header name has an invalid character (space before the colon?)");
-            return MHD_NO;
-        }
-    for (size_t i = 0; value && i < vlen; i++)
-        if ((unsigned char)value[i] < 0x20 && value[i] != '\t') {
-            h->bad = true;
-            snprintf(h->bad_why, sizeof h->bad_why, "header value has a control character");
-            return MHD_NO;
-        }
-    if (strcasecmp(key, "Content-Length") == 0) {
-        h->n_cl++;
-        h->cl = value;
-    } else if (strcasecmp(key, "Transfer-Encoding") == 0) {
-        h->n_te++;
-        h->te = value;
-    } else if (strcasecmp(key, "Host") == 0) {
-        h->n_host++;
-        h->host = value;
-    } else if (strcasecmp(key, "Origin") == 0) {
-        h->origin = value;
-    } else if (strcasecmp(key, "Content-Type") == 0) {
-        r->content_type = value;
-    } else if (strcasecmp(key, "Authorization") == 0) {
-        h->n_auth++;
-        if (strncasecmp(value, "Bearer ", 7) == 0 && value[7])
-            r->bearer = value + 7;
-        else
-            r->auth_bad_scheme = true;
-    } else if (strcasecmp(key, "Idempotency-Key") == 0) {
-        r->idem_key = value;
-    } else if (strcasecmp(key, "Prefer") == 0) {
-        const char *w = strstr(value, "wait=");
-        if (w)
-            r->prefer_wait = atoi(w + 5) > 300 ? 300 : atoi(w + 5);
-    } else if (strcasecmp(key, "Sec-WebSocket-Key") == 0) {
-        r->ws_key = value;
-    } else if (strcasecmp(key, "Upgrade") == 0) {
-        r->ws_upgrade = strcasecmp(value, "websocket") == 0;
-    } else if (strcasecmp(key, "Last-Event-ID") == 0) {
-        r->last_event_id = value;
-    } else if (strcasecmp(key, "X-Access-Token") == 0) {
-        r->x_token = value;
+    hdr_scan *hs = cls;
+    if (!abx_headers_add(&hs->h, key, klen, value, vlen)) {
+        hs->bad = true;
+        return MHD_NO;
     }
     return MHD_YES;
 }
@@ -1035,25 +982,25 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
         r->query_len = cr->raw_len - r->path_len - 1;
     }
     /* header sanity: the desync cases libmicrohttpd lets through */
-    hdr_scan h = {.r = r};
-    MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_header, &h);
-    if (h.bad)
-        return reject(c, cr, ABX_E_REQUEST_BAD_HEADER, h.bad_why);
-    if (h.n_cl > 1 || h.n_te > 1 || (h.n_cl && h.n_te) || h.n_host > 1 || h.n_auth > 1)
-        return reject(c, cr, ABX_E_REQUEST_BAD_HEADER,
-                      "ambiguous framing or duplicate headers (Content-Length, Transfer-Encoding, Host, Authorization)");
-    if (h.te && strcasecmp(h.te, "chunked") != 0)
-        return reject(c, cr, ABX_E_REQUEST_BAD_HEADER, "only Transfer-Encoding: chunked is accepted");
+    hdr_scan hs = {0};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_header, &hs);
     int64_t clen = -1;
-    if (h.cl) {
-        if (!*h.cl || strspn(h.cl, "0123456789") != strlen(h.cl) || strlen(h.cl) > 18)
-            return reject(c, cr, ABX_E_REQUEST_BAD_HEADER, "Content-Length must be digits only");
-        clen = strtoll(h.cl, NULL, 10);
-    }
+    if (hs.bad || !abx_headers_check(&hs.h, &clen))
+        return reject(c, cr, ABX_E_REQUEST_BAD_HEADER, hs.h.why);
+    abx_headers *h = &hs.h;
+    r->content_type = h->content_type;
+    r->bearer = h->bearer;
+    r->auth_bad_scheme = h->auth_bad_scheme;
+    r->x_token = h->x_token;
+    r->idem_key = h->idem_key;
+    r->prefer_wait = h->prefer_wait;
+    r->ws_key = h->ws_key;
+    r->ws_upgrade = h->ws_upgrade;
+    r->last_event_id = h->last_event_id;
     /* step 0c: Host and Origin */
-    if (!host_allowed(s, h.host))
+    if (!host_allowed(s, h->host))
         return reject(c, cr, ABX_E_REQUEST_HOST_DENIED, "the Host header is not allowed");
-    if (h.origin && !origin_allowed(s, h.origin))
+    if (h->origin && !origin_allowed(s, h->origin))
         return reject(c, cr, ABX_E_REQUEST_ORIGIN_DENIED, "the Origin header is not allowed");
     /* step 2 early (pure trie walk): the busy slot and the body rules depend on the op */
     abx_route(r);
@@ -1073,7 +1020,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
     cr->bytes_body = op && op->def->raw_body && r->door == ABX_DOOR_HTTP;
     cr->max_body = cr->bytes_body ? s->cfg.upload_max_bytes : s->cfg.request_max_bytes;
     /* step 1: size cap before reading; JSON bodies must say so */
-    bool has_body = clen > 0 || h.te != NULL;
+    bool has_body = clen > 0 || h->te != NULL;
     if (clen > cr->max_body) {
         char msg[120];
         snprintf(msg, sizeof msg, "the body (%lld bytes) is larger than the limit of %lld bytes", (long long)clen,

@@ -1,7 +1,9 @@
 /* target.c — step 0b: the raw request target is checked before anything decodes it,
  * and query strings are decoded here. Pure byte functions (fuzzed). */
 #include "http/http.h"
+#include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <string.h>
 
 static int hexval(unsigned char c)
@@ -130,4 +132,106 @@ int abx_query_each(const char *q, size_t n, abx_query_cb cb, void *ud)
             return rc;
     }
     return 0;
+}
+
+/* ---- headers ---- */
+
+static bool token_char(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           (ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
+static bool name_is(const char *name, size_t nlen, const char *want)
+{
+    return strlen(want) == nlen && strncasecmp(name, want, nlen) == 0;
+}
+
+/* "wait=N" anywhere in a Prefer value: N clamped to 0..300, no overflow */
+static int prefer_wait(const char *v)
+{
+    const char *w = v ? strstr(v, "wait=") : NULL;
+    if (!w)
+        return 0;
+    int n = 0;
+    for (const char *p = w + 5; *p >= '0' && *p <= '9'; p++)
+        if ((n = n * 10 + (*p - '0')) > 300)
+            return 300;
+    return n;
+}
+
+bool abx_headers_add(abx_headers *h, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+    if (nlen == 0) {
+        snprintf(h->why, sizeof h->why, "empty header name");
+        return false;
+    }
+    for (size_t i = 0; i < nlen; i++)
+        if (!token_char((unsigned char)name[i])) {
+            snprintf(h->why, sizeof h->why, "header name has an invalid character (space before the colon?)");
+            return false;
+        }
+    for (size_t i = 0; value && i < vlen; i++)
+        if ((unsigned char)value[i] < 0x20 && value[i] != '\t') {
+            snprintf(h->why, sizeof h->why, "header value has a control character");
+            return false;
+        }
+    if (!value)
+        value = "";
+    if (name_is(name, nlen, "Content-Length")) {
+        h->n_cl++;
+        h->cl = value;
+    } else if (name_is(name, nlen, "Transfer-Encoding")) {
+        h->n_te++;
+        h->te = value;
+    } else if (name_is(name, nlen, "Host")) {
+        h->n_host++;
+        h->host = value;
+    } else if (name_is(name, nlen, "Origin")) {
+        h->origin = value;
+    } else if (name_is(name, nlen, "Content-Type")) {
+        h->content_type = value;
+    } else if (name_is(name, nlen, "Authorization")) {
+        h->n_auth++;
+        if (strncasecmp(value, "Bearer ", 7) == 0 && value[7])
+            h->bearer = value + 7;
+        else
+            h->auth_bad_scheme = true;
+    } else if (name_is(name, nlen, "Idempotency-Key")) {
+        h->idem_key = value;
+    } else if (name_is(name, nlen, "Prefer")) {
+        h->prefer_wait = prefer_wait(value);
+    } else if (name_is(name, nlen, "Sec-WebSocket-Key")) {
+        h->ws_key = value;
+    } else if (name_is(name, nlen, "Upgrade")) {
+        h->ws_upgrade = strcasecmp(value, "websocket") == 0;
+    } else if (name_is(name, nlen, "Last-Event-ID")) {
+        h->last_event_id = value;
+    } else if (name_is(name, nlen, "X-Access-Token")) {
+        h->x_token = value;
+    }
+    return true;
+}
+
+bool abx_headers_check(abx_headers *h, int64_t *clen)
+{
+    *clen = -1;
+    if (h->n_cl > 1 || h->n_te > 1 || (h->n_cl && h->n_te) || h->n_host > 1 || h->n_auth > 1) {
+        snprintf(h->why, sizeof h->why,
+                 "ambiguous framing or duplicate headers (Content-Length, Transfer-Encoding, Host, Authorization)");
+        return false;
+    }
+    if (h->te && strcasecmp(h->te, "chunked") != 0) {
+        snprintf(h->why, sizeof h->why, "only Transfer-Encoding: chunked is accepted");
+        return false;
+    }
+    if (h->cl) {
+        size_t n = strlen(h->cl);
+        if (!n || strspn(h->cl, "0123456789") != n || n > 18) {
+            snprintf(h->why, sizeof h->why, "Content-Length must be digits only");
+            return false;
+        }
+        *clen = strtoll(h->cl, NULL, 10);
+    }
+    return true;
 }
