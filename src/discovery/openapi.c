@@ -5,10 +5,84 @@
 #include "core/util.h"
 #include <string.h>
 
-static json_t *error_response(const char *desc)
+/* The codes one binding of an op can answer: the pipeline's, which follow from the
+ * declaration (how arguments arrive, parameter kinds, effects, limits, approval), and
+ * the handler's own (abx_op_def.errors). 405 is left out: it answers a path, not an op. */
+static void op_errors(const abx_op *op, bool json_body, bool any_body, bool e[ABX_E__COUNT])
 {
-    return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", desc, "content", "application/json", "schema", "$ref",
-                     "#/components/schemas/Error");
+    static const abx_err always[] = {
+        ABX_E_REQUEST_BAD_TARGET, ABX_E_REQUEST_BAD_HEADER,  ABX_E_REQUEST_HOST_DENIED, ABX_E_REQUEST_ORIGIN_DENIED,
+        ABX_E_REQUEST_BUSY,       ABX_E_AUTH_REQUIRED,       ABX_E_AUTH_INVALID_TOKEN,  ABX_E_AUTH_CONFLICTING_CREDENTIALS,
+        ABX_E_AUTH_RATE_LIMITED,  ABX_E_OP_NOT_ENABLED,      ABX_E_ARGS_UNKNOWN,        ABX_E_POLICY_DENIED,
+        ABX_E_LIMIT_RATE,         ABX_E_LIMIT_CONCURRENCY,   ABX_E_SERVER_INTERNAL,     ABX_E_SERVER_UNAVAILABLE,
+    };
+    const abx_op_def *d = op->def;
+    memset(e, 0, ABX_E__COUNT * sizeof *e);
+    for (size_t i = 0; i < ABX_ARRAY_LEN(always); i++)
+        e[always[i]] = true;
+    if (any_body)
+        e[ABX_E_LIMIT_REQUEST_TOO_LARGE] = true;
+    if (json_body)
+        e[ABX_E_REQUEST_BAD_CONTENT_TYPE] = e[ABX_E_REQUEST_BAD_JSON] = true;
+    if (d->one_of)
+        e[ABX_E_ARGS_MISSING] = e[ABX_E_ARGS_INVALID] = true;
+    for (const abx_param *p = d->params; p && p->name; p++) {
+        e[ABX_E_ARGS_INVALID] = true;
+        if (p->required)
+            e[ABX_E_ARGS_MISSING] = true;
+        if (p->kind != ABX_KIND_PLAIN && p->kind != ABX_KIND_AGENT)
+            e[ABX_E_POLICY_SCOPE_REQUIRED] = true;
+        if (p->kind == ABX_KIND_PATH)
+            e[ABX_E_POLICY_PATH_DENIED] = e[ABX_E_POLICY_PATH_NOT_ALLOWED] = true;
+        else if (p->kind == ABX_KIND_COMMAND)
+            e[ABX_E_POLICY_COMMAND_NOT_ALLOWED] = true;
+        else if (p->kind == ABX_KIND_URL)
+            e[ABX_E_POLICY_URL_NOT_ALLOWED] = true;
+        else if (p->kind == ABX_KIND_LANGUAGE)
+            e[ABX_E_POLICY_LANGUAGE_NOT_ALLOWED] = true;
+    }
+    if (d->limits & ABX_LIM_MAX_BYTES)
+        e[ABX_E_LIMIT_MAX_BYTES] = true;
+    if (op->effects & ~(unsigned)ABX_EFF_READ) /* recorded before and after the handler; Idempotency-Key */
+        e[ABX_E_LEDGER_UNAVAILABLE] = e[ABX_E_REQUEST_IDEMPOTENCY_CONFLICT] = true;
+    if (d->requires_approval)
+        e[ABX_E_APPROVAL_NO_APPROVER] = e[ABX_E_APPROVAL_DENIED] = e[ABX_E_APPROVAL_EXPIRED] = true;
+    for (const char *c = d->errors; c && *c;) { /* checked against errors.def at registration */
+        size_t n = strcspn(c, " ");
+        char code[64];
+        snprintf(code, sizeof code, "%.*s", (int)n, c);
+        int k = n ? abx_err_by_code(code) : -1;
+        if (k > 0)
+            e[k] = true;
+        c += n + (c[n] == ' ');
+    }
+}
+
+/* One response per status the op can answer, each naming its codes. */
+static void error_responses(json_t *r, const bool e[ABX_E__COUNT])
+{
+    for (int status = 400; status < 600; status++) {
+        abx_buf b;
+        abx_buf_init(&b, 0);
+        json_t *codes = json_array();
+        for (int k = 1; k < ABX_E__COUNT; k++)
+            if (e[k] && abx_err_status((abx_err)k) == status) {
+                abx_buf_printf(&b, "%s%s", b.len ? ", " : "", abx_err_code((abx_err)k));
+                json_array_append_new(codes, json_string(abx_err_code((abx_err)k)));
+            }
+        if (b.len) {
+            char key[8];
+            snprintf(key, sizeof key, "%d", status);
+            json_t *schema = json_pack("{s:[{s:s}, {s:{s:{s:{s:{s:o}}}}}]}", "allOf", "$ref",
+                                       "#/components/schemas/Error", "properties", "error", "properties", "code",
+                                       "enum", codes);
+            json_object_set_new(r, key, json_pack("{s:s, s:{s:{s:o}}}", "description", b.data, "content",
+                                                  "application/json", "schema", schema));
+        } else {
+            json_decref(codes);
+        }
+        abx_buf_release(&b);
+    }
 }
 
 static json_t *success_response(const abx_op *op)
@@ -19,30 +93,29 @@ static json_t *success_response(const abx_op *op)
                          d->result_content_type ? d->result_content_type : "application/octet-stream", "schema",
                          "type", "string", "format", "binary");
     if (d->stream == ABX_STREAM_SSE)
-        return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", "Server-sent events", "content",
-                         "text/event-stream", "schema", "type", "string");
+        return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description",
+                         "Server-sent events: `event:` names the frame, `data:` is JSON, `id:` resumes "
+                         "(Last-Event-ID)",
+                         "content", "text/event-stream", "schema", "type", "string");
     return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", "The result", "content", "application/json", "schema",
                      "type", "object");
 }
 
-static json_t *responses(const abx_op *op, bool has_args, bool get_like)
+static json_t *responses(const abx_op *op, bool json_body, bool any_body)
 {
     json_t *r = json_object();
-    json_object_set_new(r, op->def->requires_approval ? "202" : "200", success_response(op));
-    if (op->def->requires_approval)
+    if (op->def->requires_approval) {
         json_object_set_new(r, "200", success_response(op));
-    json_object_set_new(r, "400", error_response("Bad request: request.*, args.* codes"));
-    json_object_set_new(r, "401", error_response("Authentication required or failed (auth.*)"));
-    json_object_set_new(r, "403", error_response("Refused by policy (policy.*) or request.host_denied/origin_denied"));
-    json_object_set_new(r, "404", error_response("op.not_enabled, or a resource that does not exist"));
-    if (!get_like) {
-        json_object_set_new(r, "413", error_response("limit.request_too_large"));
-        json_object_set_new(r, "415", error_response("request.bad_content_type"));
+        json_object_set_new(r, "202",
+                            json_pack("{s:s, s:{s:{s:{s:s}}}}", "description",
+                                      "Held for approval: poll GET /approvals/{id} (or send Prefer: wait=N)",
+                                      "content", "application/json", "schema", "type", "object"));
+    } else {
+        json_object_set_new(r, "200", success_response(op));
     }
-    json_object_set_new(r, "429", error_response("limit.rate, limit.concurrency, auth.rate_limited"));
-    json_object_set_new(r, "500", error_response("server.internal"));
-    json_object_set_new(r, "503", error_response("request.busy, server.unavailable"));
-    (void)has_args;
+    bool e[ABX_E__COUNT];
+    op_errors(op, json_body, any_body, e);
+    error_responses(r, e);
     return r;
 }
 
@@ -70,6 +143,7 @@ static json_t *operation(const abx_op *op, const char *method, const char *path,
                         json_sprintf("%s\n\nEffects: %s.%s", op->def->summary ? op->def->summary : op->id, eff,
                                      rpc ? " RPC binding: arguments in the JSON body." : ""));
     json_t *params = json_array();
+    bool json_body = rpc || (!query && !bytes_body);
     json_t *body_schema = rpc || !query ? abx_op_args_schema(op) : NULL;
     /* path variables */
     for (const char *s = path; !rpc && (s = strchr(s, '{')) != NULL; s++) {
@@ -117,7 +191,7 @@ static json_t *operation(const abx_op *op, const char *method, const char *path,
         json_object_set_new(o, "requestBody", json_pack("{s:b, s:{s:{s:o}}}", "required", rpc ? 0 : 1, "content",
                                                         "application/json", "schema", body_schema));
     }
-    json_object_set_new(o, "responses", responses(op, true, query));
+    json_object_set_new(o, "responses", responses(op, json_body, json_body || bytes_body));
     return o;
 }
 

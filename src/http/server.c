@@ -635,6 +635,9 @@ int abx_call_internal(abx_server *s, abx_door door, const char *principal, const
                           r->reply.content_type ? r->reply.content_type : "text/event-stream", "text",
                           b.data ? b.data : "", b.len, "truncated", b.failed);
         abx_buf_release(&b);
+    } else if (r->reply.raw && r->reply.content_type && strncmp(r->reply.content_type, "application/json", 16) == 0 &&
+               (*body = json_loadb(r->reply.raw, r->reply.raw_len, 0, NULL)) != NULL) {
+        /* a JSON result served pre-rendered (the discovery cache): hand it back as JSON */
     } else if (r->reply.raw) {
         char *b64 = abx_base64_encode(r->reply.raw, r->reply.raw_len, NULL);
         *body = json_pack("{s:s, s:I, s:s?, s:b}", "content_type",
