@@ -19,6 +19,9 @@ typedef enum abx_doc { ABX_DOC_CATALOG, ABX_DOC_OPENAPI, ABX_DOC__COUNT } abx_do
  * slot's view of snapshot p; built on the first call, then served from the cache.
  * Borrowed: valid while the caller holds a reference on p. NULL on OOM. */
 const char *abx_discovery_text(abx_doc kind, const abx_registry *reg, abx_policy *p, int slot, size_t *len);
+/* `abx gen-client`: a typed client module for lang "python", "ts" or "openapi", generated
+ * from the whole registry offline. Caller frees; NULL with err filled on an unknown lang. */
+char *abx_gen_client(const abx_registry *reg, const char *lang, char *err, size_t errlen);
 /* Markdown: the operations table and the error-code table (caller frees). */
 char *abx_docs_ops_markdown(const abx_registry *reg);
 char *abx_docs_errors_markdown(void);

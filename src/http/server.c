@@ -535,11 +535,14 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     }
     if (s->token_path) { /* tell `abx call` where this server listens */
         char *url_path = abx_asprintf("%.*s/url", (int)(strrchr(s->token_path, '/') - s->token_path), s->token_path);
-        FILE *f = url_path ? fopen(url_path, "we") : NULL;
-        if (f) {
+        char *tmp = url_path ? abx_asprintf("%s.tmp.%d", url_path, (int)getpid()) : NULL;
+        FILE *f = tmp ? fopen(tmp, "we") : NULL;
+        if (f) { /* replaced whole (rename): a client never reads a half-written file */
             fprintf(f, "http://%s:%d\n", strchr(s->cfg.listen_host, ':') ? "[::1]" : s->cfg.listen_host, s->port);
-            fclose(f);
+            if (fclose(f) != 0 || rename(tmp, url_path) != 0)
+                unlink(tmp);
         }
+        abx_free(tmp);
         abx_free(url_path);
     }
     explicit_bzero(token, sizeof token);

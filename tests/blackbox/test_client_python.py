@@ -20,6 +20,11 @@ def local(server, monkeypatch):
     monkeypatch.setenv("ABX_HOME", server.home)
     monkeypatch.delenv("ABX_URL", raising=False)
     monkeypatch.delenv("ABX_TOKEN", raising=False)
+    # the server writes $ABX_HOME/url once it listens, just after it starts answering
+    import time
+    deadline = time.time() + 5
+    while abxc.default_url() != server.url and time.time() < deadline:
+        time.sleep(0.02)
     return server
 
 

@@ -117,9 +117,7 @@ def check_args(op, params, args, prefix=None, one_of=None):
             raise ArgumentError("args.unknown", "unknown argument '%s' (known: %s)" % (full(k), known), op=op)
     for p in params:
         name = p["name"]
-        if name not in args or args[name] is None:
-            if name in args and not p.get("nullable"):
-                raise _bad(op, full(name), "must be %s, not None" % p.get("type"))
+        if args.get(name) is None:  # None means "not given" (the server treats null the same way)
             if p.get("required"):
                 raise ArgumentError("args.missing", "missing required argument '%s'" % full(name), op=op)
             continue
