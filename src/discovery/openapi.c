@@ -58,29 +58,50 @@ static void op_errors(const abx_op *op, bool json_body, bool any_body, bool e[AB
     }
 }
 
-/* One response per status the op can answer, each naming its codes. */
-static void error_responses(json_t *r, const bool e[ABX_E__COUNT])
+/* One response per status the op can answer, each naming its codes. Ops share most
+ * of these sets, so each distinct (status, codes) response is written once under
+ * components.responses, named by its status and a hash of its codes (the same name in
+ * every filtered view), and the op refers to it. */
+static void error_responses(json_t *r, const bool e[ABX_E__COUNT], json_t *shared)
 {
-    for (int status = 400; status < 600; status++) {
+    int statuses[ABX_E__COUNT];
+    size_t n = 0;
+    for (int k = 1; k < ABX_E__COUNT; k++) { /* the distinct statuses, ascending */
+        if (!e[k])
+            continue;
+        int st = abx_err_status((abx_err)k);
+        size_t at = 0;
+        while (at < n && statuses[at] < st)
+            at++;
+        if (at < n && statuses[at] == st)
+            continue;
+        memmove(statuses + at + 1, statuses + at, (n - at) * sizeof *statuses);
+        statuses[at] = st;
+        n++;
+    }
+    for (size_t i = 0; i < n; i++) {
         abx_buf b;
         abx_buf_init(&b, 0);
-        json_t *codes = json_array();
         for (int k = 1; k < ABX_E__COUNT; k++)
-            if (e[k] && abx_err_status((abx_err)k) == status) {
+            if (e[k] && abx_err_status((abx_err)k) == statuses[i])
                 abx_buf_printf(&b, "%s%s", b.len ? ", " : "", abx_err_code((abx_err)k));
-                json_array_append_new(codes, json_string(abx_err_code((abx_err)k)));
-            }
-        if (b.len) {
-            char key[8];
-            snprintf(key, sizeof key, "%d", status);
+        char hash[65], name[32], ref[64], key[8];
+        abx_sha256_hex(b.data ? b.data : "", b.len, hash);
+        snprintf(name, sizeof name, "Error%d-%.10s", statuses[i], hash);
+        snprintf(ref, sizeof ref, "#/components/responses/%s", name);
+        snprintf(key, sizeof key, "%d", statuses[i]);
+        if (!json_object_get(shared, name)) {
+            json_t *codes = json_array();
+            for (int k = 1; k < ABX_E__COUNT; k++)
+                if (e[k] && abx_err_status((abx_err)k) == statuses[i])
+                    json_array_append_new(codes, json_string(abx_err_code((abx_err)k)));
             json_t *schema = json_pack("{s:[{s:s}, {s:{s:{s:{s:{s:o}}}}}]}", "allOf", "$ref",
                                        "#/components/schemas/Error", "properties", "error", "properties", "code",
                                        "enum", codes);
-            json_object_set_new(r, key, json_pack("{s:s, s:{s:{s:o}}}", "description", b.data, "content",
-                                                  "application/json", "schema", schema));
-        } else {
-            json_decref(codes);
+            json_object_set_new(shared, name, json_pack("{s:s, s:{s:{s:o}}}", "description", b.data ? b.data : "",
+                                                        "content", "application/json", "schema", schema));
         }
+        json_object_set_new(r, key, json_pack("{s:s}", "$ref", ref));
         abx_buf_release(&b);
     }
 }
@@ -101,7 +122,7 @@ static json_t *success_response(const abx_op *op)
                      "type", "object");
 }
 
-static json_t *responses(const abx_op *op, bool json_body, bool any_body)
+static json_t *responses(const abx_op *op, bool json_body, bool any_body, json_t *shared)
 {
     json_t *r = json_object();
     if (op->def->requires_approval) {
@@ -115,7 +136,7 @@ static json_t *responses(const abx_op *op, bool json_body, bool any_body)
     }
     bool e[ABX_E__COUNT];
     op_errors(op, json_body, any_body, e);
-    error_responses(r, e);
+    error_responses(r, e, shared);
     return r;
 }
 
@@ -128,7 +149,7 @@ static char *op_id_for(const abx_op *op, const char *suffix)
     return s;
 }
 
-static json_t *operation(const abx_op *op, const char *method, const char *path, bool rpc)
+static json_t *operation(const abx_op *op, const char *method, const char *path, bool rpc, json_t *shared)
 {
     char eff[64];
     bool query = !rpc && (strcmp(method, "GET") == 0 || strcmp(method, "DELETE") == 0);
@@ -191,13 +212,14 @@ static json_t *operation(const abx_op *op, const char *method, const char *path,
         json_object_set_new(o, "requestBody", json_pack("{s:b, s:{s:{s:o}}}", "required", rpc ? 0 : 1, "content",
                                                         "application/json", "schema", body_schema));
     }
-    json_object_set_new(o, "responses", responses(op, json_body, json_body || bytes_body));
+    json_object_set_new(o, "responses", responses(op, json_body, json_body || bytes_body, shared));
     return o;
 }
 
 json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot, const char *server_url)
 {
     json_t *paths = json_object();
+    json_t *shared = json_object(); /* components.responses */
     for (size_t i = 0; i < abx_registry_count(reg); i++) {
         if (policy && !abx_policy_mounted(policy, slot, i))
             continue;
@@ -213,7 +235,7 @@ json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot,
             for (k = 0; op->bindings[b].method[k] && k < sizeof m - 1; k++)
                 m[k] = (char)(op->bindings[b].method[k] - 'A' + 'a');
             m[k] = '\0';
-            json_object_set_new(item, m, operation(op, op->bindings[b].method, op->bindings[b].path, false));
+            json_object_set_new(item, m, operation(op, op->bindings[b].method, op->bindings[b].path, false, shared));
         }
         char rpc[ABX_ID_MAX + 8];
         snprintf(rpc, sizeof rpc, "/ops/%s", op->id);
@@ -222,18 +244,19 @@ json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot,
             item = json_object();
             json_object_set_new(paths, rpc, item);
         }
-        json_object_set_new(item, "post", operation(op, "POST", rpc, true));
+        json_object_set_new(item, "post", operation(op, "POST", rpc, true, shared));
     }
     json_t *error_schema = json_pack(
         "{s:s, s:[s], s:{s:{s:s, s:[s,s], s:{s:{s:s}, s:{s:s}, s:{s:s}}}}}", "type", "object", "required", "error",
         "properties", "error", "type", "object", "required", "code", "message", "properties", "code", "type", "string",
         "message", "type", "string", "details", "type", "object");
-    json_t *doc = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s, s:s}}, s:o, s:{s:o, s:{s:{s:s, s:s}}}, s:[{s:[]}]}",
+    json_t *doc = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s, s:s}}, s:o, s:{s:o, s:o, s:{s:{s:s, s:s}}}, s:[{s:[]}]}",
                             "openapi", "3.1.0", "jsonSchemaDialect", "https://json-schema.org/draft/2020-12/schema",
                             "info", "title", "abx", "version", ABX_VERSION, "description",
                             "abx operations: every capability of the sandbox as an operation, behind one policy.",
                             "license", "name", "MIT", "identifier", "MIT", "paths", paths, "components", "schemas",
-                            json_pack("{s:o}", "Error", error_schema), "securitySchemes", "bearer", "type", "http",
+                            json_pack("{s:o}", "Error", error_schema), "responses", shared, "securitySchemes",
+                            "bearer", "type", "http",
                             "scheme", "bearer", "security", "bearer");
     json_t *servers = json_array();
     json_array_append_new(servers, json_pack("{s:s}", "url", server_url ? server_url : "http://127.0.0.1:8080"));

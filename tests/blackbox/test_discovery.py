@@ -64,9 +64,23 @@ def cli_openapi():
     return json.loads(run_abx(["openapi"]).stdout)
 
 
-def codes(op, status):
-    return set(op["responses"][str(status)]["content"]["application/json"]["schema"]["allOf"][1]
-               ["properties"]["error"]["properties"]["code"]["enum"])
+DOC = {}
+
+
+@pytest.fixture(autouse=True)
+def _doc_for_codes(cli_openapi):
+    DOC["doc"] = cli_openapi
+
+
+def codes(op, status, doc=None):
+    """The codes an op's error response lists (through its components.responses $ref)."""
+    resp = op["responses"][str(status)]
+    ref = resp["$ref"]
+    assert ref.startswith("#/components/responses/Error%s-" % status), ref
+    resp = (doc or DOC["doc"])["components"]["responses"][ref.rsplit("/", 1)[1]]
+    got = resp["content"]["application/json"]["schema"]["allOf"][1]["properties"]["error"]["properties"]["code"]["enum"]
+    assert resp["description"] == ", ".join(got)
+    return set(got)
 
 
 def test_openapi_document_shape(cli_openapi):
@@ -81,6 +95,9 @@ def test_openapi_document_shape(cli_openapi):
         for o in item.values():
             assert o["summary"] and o["tags"] and o["x-abx-op"]
             assert any(s.startswith("2") for s in o["responses"]), o["operationId"]
+    used = {r["$ref"].rsplit("/", 1)[1] for item in d["paths"].values() for o in item.values()
+            for r in o["responses"].values() if "$ref" in r}
+    assert used == set(d["components"]["responses"])  # every reference resolves, none unused
 
 
 def test_openapi_error_responses_per_op(cli_openapi):
@@ -139,6 +156,10 @@ def test_served_documents_filtered_per_principal(multi):
     c = multi.get("/openapi.json", token=CAROL_TOKEN).json()
     b = multi.get("/openapi.json", token=BOB_TOKEN).json()
     assert a == c                                  # same role, same view
+    # shared error responses are named by content: the same name in every view
+    full = json.loads(run_abx(["openapi"]).stdout)["components"]["responses"]
+    for name, resp in b["components"]["responses"].items():
+        assert full[name] == resp
     assert "/files/read" in a["paths"] and "/files/read" not in b["paths"]
     assert {t["name"] for t in b["tags"]} == {"core"}
     ops_b = multi.get("/ops", token=BOB_TOKEN).json()["ops"]
