@@ -6,6 +6,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 bash scripts/deps.sh test
+# pinned Node tools the client/discovery tests run (OpenAPI lint, tsc): Node >= 20.19 and npm
+(cd tests/clients && npm ci --no-audit --no-fund --loglevel=error)
 jobs=$(nproc)
 export ABX_HOME=$(mktemp -d)   # never touch the user's ~/.abx
 trap 'rm -rf "$ABX_HOME"' EXIT

@@ -141,6 +141,9 @@ typedef struct abx_op_def {
     const char *since;
     const char *aliases[ABX_MAX_ALIASES];
     const char *deprecated;
+    const char *errors;                      /* codes the handler itself may answer, space-separated
+                                                ("files.not_found files.io"); the pipeline's own codes
+                                                follow from the declaration. OpenAPI lists both. */
     bool requires_approval;
     bool raw_body;                           /* the request body is the op's data (uploads): streamed to
                                                 a sink (abx_ctx_body_sink), other params from the query */

@@ -39,7 +39,11 @@ static abx_err core_capabilities(abx_ctx *ctx, const json_t *args, abx_reply *r)
 static abx_err core_ops_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     abx_request *q = builtin_req(ctx);
-    abx_reply_json(r, abx_catalog(q->server->reg, q->policy, q->slot));
+    size_t len;
+    const char *text = abx_discovery_text(ABX_DOC_CATALOG, q->server->reg, q->policy, q->slot, &len);
+    if (!text)
+        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    abx_reply_bytes(r, text, len, "application/json");
     return ABX_OK;
 }
 
@@ -54,13 +58,47 @@ static abx_err core_ops_describe(abx_ctx *ctx, const json_t *args, abx_reply *r)
     return ABX_OK;
 }
 
+/* The URL this request reached the server at: the scheme it listens with and the Host
+ * header the client sent (step 0 admitted it: loopback or allowed_hosts), else the
+ * listen address (in-process calls). */
+static void served_url(abx_ctx *ctx, char *out, size_t cap)
+{
+    abx_request *q = builtin_req(ctx);
+    const char *scheme = q->server->cfg.tls_cert ? "https" : "http";
+    const char *host = abx_ctx_header(ctx, "Host");
+    if (host && *host && strlen(host) < 256)
+        snprintf(out, cap, "%s://%s", scheme, host);
+    else
+        snprintf(out, cap, "%s://%s:%d", scheme,
+                 strchr(q->server->cfg.listen_host, ':') ? "[::1]" : q->server->cfg.listen_host, q->server->port);
+}
+
 static abx_err core_openapi_get(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     abx_request *q = builtin_req(ctx);
-    char url[128];
-    snprintf(url, sizeof url, "http://%s:%d", strchr(q->server->cfg.listen_host, ':') ? "[::1]" : q->server->cfg.listen_host,
-             q->server->port);
-    abx_reply_json(r, abx_openapi(q->server->reg, q->policy, q->slot, url));
+    size_t len;
+    const char *text = abx_discovery_text(ABX_DOC_OPENAPI, q->server->reg, q->policy, q->slot, &len);
+    char url[320];
+    served_url(ctx, url, sizeof url);
+    /* the cached document has every key but "servers": splice it in after the '{' */
+    json_t *servers = json_pack("[{s:s}]", "url", url);
+    char *head = servers ? json_dumps(servers, JSON_COMPACT) : NULL;
+    json_decref(servers);
+    abx_buf b;
+    abx_buf_init(&b, 0);
+    if (text && head && len > 2 && text[0] == '{') {
+        abx_buf_puts(&b, "{\"servers\":");
+        abx_buf_puts(&b, head);
+        abx_buf_putc(&b, ',');
+        abx_buf_append(&b, text + 1, len - 1);
+    }
+    free(head);
+    if (!b.len || b.failed) {
+        abx_buf_release(&b);
+        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    }
+    abx_reply_bytes(r, b.data, b.len, "application/json");
+    abx_buf_release(&b);
     return ABX_OK;
 }
 
@@ -115,7 +153,8 @@ const abx_op_def abx_builtin_core[] = {
      .summary = "The operations catalog (operations.json shape), filtered to the caller's operations.",
      .http = {"GET /ops"}, .since = "0.1", .handler = core_ops_list},
     {.id = "core.ops.describe", .effects = ABX_EFF_READ, .summary = "One catalog entry of an operation the caller may call.",
-     .http = {"GET /ops/{id}"}, .params = describe_params, .since = "0.1", .handler = core_ops_describe},
+     .http = {"GET /ops/{id}"}, .params = describe_params, .since = "0.1",
+     .errors = "op.not_enabled", .handler = core_ops_describe},
     {.id = "core.openapi.get", .effects = ABX_EFF_READ,
      .summary = "OpenAPI 3.1 document of the operations the caller may call.", .http = {"GET /openapi.json"},
      .since = "0.1", .handler = core_openapi_get},

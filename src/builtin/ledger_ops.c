@@ -54,8 +54,10 @@ static const abx_param get_params[] = {{"group_id", ABX_T_INT, .required = true,
 const abx_op_def abx_builtin_ledger[] = {
     {.id = "ledger.timeline", .effects = ABX_EFF_READ,
      .summary = "Redacted, field-bounded pages of the action ledger: the latest window first, then by ordinal.",
-     .http = {"GET /ledger/timeline"}, .params = timeline_params, .since = "0.1", .handler = ledger_timeline},
+     .http = {"GET /ledger/timeline"}, .params = timeline_params, .since = "0.1",
+     .errors = "ledger.unavailable", .handler = ledger_timeline},
     {.id = "ledger.get", .effects = ABX_EFF_READ, .summary = "One call's group with its events and attempts, redacted.",
-     .http = {"GET /ledger/{group_id}"}, .params = get_params, .since = "0.1", .handler = ledger_get},
+     .http = {"GET /ledger/{group_id}"}, .params = get_params, .since = "0.1",
+     .errors = "ledger.not_found ledger.unavailable", .handler = ledger_get},
     {0},
 };

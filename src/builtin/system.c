@@ -123,6 +123,7 @@ const abx_op_def abx_builtin_system[] = {
      .http = {"GET /system/env"}, .params = env_params, .since = "0.1", .handler = system_env_get},
     {.id = "system.policy.reload", .effects = ABX_EFF_ADMIN,
      .summary = "Re-read the config file and swap the policy atomically; a broken file keeps the old policy.",
-     .http = {"POST /system/policy/reload"}, .since = "0.1", .handler = system_policy_reload},
+     .http = {"POST /system/policy/reload"}, .since = "0.1",
+     .errors = "config.reload_failed", .handler = system_policy_reload},
     {0},
 };

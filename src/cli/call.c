@@ -2,7 +2,9 @@
  * (libcurl), as POST /ops/{id}. Arguments are typed by the local registry's schema
  * when the op is known, else read as JSON literals (falling back to strings). The URL
  * and token come from --url/--token, ABX_URL/ABX_TOKEN, or the files the embedded
- * default wrote ($ABX_HOME or ~/.abx: url, token). */
+ * default wrote ($ABX_HOME or ~/.abx: url, token). Output: the JSON reply indented,
+ * or with --json one compact JSON document a line; server-sent events are printed as
+ * they arrive (as sent, or with --json one {"event", "data", "id"} object a line). */
 #include "core/core.h"
 #include "core/util.h"
 #include <curl/curl.h>
@@ -60,15 +62,109 @@ static bool load_curl(void)
 #undef SYM
 }
 
+/* The answer as it arrives: a stream (SSE, 2xx) is printed at once, anything else is
+ * kept for printing at the end. */
+typedef struct sink {
+    CURL *c;
+    bool json;     /* --json: SSE frames become JSON lines */
+    bool decided;  /* whether this is a stream is known (the headers have arrived) */
+    bool sse;
+    abx_buf body;  /* the whole answer (not a stream) */
+    abx_buf frame; /* SSE bytes not yet ending in a blank line (--json) */
+} sink;
+
+/* One SSE frame (no trailing blank line) as {"event", "data", "id"}: data parsed as
+ * JSON when it is, else the text. Comments (keepalives) alone print nothing. */
+static void print_sse_frame(const char *f, size_t n)
+{
+    char event[64] = "message";
+    abx_buf data, id;
+    abx_buf_init(&data, 0);
+    abx_buf_init(&id, 0);
+    bool any = false, has_id = false;
+    for (size_t i = 0; i < n;) {
+        size_t e = i;
+        while (e < n && f[e] != '\n')
+            e++;
+        size_t len = e - i;
+        if (len && f[i + len - 1] == '\r')
+            len--;
+        const char *line = f + i, *colon = memchr(line, ':', len);
+        size_t flen = colon ? (size_t)(colon - line) : len;
+        const char *v = colon ? colon + 1 : line + len;
+        size_t vlen = (size_t)(line + len - v);
+        if (vlen && *v == ' ')
+            v++, vlen--;
+        if (flen == 5 && strncmp(line, "event", 5) == 0) {
+            snprintf(event, sizeof event, "%.*s", (int)vlen, v);
+        } else if (flen == 4 && strncmp(line, "data", 4) == 0) {
+            if (any)
+                abx_buf_putc(&data, '\n');
+            abx_buf_append(&data, v, vlen);
+            any = true;
+        } else if (flen == 2 && strncmp(line, "id", 2) == 0) {
+            abx_buf_release(&id);
+            abx_buf_append(&id, v, vlen);
+            has_id = true;
+        }
+        i = e + 1;
+    }
+    if (any) {
+        json_t *d = json_loadb(data.data ? data.data : "", data.len, JSON_DECODE_ANY, NULL);
+        json_t *o = json_pack("{s:s, s:o}", "event", event, "data", d ? d : json_stringn(data.data ? data.data : "",
+                                                                                            data.len));
+        if (o && has_id)
+            json_object_set_new(o, "id", json_stringn(id.data ? id.data : "", id.len));
+        char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        if (line) {
+            puts(line);
+            fflush(stdout);
+        }
+        free(line);
+        json_decref(o);
+    }
+    abx_buf_release(&data);
+    abx_buf_release(&id);
+}
+
 static size_t on_body(char *p, size_t sz, size_t n, void *ud)
 {
-    return abx_buf_append(ud, p, sz * n) ? sz * n : 0;
+    sink *k = ud;
+    size_t len = sz * n;
+    if (!k->decided) {
+        long status = 0;
+        char *ctype = NULL;
+        lc.easy_getinfo(k->c, CURLINFO_RESPONSE_CODE, &status);
+        lc.easy_getinfo(k->c, CURLINFO_CONTENT_TYPE, &ctype);
+        k->sse = status >= 200 && status < 300 && ctype && strncmp(ctype, "text/event-stream", 17) == 0;
+        k->decided = true;
+    }
+    if (!k->sse)
+        return abx_buf_append(&k->body, p, len) ? len : 0;
+    if (!k->json) {
+        fwrite(p, 1, len, stdout);
+        fflush(stdout);
+        return len;
+    }
+    if (!abx_buf_append(&k->frame, p, len))
+        return 0;
+    for (;;) { /* every complete frame: up to a blank line */
+        char *f = k->frame.data;
+        char *end = f ? strstr(f, "\n\n") : NULL;
+        if (!end)
+            break;
+        print_sse_frame(f, (size_t)(end - f));
+        size_t used = (size_t)(end - f) + 2;
+        memmove(f, f + used, k->frame.len - used + 1);
+        k->frame.len -= used;
+    }
+    return len;
 }
 
 int abx_cli_call(int argc, char **argv)
 {
     const char *op = NULL, *url = getenv("ABX_URL"), *token = getenv("ABX_TOKEN"), *json_args = NULL;
-    bool raw = false;
+    bool raw = false, json_out = false;
     json_t *args = json_object();
     char *url_owned = NULL, *token_owned = NULL;
     char *home = getenv("ABX_HOME") ? abx_strdup(getenv("ABX_HOME"))
@@ -82,8 +178,12 @@ int abx_cli_call(int argc, char **argv)
             url = argv[++i];
         else if (strcmp(a, "--token") == 0 && i + 1 < argc)
             token = argv[++i];
-        else if (strcmp(a, "--json") == 0 && i + 1 < argc)
+        else if (strcmp(a, "--args") == 0 && i + 1 < argc)
             json_args = argv[++i];
+        else if (strcmp(a, "--json") == 0 && i + 1 < argc && argv[i + 1][0] == '{')
+            json_args = argv[++i]; /* the older spelling of --args */
+        else if (strcmp(a, "--json") == 0)
+            json_out = true;
         else if (strcmp(a, "--raw") == 0)
             raw = true;
         else if (!op && a[0] != '-')
@@ -114,7 +214,7 @@ int abx_cli_call(int argc, char **argv)
         }
     }
     if (!op) {
-        fprintf(stderr, "usage: abx call OP [k=v ...] [--json '{...}'] [--url URL] [--token T] [--raw]\n");
+        fprintf(stderr, "usage: abx call OP [k=v ...] [--args '{...}'] [--json] [--url URL] [--token T] [--raw]\n");
         rc = 2;
         goto out;
     }
@@ -122,7 +222,7 @@ int abx_cli_call(int argc, char **argv)
         json_error_t je;
         json_t *j = json_loads(json_args, 0, &je);
         if (!json_is_object(j)) {
-            fprintf(stderr, "abx call: --json must be a JSON object: %s\n", je.text);
+            fprintf(stderr, "abx call: --args must be a JSON object: %s\n", je.text);
             json_decref(j);
             goto out;
         }
@@ -148,13 +248,14 @@ int abx_cli_call(int argc, char **argv)
     char *auth = token ? abx_asprintf("Authorization: Bearer %s", token) : NULL;
     if (auth)
         h = lc.slist_append(h, auth);
-    abx_buf resp;
-    abx_buf_init(&resp, 0);
+    sink k = {.c = c, .json = json_out};
+    abx_buf_init(&k.body, 0);
+    abx_buf_init(&k.frame, 1u << 20); /* one SSE frame is far smaller */
     lc.easy_setopt(c, CURLOPT_URL, full);
     lc.easy_setopt(c, CURLOPT_POSTFIELDS, body);
     lc.easy_setopt(c, CURLOPT_HTTPHEADER, h);
     lc.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    lc.easy_setopt(c, CURLOPT_WRITEDATA, &resp);
+    lc.easy_setopt(c, CURLOPT_WRITEDATA, &k);
     CURLcode cr = lc.easy_perform(c);
     long status = 0;
     char *ctype = NULL;
@@ -162,21 +263,34 @@ int abx_cli_call(int argc, char **argv)
     lc.easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ctype);
     if (cr != CURLE_OK) {
         fprintf(stderr, "abx call: %s: %s\n", url, lc.easy_strerror(cr));
+    } else if (k.sse) {
+        if (k.json && k.frame.len) /* a last frame without its blank line */
+            print_sse_frame(k.frame.data, k.frame.len);
+        rc = 0;
     } else {
-        json_t *j = (!raw && ctype && strncmp(ctype, "application/json", 16) == 0)
-                        ? json_loadb(resp.data ? resp.data : "", resp.len, 0, NULL)
-                        : NULL;
+        bool is_json = ctype && strncmp(ctype, "application/json", 16) == 0;
+        json_t *j = !raw && is_json ? json_loadb(k.body.data ? k.body.data : "", k.body.len, 0, NULL) : NULL;
         if (j) {
-            char *pretty = json_dumps(j, JSON_INDENT(2));
-            puts(pretty ? pretty : "");
-            free(pretty);
+            char *text = json_dumps(j, json_out ? JSON_COMPACT : JSON_INDENT(2));
+            puts(text ? text : "");
+            free(text);
             json_decref(j);
-        } else if (resp.len) {
-            fwrite(resp.data, 1, resp.len, stdout);
+        } else if (json_out && !raw) { /* bytes as JSON: its type, length and base64 */
+            char *b64 = abx_base64_encode(k.body.data ? k.body.data : "", k.body.len, NULL);
+            json_t *o = json_pack("{s:s, s:I, s:s}", "content_type", ctype ? ctype : "application/octet-stream",
+                                  "length", (json_int_t)k.body.len, "content_base64", b64 ? b64 : "");
+            char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+            puts(text ? text : "");
+            free(text);
+            json_decref(o);
+            abx_free(b64);
+        } else if (k.body.len) {
+            fwrite(k.body.data, 1, k.body.len, stdout);
         }
         rc = status >= 200 && status < 300 ? 0 : 1;
     }
-    abx_buf_release(&resp);
+    abx_buf_release(&k.body);
+    abx_buf_release(&k.frame);
     lc.slist_free_all(h);
     abx_free(auth);
     free(body);

@@ -5,6 +5,7 @@
 #include "discovery/discovery.h"
 #include "pipeline/pipeline.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +20,9 @@ static void usage(FILE *f)
                "commands:\n"
                "  serve [--config FILE] [--listen HOST:PORT] [--workspace DIR] [--explain-denials] [--log-level L]\n"
                "                       run the server (no --config: embedded default, preset workspace on .)\n"
-               "  call OP [k=v ...] [--json '{...}'] [--url URL] [--token T]\n"
-               "                       call an operation on a running server\n"
+               "  call OP [k=v ...] [--args '{...}'] [--json] [--raw] [--url URL] [--token T]\n"
+               "                       call an operation on a running server (--json: compact JSON\n"
+               "                       output, SSE events as JSON lines as they arrive)\n"
                "  check-config FILE    lint a config file (and run its policy tests); exit 1 on errors\n"
                "  explain [--config FILE] --op OP [--arg k=v ...] [--principal ID] [--json]\n"
                "                       the decision trace of a call, without running it\n"
@@ -28,6 +30,8 @@ static void usage(FILE *f)
                "                       read and check the action ledger\n"
                "  catalog              print operations.json generated from the registry\n"
                "  openapi              print the OpenAPI 3.1 document of every operation\n"
+               "  gen-client --lang python|ts|openapi [--out FILE]\n"
+               "                       write a typed client module from the registry (no server needed)\n"
                "  docs ops|errors      print the generated docs tables (Markdown)\n"
                "  version              print the version\n");
 }
@@ -309,6 +313,80 @@ static int cmd_ledger(int argc, char **argv)
     return 2;
 }
 
+/* Write text to path atomically: a temporary file beside it, fsync, rename. */
+static int write_atomic(const char *path, const char *text, char *err, size_t errlen)
+{
+    char *tmp = abx_asprintf("%s.tmp.%d", path, (int)getpid());
+    int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644) : -1;
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot create %s: %s", tmp ? tmp : path, strerror(errno));
+        abx_free(tmp);
+        return -1;
+    }
+    size_t len = strlen(text), off = 0;
+    while (off < len) {
+        ssize_t n = write(fd, text + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        off += (size_t)n;
+    }
+    bool ok = off == len && fsync(fd) == 0;
+    int saved = errno;
+    ok = close(fd) == 0 && ok;
+    if (ok && rename(tmp, path) != 0) {
+        saved = errno;
+        ok = false;
+    }
+    if (!ok) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(saved));
+        unlink(tmp);
+    }
+    abx_free(tmp);
+    return ok ? 0 : -1;
+}
+
+static int cmd_gen_client(int argc, char **argv)
+{
+    const char *lang = NULL, *out = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--lang") == 0 && i + 1 < argc)
+            lang = argv[++i];
+        else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc)
+            out = argv[++i];
+        else {
+            fprintf(stderr, "abx gen-client: unexpected argument '%s'\n"
+                            "usage: abx gen-client --lang python|ts|openapi [--out FILE]\n",
+                    argv[i]);
+            return 2;
+        }
+    }
+    if (!lang) {
+        fprintf(stderr, "usage: abx gen-client --lang python|ts|openapi [--out FILE]\n");
+        return 2;
+    }
+    abx_registry *reg = abx_registry_default();
+    abx_registry_freeze(reg);
+    char err[512];
+    char *text = abx_gen_client(reg, lang, err, sizeof err);
+    if (!text) {
+        fprintf(stderr, "abx gen-client: %s\n", err);
+        return 2;
+    }
+    int rc = 0;
+    if (out) {
+        if (write_atomic(out, text, err, sizeof err) != 0) {
+            fprintf(stderr, "abx gen-client: %s\n", err);
+            rc = 1;
+        }
+    } else if (fputs(text, stdout) == EOF || fflush(stdout) != 0) {
+        rc = 1;
+    }
+    abx_free(text);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -320,6 +398,8 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 2, argv + 2);
     if (strcmp(cmd, "call") == 0)
         return abx_cli_call(argc - 2, argv + 2);
+    if (strcmp(cmd, "gen-client") == 0)
+        return cmd_gen_client(argc - 2, argv + 2);
     if (strcmp(cmd, "check-config") == 0)
         return cmd_check_config(argc - 2, argv + 2);
     if (strcmp(cmd, "explain") == 0)

@@ -241,6 +241,16 @@ static int build_op(abx_registry *reg, const abx_op_def *d, bool builtin, abx_op
                 goto fail;
             }
     }
+    for (const char *e = d->errors; e && *e;) {
+        size_t n = strcspn(e, " ");
+        char code[64];
+        snprintf(code, sizeof code, "%.*s", (int)n, e);
+        if (n && (n >= sizeof code || abx_err_by_code(code) < 0)) {
+            snprintf(err, errlen, "op '%s': errors names '%s', which is not a code in errors.def", d->id, code);
+            goto fail;
+        }
+        e += n + (e[n] == ' ');
+    }
     for (size_t i = 0; i < ABX_MAX_BINDINGS && d->http[i]; i++) {
         const char *b = d->http[i];
         const char *sp = strchr(b, ' ');

@@ -101,6 +101,16 @@ json_t *abx_catalog_entry(const abx_op *op)
         json_object_set_new(e, "deprecated", json_null());
     if (e && d->requires_approval)
         json_object_set_new(e, "requires_approval", json_true());
+    if (e && d->one_of) { /* exactly one of these parameters must be given */
+        json_t *names = json_array();
+        const char *c = d->one_of;
+        while (*c) {
+            size_t n = strcspn(c, "|");
+            json_array_append_new(names, json_stringn(c, n));
+            c += n + (c[n] == '|');
+        }
+        json_object_set_new(e, "one_of", names);
+    }
     if (e && d->raw_body) /* the request body is the data; other parameters in the query */
         json_object_set_new(e, "body", json_string("raw"));
     return e;

@@ -13,6 +13,15 @@ json_t *abx_catalog_entry(const abx_op *op);
 json_t *abx_catalog(const abx_registry *reg, const abx_policy *policy, int slot);
 /* OpenAPI 3.1 document; server_url may be NULL (owned). */
 json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot, const char *server_url);
+/* The documents served again and again, cached per snapshot (see cache.c). */
+typedef enum abx_doc { ABX_DOC_CATALOG, ABX_DOC_OPENAPI, ABX_DOC__COUNT } abx_doc;
+/* Compact JSON text of the catalog, or of the OpenAPI document without "servers", for
+ * slot's view of snapshot p; built on the first call, then served from the cache.
+ * Borrowed: valid while the caller holds a reference on p. NULL on OOM. */
+const char *abx_discovery_text(abx_doc kind, const abx_registry *reg, abx_policy *p, int slot, size_t *len);
+/* `abx gen-client`: a typed client module for lang "python", "ts" or "openapi", generated
+ * from the whole registry offline. Caller frees; NULL with err filled on an unknown lang. */
+char *abx_gen_client(const abx_registry *reg, const char *lang, char *err, size_t errlen);
 /* Markdown: the operations table and the error-code table (caller frees). */
 char *abx_docs_ops_markdown(const abx_registry *reg);
 char *abx_docs_errors_markdown(void);

@@ -5,10 +5,105 @@
 #include "core/util.h"
 #include <string.h>
 
-static json_t *error_response(const char *desc)
+/* The codes one binding of an op can answer: the pipeline's, which follow from the
+ * declaration (how arguments arrive, parameter kinds, effects, limits, approval), and
+ * the handler's own (abx_op_def.errors). 405 is left out: it answers a path, not an op. */
+static void op_errors(const abx_op *op, bool json_body, bool any_body, bool e[ABX_E__COUNT])
 {
-    return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", desc, "content", "application/json", "schema", "$ref",
-                     "#/components/schemas/Error");
+    static const abx_err always[] = {
+        ABX_E_REQUEST_BAD_TARGET, ABX_E_REQUEST_BAD_HEADER,  ABX_E_REQUEST_HOST_DENIED, ABX_E_REQUEST_ORIGIN_DENIED,
+        ABX_E_REQUEST_BUSY,       ABX_E_AUTH_REQUIRED,       ABX_E_AUTH_INVALID_TOKEN,  ABX_E_AUTH_CONFLICTING_CREDENTIALS,
+        ABX_E_AUTH_RATE_LIMITED,  ABX_E_OP_NOT_ENABLED,      ABX_E_ARGS_UNKNOWN,        ABX_E_POLICY_DENIED,
+        ABX_E_LIMIT_RATE,         ABX_E_LIMIT_CONCURRENCY,   ABX_E_SERVER_INTERNAL,     ABX_E_SERVER_UNAVAILABLE,
+    };
+    const abx_op_def *d = op->def;
+    memset(e, 0, ABX_E__COUNT * sizeof *e);
+    for (size_t i = 0; i < ABX_ARRAY_LEN(always); i++)
+        e[always[i]] = true;
+    if (any_body)
+        e[ABX_E_LIMIT_REQUEST_TOO_LARGE] = true;
+    if (json_body)
+        e[ABX_E_REQUEST_BAD_CONTENT_TYPE] = e[ABX_E_REQUEST_BAD_JSON] = true;
+    if (d->one_of)
+        e[ABX_E_ARGS_MISSING] = e[ABX_E_ARGS_INVALID] = true;
+    for (const abx_param *p = d->params; p && p->name; p++) {
+        e[ABX_E_ARGS_INVALID] = true;
+        if (p->required)
+            e[ABX_E_ARGS_MISSING] = true;
+        if (p->kind != ABX_KIND_PLAIN && p->kind != ABX_KIND_AGENT)
+            e[ABX_E_POLICY_SCOPE_REQUIRED] = true;
+        if (p->kind == ABX_KIND_PATH)
+            e[ABX_E_POLICY_PATH_DENIED] = e[ABX_E_POLICY_PATH_NOT_ALLOWED] = true;
+        else if (p->kind == ABX_KIND_COMMAND)
+            e[ABX_E_POLICY_COMMAND_NOT_ALLOWED] = true;
+        else if (p->kind == ABX_KIND_URL)
+            e[ABX_E_POLICY_URL_NOT_ALLOWED] = true;
+        else if (p->kind == ABX_KIND_LANGUAGE)
+            e[ABX_E_POLICY_LANGUAGE_NOT_ALLOWED] = true;
+    }
+    if (d->limits & ABX_LIM_MAX_BYTES)
+        e[ABX_E_LIMIT_MAX_BYTES] = true;
+    if (op->effects & ~(unsigned)ABX_EFF_READ) /* recorded before and after the handler; Idempotency-Key */
+        e[ABX_E_LEDGER_UNAVAILABLE] = e[ABX_E_REQUEST_IDEMPOTENCY_CONFLICT] = true;
+    if (d->requires_approval)
+        e[ABX_E_APPROVAL_NO_APPROVER] = e[ABX_E_APPROVAL_DENIED] = e[ABX_E_APPROVAL_EXPIRED] = true;
+    for (const char *c = d->errors; c && *c;) { /* checked against errors.def at registration */
+        size_t n = strcspn(c, " ");
+        char code[64];
+        snprintf(code, sizeof code, "%.*s", (int)n, c);
+        int k = n ? abx_err_by_code(code) : -1;
+        if (k > 0)
+            e[k] = true;
+        c += n + (c[n] == ' ');
+    }
+}
+
+/* One response per status the op can answer, each naming its codes. Ops share most
+ * of these sets, so each distinct (status, codes) response is written once under
+ * components.responses, named by its status and a hash of its codes (the same name in
+ * every filtered view), and the op refers to it. */
+static void error_responses(json_t *r, const bool e[ABX_E__COUNT], json_t *shared)
+{
+    int statuses[ABX_E__COUNT];
+    size_t n = 0;
+    for (int k = 1; k < ABX_E__COUNT; k++) { /* the distinct statuses, ascending */
+        if (!e[k])
+            continue;
+        int st = abx_err_status((abx_err)k);
+        size_t at = 0;
+        while (at < n && statuses[at] < st)
+            at++;
+        if (at < n && statuses[at] == st)
+            continue;
+        memmove(statuses + at + 1, statuses + at, (n - at) * sizeof *statuses);
+        statuses[at] = st;
+        n++;
+    }
+    for (size_t i = 0; i < n; i++) {
+        abx_buf b;
+        abx_buf_init(&b, 0);
+        for (int k = 1; k < ABX_E__COUNT; k++)
+            if (e[k] && abx_err_status((abx_err)k) == statuses[i])
+                abx_buf_printf(&b, "%s%s", b.len ? ", " : "", abx_err_code((abx_err)k));
+        char hash[65], name[32], ref[64], key[8];
+        abx_sha256_hex(b.data ? b.data : "", b.len, hash);
+        snprintf(name, sizeof name, "Error%d-%.10s", statuses[i], hash);
+        snprintf(ref, sizeof ref, "#/components/responses/%s", name);
+        snprintf(key, sizeof key, "%d", statuses[i]);
+        if (!json_object_get(shared, name)) {
+            json_t *codes = json_array();
+            for (int k = 1; k < ABX_E__COUNT; k++)
+                if (e[k] && abx_err_status((abx_err)k) == statuses[i])
+                    json_array_append_new(codes, json_string(abx_err_code((abx_err)k)));
+            json_t *schema = json_pack("{s:[{s:s}, {s:{s:{s:{s:{s:o}}}}}]}", "allOf", "$ref",
+                                       "#/components/schemas/Error", "properties", "error", "properties", "code",
+                                       "enum", codes);
+            json_object_set_new(shared, name, json_pack("{s:s, s:{s:{s:o}}}", "description", b.data ? b.data : "",
+                                                        "content", "application/json", "schema", schema));
+        }
+        json_object_set_new(r, key, json_pack("{s:s}", "$ref", ref));
+        abx_buf_release(&b);
+    }
 }
 
 static json_t *success_response(const abx_op *op)
@@ -19,30 +114,29 @@ static json_t *success_response(const abx_op *op)
                          d->result_content_type ? d->result_content_type : "application/octet-stream", "schema",
                          "type", "string", "format", "binary");
     if (d->stream == ABX_STREAM_SSE)
-        return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", "Server-sent events", "content",
-                         "text/event-stream", "schema", "type", "string");
+        return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description",
+                         "Server-sent events: `event:` names the frame, `data:` is JSON, `id:` resumes "
+                         "(Last-Event-ID)",
+                         "content", "text/event-stream", "schema", "type", "string");
     return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", "The result", "content", "application/json", "schema",
                      "type", "object");
 }
 
-static json_t *responses(const abx_op *op, bool has_args, bool get_like)
+static json_t *responses(const abx_op *op, bool json_body, bool any_body, json_t *shared)
 {
     json_t *r = json_object();
-    json_object_set_new(r, op->def->requires_approval ? "202" : "200", success_response(op));
-    if (op->def->requires_approval)
+    if (op->def->requires_approval) {
         json_object_set_new(r, "200", success_response(op));
-    json_object_set_new(r, "400", error_response("Bad request: request.*, args.* codes"));
-    json_object_set_new(r, "401", error_response("Authentication required or failed (auth.*)"));
-    json_object_set_new(r, "403", error_response("Refused by policy (policy.*) or request.host_denied/origin_denied"));
-    json_object_set_new(r, "404", error_response("op.not_enabled, or a resource that does not exist"));
-    if (!get_like) {
-        json_object_set_new(r, "413", error_response("limit.request_too_large"));
-        json_object_set_new(r, "415", error_response("request.bad_content_type"));
+        json_object_set_new(r, "202",
+                            json_pack("{s:s, s:{s:{s:{s:s}}}}", "description",
+                                      "Held for approval: poll GET /approvals/{id} (or send Prefer: wait=N)",
+                                      "content", "application/json", "schema", "type", "object"));
+    } else {
+        json_object_set_new(r, "200", success_response(op));
     }
-    json_object_set_new(r, "429", error_response("limit.rate, limit.concurrency, auth.rate_limited"));
-    json_object_set_new(r, "500", error_response("server.internal"));
-    json_object_set_new(r, "503", error_response("request.busy, server.unavailable"));
-    (void)has_args;
+    bool e[ABX_E__COUNT];
+    op_errors(op, json_body, any_body, e);
+    error_responses(r, e, shared);
     return r;
 }
 
@@ -55,7 +149,7 @@ static char *op_id_for(const abx_op *op, const char *suffix)
     return s;
 }
 
-static json_t *operation(const abx_op *op, const char *method, const char *path, bool rpc)
+static json_t *operation(const abx_op *op, const char *method, const char *path, bool rpc, json_t *shared)
 {
     char eff[64];
     bool query = !rpc && (strcmp(method, "GET") == 0 || strcmp(method, "DELETE") == 0);
@@ -70,6 +164,7 @@ static json_t *operation(const abx_op *op, const char *method, const char *path,
                         json_sprintf("%s\n\nEffects: %s.%s", op->def->summary ? op->def->summary : op->id, eff,
                                      rpc ? " RPC binding: arguments in the JSON body." : ""));
     json_t *params = json_array();
+    bool json_body = rpc || (!query && !bytes_body);
     json_t *body_schema = rpc || !query ? abx_op_args_schema(op) : NULL;
     /* path variables */
     for (const char *s = path; !rpc && (s = strchr(s, '{')) != NULL; s++) {
@@ -117,13 +212,14 @@ static json_t *operation(const abx_op *op, const char *method, const char *path,
         json_object_set_new(o, "requestBody", json_pack("{s:b, s:{s:{s:o}}}", "required", rpc ? 0 : 1, "content",
                                                         "application/json", "schema", body_schema));
     }
-    json_object_set_new(o, "responses", responses(op, true, query));
+    json_object_set_new(o, "responses", responses(op, json_body, json_body || bytes_body, shared));
     return o;
 }
 
 json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot, const char *server_url)
 {
     json_t *paths = json_object();
+    json_t *shared = json_object(); /* components.responses */
     for (size_t i = 0; i < abx_registry_count(reg); i++) {
         if (policy && !abx_policy_mounted(policy, slot, i))
             continue;
@@ -139,7 +235,7 @@ json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot,
             for (k = 0; op->bindings[b].method[k] && k < sizeof m - 1; k++)
                 m[k] = (char)(op->bindings[b].method[k] - 'A' + 'a');
             m[k] = '\0';
-            json_object_set_new(item, m, operation(op, op->bindings[b].method, op->bindings[b].path, false));
+            json_object_set_new(item, m, operation(op, op->bindings[b].method, op->bindings[b].path, false, shared));
         }
         char rpc[ABX_ID_MAX + 8];
         snprintf(rpc, sizeof rpc, "/ops/%s", op->id);
@@ -148,18 +244,19 @@ json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot,
             item = json_object();
             json_object_set_new(paths, rpc, item);
         }
-        json_object_set_new(item, "post", operation(op, "POST", rpc, true));
+        json_object_set_new(item, "post", operation(op, "POST", rpc, true, shared));
     }
     json_t *error_schema = json_pack(
         "{s:s, s:[s], s:{s:{s:s, s:[s,s], s:{s:{s:s}, s:{s:s}, s:{s:s}}}}}", "type", "object", "required", "error",
         "properties", "error", "type", "object", "required", "code", "message", "properties", "code", "type", "string",
         "message", "type", "string", "details", "type", "object");
-    json_t *doc = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s, s:s}}, s:o, s:{s:o, s:{s:{s:s, s:s}}}, s:[{s:[]}]}",
+    json_t *doc = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s, s:s}}, s:o, s:{s:o, s:o, s:{s:{s:s, s:s}}}, s:[{s:[]}]}",
                             "openapi", "3.1.0", "jsonSchemaDialect", "https://json-schema.org/draft/2020-12/schema",
                             "info", "title", "abx", "version", ABX_VERSION, "description",
                             "abx operations: every capability of the sandbox as an operation, behind one policy.",
                             "license", "name", "MIT", "identifier", "MIT", "paths", paths, "components", "schemas",
-                            json_pack("{s:o}", "Error", error_schema), "securitySchemes", "bearer", "type", "http",
+                            json_pack("{s:o}", "Error", error_schema), "responses", shared, "securitySchemes",
+                            "bearer", "type", "http",
                             "scheme", "bearer", "security", "bearer");
     json_t *servers = json_array();
     json_array_append_new(servers, json_pack("{s:s}", "url", server_url ? server_url : "http://127.0.0.1:8080"));

@@ -538,11 +538,14 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     }
     if (s->token_path) { /* tell `abx call` where this server listens */
         char *url_path = abx_asprintf("%.*s/url", (int)(strrchr(s->token_path, '/') - s->token_path), s->token_path);
-        FILE *f = url_path ? fopen(url_path, "we") : NULL;
-        if (f) {
+        char *tmp = url_path ? abx_asprintf("%s.tmp.%d", url_path, (int)getpid()) : NULL;
+        FILE *f = tmp ? fopen(tmp, "we") : NULL;
+        if (f) { /* replaced whole (rename): a client never reads a half-written file */
             fprintf(f, "http://%s:%d\n", strchr(s->cfg.listen_host, ':') ? "[::1]" : s->cfg.listen_host, s->port);
-            fclose(f);
+            if (fclose(f) != 0 || rename(tmp, url_path) != 0)
+                unlink(tmp);
         }
+        abx_free(tmp);
         abx_free(url_path);
     }
     explicit_bzero(token, sizeof token);
@@ -638,6 +641,9 @@ int abx_call_internal(abx_server *s, abx_door door, const char *principal, const
                           r->reply.content_type ? r->reply.content_type : "text/event-stream", "text",
                           b.data ? b.data : "", b.len, "truncated", b.failed);
         abx_buf_release(&b);
+    } else if (r->reply.raw && r->reply.content_type && strncmp(r->reply.content_type, "application/json", 16) == 0 &&
+               (*body = json_loadb(r->reply.raw, r->reply.raw_len, 0, NULL)) != NULL) {
+        /* a JSON result served pre-rendered (the discovery cache): hand it back as JSON */
     } else if (r->reply.raw) {
         char *b64 = abx_base64_encode(r->reply.raw, r->reply.raw_len, NULL);
         *body = json_pack("{s:s, s:I, s:s?, s:b}", "content_type",

@@ -106,6 +106,9 @@ static void policy_free(abx_policy *p)
     abx_free(p->concurrency);
     abx_free(p->rate_tat);
     abx_free(p->workspace);
+    abx_policy_derived *d = atomic_load(&p->derived);
+    if (d)
+        d->free_fn(d);
     abx_free(p);
 }
 

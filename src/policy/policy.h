@@ -74,6 +74,12 @@ typedef struct abx_stmt {
     size_t n_agents;
 } abx_stmt;
 
+/* Data derived from one snapshot by another module (the discovery documents), built
+ * on first use and freed with the snapshot: free_fn releases the whole value. */
+typedef struct abx_policy_derived {
+    void (*free_fn)(struct abx_policy_derived *d);
+} abx_policy_derived;
+
 /* The compiled policy. Immutable once built; shared by requests through a refcount.
  * Owner: the server holds one reference in its current-snapshot pointer; each request
  * takes one at step 1 and drops it at the end. */
@@ -99,6 +105,8 @@ typedef struct abx_policy {
     /* admission state (mutable counters; the decision data above is immutable) */
     atomic_int *concurrency;  /* [n_allow] calls in flight per statement */
     _Atomic int64_t *rate_tat;/* [(n_principals+1) * n_allow] GCRA theoretical arrival, µs */
+    /* owned: documents derived from this snapshot, set once (compare-and-swap from NULL) */
+    _Atomic(abx_policy_derived *) derived;
 } abx_policy;
 
 /* Compile from the config's "auth" and "policy" values (borrowed; may be NULL).

@@ -197,3 +197,78 @@ def test_call_server_down(tmp_path):
     r = run_abx(["call", "core.health", "--url", "http://127.0.0.1:%d" % free_port()], home=tmp_path)
     assert r.returncode != 0
     assert r.stderr
+
+
+# -- abx call: --args, --json output, streams ---------------------------------------------------
+
+def test_call_args_object(server):
+    r = run_abx(["call", "files.read", "--args", '{"path": "b.txt", "start_line": 3, "max_lines": 1}'],
+                home=server.home)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["content"] == "line3\n"
+    r = run_abx(["call", "files.read", "--args", "[1]"], home=server.home)
+    assert r.returncode == 1 and "--args must be a JSON object" in r.stderr
+
+
+def test_call_json_output_is_one_compact_line(server):
+    r = run_abx(["call", "files.read", "path=a.txt", "--json"], home=server.home)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("\n") == 1 and json.loads(r.stdout)["content"] == "hello\n"
+    r = run_abx(["call", "files.read", "path=missing.txt", "--json"], home=server.home)
+    assert r.returncode == 1
+    assert r.stdout.count("\n") == 1 and json.loads(r.stdout)["error"]["code"] == "files.not_found"
+
+
+def test_call_json_output_of_bytes(server):
+    import base64
+    r = run_abx(["call", "files.download", "path=a.txt", "--json"], home=server.home)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert base64.b64decode(j["content_base64"]) == b"hello\n" and j["length"] == 6
+    assert j["content_type"].startswith("text/plain")
+    r = run_abx(["call", "files.download", "path=a.txt"], home=server.home)
+    assert r.stdout == "hello\n"
+
+
+def test_call_sse_json_lines(server):
+    r = run_abx(["call", "commands.stream", "argv=[\"sh\",\"-c\",\"echo out; echo err >&2; exit 3\"]", "--json"],
+                home=server.home)
+    assert r.returncode == 0, r.stderr
+    events = [json.loads(ln) for ln in r.stdout.splitlines()]
+    assert events[0]["event"] == "start" and isinstance(events[0]["data"]["pid"], int)
+    assert {"event": "stdout", "data": {"data": "out\n", "offset": 0}, "id": "4,0"} in events
+    assert [e["data"]["data"] for e in events if e["event"] == "stderr"] == ["err\n"]
+    assert events[-1]["event"] == "exit" and events[-1]["data"]["exit_code"] == 3
+
+
+def test_call_sse_prints_events_as_they_arrive(server):
+    """The first frames are on stdout while the command is still sleeping."""
+    import subprocess
+    import time
+    env = dict(os.environ, ABX_HOME=server.home)
+    env.pop("ABX_URL", None)
+    env.pop("ABX_TOKEN", None)
+    from conftest import ABX_BIN
+    for extra in ([], ["--json"]):
+        t0 = time.time()
+        p = subprocess.Popen([ABX_BIN, "call", "commands.stream",
+                              'argv=["sh","-c","echo first; sleep 4; echo late"]'] + extra,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        try:
+            seen = ""
+            while "first" not in seen:
+                line = p.stdout.readline()
+                assert line, "stream ended before 'first': " + p.stderr.read()
+                seen += line
+            assert time.time() - t0 < 3, "the first event waited for the end of the command"
+            rest, err = p.communicate(timeout=20)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        assert p.returncode == 0, err
+        assert "late" in rest and "exit" in rest
+        if extra:
+            assert all(json.loads(ln)["event"] for ln in (seen + rest).splitlines())
+        else:
+            assert "event: stdout" in seen + rest and "data: " in rest

@@ -368,6 +368,7 @@ static void test_other_declaration_rules(void **state)
         {OP("custom.oneof.run", .params = cmd, .one_of = "command|argv"), {0}},
         {{.id = "custom.nohandler.get", .effects = ABX_EFF_READ}, {0}},
         {OPX("custom.effects.get", 1u << 12, .summary = "bad"), {0}},
+        {OP("custom.errs.get", .errors = "files.not_found files.nope"), {0}},
     };
     abx_registry *reg = abx_registry_new(NULL);
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
@@ -542,7 +543,8 @@ static void test_no_lints_for_clean_ops(void **state)
 {
     (void)state;
     static const abx_param p[] = {{.name = "name", .type = ABX_T_STRING}, {0}};
-    static const abx_op_def ops[] = {OP("custom.clean.get", .params = p), OP("custom.clean2.list"), {0}};
+    static const abx_op_def ops[] = {OP("custom.clean.get", .params = p),
+                                     OP("custom.clean2.list", .errors = "files.not_found files.io"), {0}};
     abx_registry *reg = abx_registry_new(NULL);
     expect_added(reg, ops, false);
     const abx_lint *l;
