@@ -210,6 +210,24 @@ bool abx_idem_begin(abx_request *r);
 /* Step 10: remember the result of the key's first call. */
 void abx_idem_end(abx_request *r);
 
+/* multi-call front doors (lanes.c): at most this many calls in one request */
+#define ABX_FRONT_MAX_CALLS 100
+typedef struct abx_lane_call {
+    const char *op;           /* borrowed: op id or alias as asked */
+    const json_t *args;       /* borrowed: the call's arguments, NULL = {} */
+    int status;               /* out: HTTP status of the call */
+    json_t *body;             /* out: result or error body; the caller owns it */
+    int64_t start_us, end_us; /* out: when the call ran */
+} abx_lane_call;
+/* Run calls as front's principal, each through the whole pipeline under door, with its
+ * own ledger group linked to front->group_id: a leading lane of read-only path-naming
+ * calls in parallel, every other call a sequential barrier; results in calls[i]. */
+void abx_lanes_run(abx_request *front, abx_door door, abx_lane_call *calls, size_t n);
+/* The front door's own ledger group (front->group_id; stays 0 without a ledger): a
+ * durable "received" event with the label as op, the call count and extra's members
+ * (extra owned, may be NULL). */
+void abx_front_door_record(abx_request *r, const char *label, size_t n_calls, json_t *extra);
+
 /* batch (batch.c): POST /batch */
 void abx_batch_run(abx_request *r);
 
