@@ -18,7 +18,14 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-typedef enum abx_door { ABX_DOOR_HTTP, ABX_DOOR_RPC, ABX_DOOR_INPROC, ABX_DOOR_BATCH, ABX_DOOR_APPROVAL } abx_door;
+typedef enum abx_door {
+    ABX_DOOR_HTTP,
+    ABX_DOOR_RPC,
+    ABX_DOOR_INPROC,
+    ABX_DOOR_BATCH,
+    ABX_DOOR_APPROVAL,
+    ABX_DOOR_TOOLS, /* GET /tools, POST /tools/call (LLM provider tool formats) and the calls inside */
+} abx_door;
 typedef struct abx_approval abx_approval;
 typedef struct abx_approvals abx_approvals;
 const char *abx_door_name(abx_door d);
@@ -230,6 +237,9 @@ void abx_front_door_record(abx_request *r, const char *label, size_t n_calls, js
 
 /* batch (batch.c): POST /batch */
 void abx_batch_run(abx_request *r);
+
+/* LLM provider tool formats (toolcall.c): GET /tools, POST /tools/call */
+void abx_tools_run(abx_request *r);
 
 /* command sessions (builtin/commands.c) */
 void abx_sessions_free(struct abx_sessions *s);
