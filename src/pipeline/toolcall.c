@@ -63,7 +63,7 @@ static void take_args(abx_toolcall *c, const json_t *v, const char *field)
             return;
         }
         json_error_t je;
-        json_t *a = json_loadb(s, n, JSON_REJECT_DUPLICATES, &je);
+        json_t *a = json_loadb(s, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
         if (!a)
             set_error(c, "%s is not valid JSON: %s (at character %d)", field, je.text, je.position);
         else if (!json_is_object(a))
@@ -106,7 +106,7 @@ static abx_err decode_openai(const json_t *doc, abx_toolcalls *out, size_t *cap,
     {
         const char *id = nonempty(json_object_get(it, "id"));
         const json_t *type = json_object_get(it, "type");
-        const char *tname = json_string_value(type);
+        const char *tname = nonempty(type); /* a call's type names it when it is not a function */
         bool function = !type || (tname && strcmp(tname, "function") == 0);
         const json_t *fn = json_object_get(it, function ? "function" : tname ? tname : "");
         const char *name = nonempty(json_object_get(fn, "name"));

@@ -462,6 +462,10 @@ static void test_decode_openai(void **state)
                      ABX_E_ARGS_INVALID);
     assert_non_null(strstr(msg, "tool_calls[0]"));
     assert_int_equal(c.n, 0);
+    /* a type that is empty names nothing (found by fuzz_toolcall) */
+    assert_int_equal(decode(ABX_TOOLS_OPENAI, "{\"tool_calls\":[{\"id\":\"c\",\"type\":\"\",\"function\":{\"name\":\"a\"}}]}",
+                            &c, msg),
+                     ABX_E_ARGS_INVALID);
     json_decref(okb);
     json_decref(errb);
 }
