@@ -375,6 +375,37 @@ def test_viewer_gets_unmounted_tools_as_error_results(srv, workspace):
     assert not os.path.exists(workspace + "/wr.txt")
 
 
+ANN_TOKEN = "ann-approver-token-0123456789"
+
+
+def test_held_call_answers_its_approval_record(abx, workspace, tmp_path):
+    """A call that needs approval is held like any other (202): the model gets the held call's
+    record as a normal result, and the call runs once an approver says yes."""
+    cfg = make_config(workspace, str(tmp_path / "ledger.db"))
+    cfg["policy"]["allow"] += [
+        {"ops": ["approvals.list", "approvals.get"], "principals": ["*"]},
+        {"ops": ["approvals.decide"], "principals": ["role:approver"]},
+        {"ops": ["files.write"], "principals": ["role:agent"], "paths": [workspace + "/held/**"], "approval": "required"},
+    ]
+    cfg["auth"]["tokens"].append({"principal": "ann", "roles": ["approver"], "token_sha256": sha256_hex(ANN_TOKEN)})
+    s = abx(cfg)
+    os.mkdir(workspace + "/held")
+    payload = {"content": [{"type": "tool_use", "id": "toolu_held", "name": "files__write",
+                            "input": {"path": workspace + "/held/x.txt", "content": "approved"}}]}
+    r = call(s, "anthropic", payload)
+    assert r.status_code == 200, r.text[:500]
+    [(tid, is_error, held)] = results("anthropic", r.json(), ["toolu_held"])
+    assert not is_error and held["status"] == "pending" and held["poll"] == "/approvals/" + held["approval_id"], held
+    assert not os.path.exists(workspace + "/held/x.txt")
+    d = s.post("/approvals/" + held["approval_id"], token=ANN_TOKEN, json_body={"decision": "approve"})
+    assert d.status_code == 200, d.text
+    deadline = time.time() + 10
+    while not os.path.exists(workspace + "/held/x.txt") and time.time() < deadline:
+        time.sleep(0.05)
+    with open(workspace + "/held/x.txt") as f:
+        assert f.read() == "approved"
+
+
 def _interval(events):
     fin = [d for k, d in events if k == "finished"][0]
     end = time.mktime(time.strptime(fin["at"][:19], "%Y-%m-%dT%H:%M:%S")) * 1000 + int(fin["at"][20:23])
