@@ -53,18 +53,28 @@ static void fold_into_description(json_t *out, const char *fact)
     const char *d = json_string_value(json_object_get(out, "description"));
     size_t n = d ? strlen(d) : 0;
     const char *sep = n == 0 ? "" : d[n - 1] == '.' ? " " : ". ";
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s%s%s", d ? d : "", sep, fact);
+    size_t len = n + strlen(sep) + strlen(fact) + 1;
+    char *buf = abx_malloc(len);
+    if (!buf)
+        return;
+    snprintf(buf, len, "%s%s%s", d ? d : "", sep, fact);
     json_object_set_new(out, "description", json_string(buf));
+    abx_free(buf);
 }
 
 static void fold_default(json_t *out, const json_t *dflt)
 {
     char *t = json_dumps(dflt, JSON_COMPACT | JSON_ENCODE_ANY);
-    char fact[600];
-    snprintf(fact, sizeof fact, "Default: %s.", t ? t : "?");
+    if (!t)
+        return;
+    size_t len = strlen(t) + sizeof "Default: .";
+    char *fact = abx_malloc(len);
+    if (fact) {
+        snprintf(fact, len, "Default: %s.", t);
+        fold_into_description(out, fact);
+        abx_free(fact);
+    }
     free(t);
-    fold_into_description(out, fact);
 }
 
 static bool is_any_schema(const json_t *s)

@@ -231,6 +231,27 @@ static void test_openai_rewrites(void **state)
     json_decref(in);
 }
 
+static void test_long_description_keeps_its_default(void **state)
+{
+    (void)state;
+    char doc[3000];
+    memset(doc, 'd', sizeof doc - 1);
+    doc[sizeof doc - 1] = '\0';
+    json_t *in = json_pack("{s:s, s:{s:{s:s, s:s, s:s}}}", "type", "object", "properties", "p", "type", "string",
+                           "description", doc, "default", "z");
+    for (int f = 0; f < ABX_TOOLS__COUNT; f++) {
+        if (f == ABX_TOOLS_ANTHROPIC)
+            continue; /* keeps default as a keyword */
+        json_t *out = abx_tool_schema(in, (abx_tool_format)f, NULL);
+        const char *d = json_string_value(json_object_get(json_object_get(json_object_get(out, "properties"), "p"),
+                                                          "description"));
+        assert_non_null(d);
+        assert_int_equal(strlen(d), strlen(doc) + strlen(". Default: \"z\"."));
+        json_decref(out);
+    }
+    json_decref(in);
+}
+
 static void test_fallbacks(void **state)
 {
     (void)state;
@@ -599,6 +620,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_builtin_op_translates),
         cmocka_unit_test(test_openai_rewrites),
+        cmocka_unit_test(test_long_description_keeps_its_default),
         cmocka_unit_test(test_fallbacks),
         cmocka_unit_test(test_gemini_rewrites),
         cmocka_unit_test(test_declarations),
