@@ -227,8 +227,9 @@ typedef struct abx_lane_call {
     int64_t start_us, end_us; /* out: when the call ran */
 } abx_lane_call;
 /* Run calls as front's principal, each through the whole pipeline under door, with its
- * own ledger group linked to front->group_id: a leading lane of read-only path-naming
- * calls in parallel, every other call a sequential barrier; results in calls[i]. */
+ * own ledger group linked to front->group_id: each run of consecutive read-only
+ * path-naming calls is a lane that runs in parallel, every other call a sequential
+ * barrier; results in calls[i], in request order. */
 void abx_lanes_run(abx_request *front, abx_door door, abx_lane_call *calls, size_t n);
 /* The front door's own ledger group (front->group_id; stays 0 without a ledger): a
  * durable "received" event with the label as op, the call count and extra's members

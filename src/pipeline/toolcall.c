@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
+/* a tool-call request holds as many calls as a batch */
+_Static_assert(ABX_TOOLCALLS_MAX == ABX_FRONT_MAX_CALLS, "one cap for every multi-call front door");
+
 /* ---- decoding (pure) ---- */
 
 static abx_err bad(char *msg, size_t msglen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
