@@ -1,4 +1,4 @@
-/* main.c — the abx command line: serve, call, catalog, openapi, docs, check-config.
+/* main.c — the abx command line: serve, call, catalog, openapi, tools, docs, check-config.
  * Thin: every command is a few calls into the library; nothing here decides policy. */
 #include "config/config.h"
 #include "core/core.h"
@@ -32,6 +32,9 @@ static void usage(FILE *f)
                "  openapi              print the OpenAPI 3.1 document of every operation\n"
                "  gen-client --lang python|ts|openapi [--out FILE]\n"
                "                       write a typed client module from the registry (no server needed)\n"
+               "  tools --format openai|responses|anthropic|gemini [--config FILE] [--principal ID]\n"
+               "                       print the LLM provider's tool declarations (with --principal: only\n"
+               "                       what that principal may call under the config's policy)\n"
                "  docs ops|errors      print the generated docs tables (Markdown)\n"
                "  version              print the version\n");
 }
@@ -229,6 +232,70 @@ out:
     return rc;
 }
 
+/* abx tools --format F [--config FILE] [--principal ID]: the declarations GET /tools
+ * serves, offline. Without --principal every offered op of the registry (the config's
+ * custom ops included when --config is given). */
+static int cmd_tools(int argc, char **argv)
+{
+    static const char use[] = "usage: abx tools --format openai|responses|anthropic|gemini [--config FILE] "
+                              "[--principal ID]\n";
+    const char *config = NULL, *principal = NULL, *format = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            config = argv[++i];
+        else if (strcmp(argv[i], "--principal") == 0 && i + 1 < argc)
+            principal = argv[++i];
+        else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc)
+            format = argv[++i];
+        else {
+            fputs(use, stderr);
+            return 2;
+        }
+    }
+    abx_tool_format f;
+    if (!format || !abx_tool_format_parse(format, strlen(format), &f)) {
+        fprintf(stderr, "abx tools: --format must be one of %s\n", ABX_TOOL_FORMATS);
+        fputs(use, stderr);
+        return 2;
+    }
+    json_t *doc;
+    if (!config && !principal) {
+        abx_registry *reg = abx_registry_default();
+        abx_registry_freeze(reg);
+        doc = abx_tools(reg, NULL, 0, f);
+    } else {
+        abx_diags d = {0};
+        abx_policy *p = NULL;
+        abx_server *s = offline_server(config, &d, &p);
+        if (!p) {
+            for (size_t i = 0; i < d.n; i++)
+                fprintf(stderr, "%s:%d: %s: %s: %s\n", config ? config : "-", d.items[i].line, d.items[i].level,
+                        d.items[i].code, d.items[i].message);
+            abx_diags_release(&d);
+            abx_server_free(s);
+            return 1;
+        }
+        abx_diags_release(&d);
+        int slot = principal ? abx_policy_principal_slot(p, principal) : 0;
+        if (slot < 0) {
+            fprintf(stderr, "abx tools: no principal '%s' in %s\n", principal, config ? config : "the embedded default");
+            abx_policy_unref(p);
+            abx_server_free(s);
+            return 1;
+        }
+        doc = abx_tools(abx_server_registry(s), principal ? p : NULL, slot, f);
+        abx_policy_unref(p);
+        abx_server_free(s);
+    }
+    char *text = doc ? json_dumps(doc, JSON_INDENT(2)) : NULL; /* key order as served: it orders the model's output */
+    json_decref(doc);
+    if (!text)
+        return 1;
+    puts(text);
+    free(text);
+    return 0;
+}
+
 /* abx ledger tail|show|verify|anchor|export [--path FILE | --config FILE] ... */
 static int cmd_ledger(int argc, char **argv)
 {
@@ -406,6 +473,8 @@ int main(int argc, char **argv)
         return cmd_explain(argc - 2, argv + 2);
     if (strcmp(cmd, "ledger") == 0)
         return cmd_ledger(argc - 2, argv + 2);
+    if (strcmp(cmd, "tools") == 0)
+        return cmd_tools(argc - 2, argv + 2);
     if (strcmp(cmd, "catalog") == 0) {
         abx_registry *reg = abx_registry_default();
         abx_registry_freeze(reg);

@@ -26,4 +26,31 @@ char *abx_gen_client(const abx_registry *reg, const char *lang, char *err, size_
 char *abx_docs_ops_markdown(const abx_registry *reg);
 char *abx_docs_errors_markdown(void);
 
+/* ---- LLM provider tool formats (tools.c) ---- */
+typedef enum abx_tool_format {
+    ABX_TOOLS_OPENAI,    /* Chat Completions: {"type": "function", "function": {...}} */
+    ABX_TOOLS_RESPONSES, /* Responses: {"type": "function", "name", ...} */
+    ABX_TOOLS_ANTHROPIC, /* Messages: {"name", "description", "input_schema"} */
+    ABX_TOOLS_GEMINI,    /* generateContent: a Tool with functionDeclarations */
+    ABX_TOOLS__COUNT
+} abx_tool_format;
+#define ABX_TOOL_FORMATS "openai, responses, anthropic, gemini"
+#define ABX_TOOL_NAME_MAX 64 /* every provider's limit on a function name */
+/* "openai" → ABX_TOOLS_OPENAI ...; false for anything else. */
+bool abx_tool_format_parse(const char *name, size_t len, abx_tool_format *out);
+const char *abx_tool_format_name(abx_tool_format f);
+/* Whether an op is offered as a tool: not a WebSocket session, not a raw-body upload,
+ * and its tool name (abx_id_tool_name) within ABX_TOOL_NAME_MAX characters. */
+bool abx_tool_offered(const abx_op *op);
+/* An argument schema (abx_op_args_schema) in the provider's subset (owned). *native is
+ * false when the subset cannot express it and the portable JSON Schema came back
+ * instead (declared strict: false for openai/responses, parametersJsonSchema for gemini). */
+json_t *abx_tool_schema(const json_t *schema, abx_tool_format f, bool *native);
+/* One op as the provider declares a tool (gemini: a FunctionDeclaration); NULL when the
+ * op is not offered (owned). */
+json_t *abx_tool_declaration(const abx_op *op, abx_tool_format f);
+/* {"tools": [...]} of every offered op mounted for slot (policy NULL = every op), in the
+ * provider's shape (gemini: one Tool holding all functionDeclarations) (owned). */
+json_t *abx_tools(const abx_registry *reg, const abx_policy *policy, int slot, abx_tool_format f);
+
 #endif

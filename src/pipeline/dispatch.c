@@ -18,6 +18,7 @@ const char *abx_door_name(abx_door d)
     case ABX_DOOR_INPROC: return "inproc";
     case ABX_DOOR_BATCH: return "batch";
     case ABX_DOOR_APPROVAL: return "approval";
+    case ABX_DOOR_TOOLS: return "tools";
     }
     return "?";
 }
@@ -308,6 +309,12 @@ void abx_route(abx_request *r)
         r->door = ABX_DOOR_BATCH;
         return;
     }
+    /* the LLM provider tool formats: the door answers every method itself (405 inside) */
+    if ((r->path_len == 6 && memcmp(r->path, "/tools", 6) == 0) ||
+        (r->path_len == 11 && memcmp(r->path, "/tools/call", 11) == 0)) {
+        r->door = ABX_DOOR_TOOLS;
+        return;
+    }
     r->route = abx_router_match(r->server->router, r->method, r->path, r->path_len, &r->match);
 }
 
@@ -461,7 +468,8 @@ static abx_err step6_args(abx_request *r)
     char msg[300] = "";
     abx_err e = ABX_OK;
     const abx_op *op = r->op;
-    if (r->door == ABX_DOOR_INPROC || r->door == ABX_DOOR_BATCH || r->door == ABX_DOOR_APPROVAL) {
+    if (r->door == ABX_DOOR_INPROC || r->door == ABX_DOOR_BATCH || r->door == ABX_DOOR_APPROVAL ||
+        r->door == ABX_DOOR_TOOLS) {
         r->args = r->args_in ? json_deep_copy(r->args_in) : json_object();
     } else if (r->has_body && r->body.len > 0 && !(op->def->raw_body && r->door == ABX_DOOR_HTTP)) {
         json_error_t je;
@@ -808,6 +816,10 @@ void abx_dispatch_begin(abx_request *r)
             return;
         if (r->door == ABX_DOOR_BATCH && !r->trusted_principal) { /* the front door; its calls enter again */
             abx_batch_run(r);
+            return;
+        }
+        if (r->door == ABX_DOOR_TOOLS && !r->trusted_principal) {
+            abx_tools_run(r);
             return;
         }
         if (step4_5_resolve_mounted(r) == ABX_OK && step6_args(r) == ABX_OK && step7_policy(r) == ABX_OK &&

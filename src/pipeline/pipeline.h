@@ -18,7 +18,14 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-typedef enum abx_door { ABX_DOOR_HTTP, ABX_DOOR_RPC, ABX_DOOR_INPROC, ABX_DOOR_BATCH, ABX_DOOR_APPROVAL } abx_door;
+typedef enum abx_door {
+    ABX_DOOR_HTTP,
+    ABX_DOOR_RPC,
+    ABX_DOOR_INPROC,
+    ABX_DOOR_BATCH,
+    ABX_DOOR_APPROVAL,
+    ABX_DOOR_TOOLS, /* GET /tools, POST /tools/call (LLM provider tool formats) and the calls inside */
+} abx_door;
 typedef struct abx_approval abx_approval;
 typedef struct abx_approvals abx_approvals;
 const char *abx_door_name(abx_door d);
@@ -210,8 +217,30 @@ bool abx_idem_begin(abx_request *r);
 /* Step 10: remember the result of the key's first call. */
 void abx_idem_end(abx_request *r);
 
+/* multi-call front doors (lanes.c): at most this many calls in one request */
+#define ABX_FRONT_MAX_CALLS 100
+typedef struct abx_lane_call {
+    const char *op;           /* borrowed: op id or alias as asked */
+    const json_t *args;       /* borrowed: the call's arguments, NULL = {} */
+    int status;               /* out: HTTP status of the call */
+    json_t *body;             /* out: result or error body; the caller owns it */
+    int64_t start_us, end_us; /* out: when the call ran */
+} abx_lane_call;
+/* Run calls as front's principal, each through the whole pipeline under door, with its
+ * own ledger group linked to front->group_id: each run of consecutive read-only
+ * path-naming calls is a lane that runs in parallel, every other call a sequential
+ * barrier; results in calls[i], in request order. */
+void abx_lanes_run(abx_request *front, abx_door door, abx_lane_call *calls, size_t n);
+/* The front door's own ledger group (front->group_id; stays 0 without a ledger): a
+ * durable "received" event with the label as op, the call count and extra's members
+ * (extra owned, may be NULL). */
+void abx_front_door_record(abx_request *r, const char *label, size_t n_calls, json_t *extra);
+
 /* batch (batch.c): POST /batch */
 void abx_batch_run(abx_request *r);
+
+/* LLM provider tool formats (toolcall.c): GET /tools, POST /tools/call */
+void abx_tools_run(abx_request *r);
 
 /* command sessions (builtin/commands.c) */
 void abx_sessions_free(struct abx_sessions *s);
