@@ -750,7 +750,9 @@ static void ledger_audit(abx_request *r, int status, int64_t dur_us)
         return;
     }
     uint64_t counted = 0;
-    bool quiet_class = status == 401 || (status == 404 && r->reply.err == ABX_E_OP_NOT_ENABLED);
+    /* a call inside a batch or a tool-call request is never aggregated: its front door
+     * was authenticated and recorded, and each inner call gets its own group */
+    bool quiet_class = !r->batch_group && (status == 401 || (status == 404 && r->reply.err == ABX_E_OP_NOT_ENABLED));
     if (quiet_class && !flood_first(r, status, &counted)) {
         json_decref(fin);
         return;

@@ -169,6 +169,24 @@ def test_each_call_has_own_ledger_group_linked_to_batch(srv, workspace):
     assert adm[0]["data"]["args"]["path"] == workspace + "/lg.txt"
 
 
+def test_unknown_ops_in_batches_each_get_a_group(srv, workspace):
+    """Floods of 404s from clients are aggregated per minute; calls inside a batch are not
+    (the batch was authenticated and recorded): every one has its own group."""
+    bgs = [results(batch(srv, [call("nosuch.op"), call("other.nosuch.op")]), 2)["batch_group"] for _ in range(3)]
+    deadline = time.time() + 3.0
+    while True:
+        con = sqlite3.connect(srv.ledger_path, timeout=10)
+        try:
+            rows = con.execute("SELECT batch_group, op FROM action_groups WHERE batch_group IN (?, ?, ?)",
+                               bgs).fetchall()
+        finally:
+            con.close()
+        if len(rows) >= 6 or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    assert sorted(rows) == sorted((bg, op) for bg in bgs for op in ("nosuch.op", "other.nosuch.op")), rows
+
+
 # -- scheduling -----------------------------------------------------------------------------------------
 
 def _overlap(a, b):
