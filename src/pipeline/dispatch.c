@@ -88,6 +88,8 @@ void abx_request_free(abx_request *r)
 }
 
 static void vset_error(abx_reply *rep, abx_err e, json_t *details, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+static void vset_error(abx_reply *rep, abx_err e, json_t *details, const char *fmt, va_list ap)
 {
     rep->err = e;
     rep->status = abx_err_status(e);
