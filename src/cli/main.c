@@ -1,4 +1,4 @@
-/* main.c — the abx command line: serve, call, catalog, openapi, docs, check-config.
+/* main.c — the abx command line: serve, mcp, call, catalog, openapi, docs, check-config.
  * Thin: every command is a few calls into the library; nothing here decides policy. */
 #include "config/config.h"
 #include "core/core.h"
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 int abx_cli_call(int argc, char **argv); /* call.c */
+int abx_cli_mcp(int argc, char **argv);  /* mcp.c */
 
 static void usage(FILE *f)
 {
@@ -19,6 +20,8 @@ static void usage(FILE *f)
                "commands:\n"
                "  serve [--config FILE] [--listen HOST:PORT] [--workspace DIR] [--explain-denials] [--log-level L]\n"
                "                       run the server (no --config: embedded default, preset workspace on .)\n"
+               "  mcp [--config FILE] [--workspace DIR] [--principal NAME] [--log-level L]\n"
+               "                       serve MCP over stdin/stdout (same config and policy as serve)\n"
                "  call OP [k=v ...] [--json '{...}'] [--url URL] [--token T]\n"
                "                       call an operation on a running server\n"
                "  check-config FILE    lint a config file (and run its policy tests); exit 1 on errors\n"
@@ -320,6 +323,8 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 2, argv + 2);
     if (strcmp(cmd, "call") == 0)
         return abx_cli_call(argc - 2, argv + 2);
+    if (strcmp(cmd, "mcp") == 0)
+        return abx_cli_mcp(argc - 2, argv + 2);
     if (strcmp(cmd, "check-config") == 0)
         return cmd_check_config(argc - 2, argv + 2);
     if (strcmp(cmd, "explain") == 0)
