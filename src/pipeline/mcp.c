@@ -103,8 +103,21 @@ static bool version_supported(const char *v)
     return false;
 }
 
+/* How many bytes of s to quote so that at most max are shown and no character is cut. */
+static int utf8_prefix(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n <= max)
+        return (int)n;
+    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
+        max--;
+    return (int)max;
+}
+
 json_t *abx_mcp_error(const json_t *id, int code, const char *message, abx_err abx_code)
 {
+    if (!abx_utf8_valid(message, strlen(message))) /* names from the client may be anything */
+        message = code == RPC_METHOD_NOT_FOUND ? "Method not found" : "Invalid params (text that is not UTF-8)";
     json_t *err = json_pack("{s:i, s:s}", "code", code, "message", message);
     if (err && abx_code != ABX_OK)
         json_object_set_new(err, "data", json_pack("{s:s}", "code", abx_err_code(abx_code)));
@@ -123,7 +136,10 @@ json_t *abx_mcp_parse(const char *data, size_t len, json_t **error)
     json_t *m = data && len ? json_loadb(data, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je) : NULL;
     if (!m) {
         char msg[256];
-        snprintf(msg, sizeof msg, "Parse error: %s", data && len ? je.text : "the message is empty");
+        int n = snprintf(msg, sizeof msg, "Parse error: %s", data && len ? je.text : "the message is empty");
+        for (int i = 0; i < n && i < (int)sizeof msg - 1; i++) /* jansson may quote the input's bytes */
+            if ((unsigned char)msg[i] < 0x20 || (unsigned char)msg[i] > 0x7e)
+                msg[i] = '?';
         *error = abx_mcp_error(NULL, RPC_PARSE_ERROR, msg, ABX_E_REQUEST_BAD_JSON);
         return NULL;
     }
@@ -731,7 +747,7 @@ void abx_mcp_call_free(abx_mcp_call *c)
 static json_t *unknown_tool(const json_t *id, const char *name)
 {
     char msg[200];
-    snprintf(msg, sizeof msg, "Unknown tool: %.120s", name);
+    snprintf(msg, sizeof msg, "Unknown tool: %.*s", utf8_prefix(name, 120), name);
     return abx_mcp_error(id, RPC_INVALID_PARAMS, msg, ABX_E_OP_NOT_ENABLED);
 }
 
@@ -908,7 +924,7 @@ void abx_mcp_handle(const abx_mcp_in *in, const json_t *msg, abx_mcp_out *out)
         tools_call(in, id, params, out);
     else {
         char m[200];
-        snprintf(m, sizeof m, "Method not found: %.120s", name);
+        snprintf(m, sizeof m, "Method not found: %.*s", utf8_prefix(name, 120), name);
         out->reply = abx_mcp_error(id, RPC_METHOD_NOT_FOUND, m, ABX_E_OP_NOT_ENABLED);
     }
 }
