@@ -266,6 +266,12 @@ def test_json_rpc_errors(srv):
                   400, -32600, "request.bad_json")
     assert "batch" in j["error"]["message"] and j["id"] is None
     rpc_error(c.post(b"42"), 400, -32600, "request.bad_json")
+    # jansson's message quotes the bad bytes (here half a UTF-8 character): never sent back raw
+    j = rpc_error(c.post(b'{"jsonrpc":"2.0","id":1,"method":"\\\xde\x9b"}'), 400, -32700, "request.bad_json")
+    assert j["error"]["message"].isascii() and "invalid escape" in j["error"]["message"], j
+    long_name = "\u00e9" * 100                          # 200 bytes: cut at a character boundary
+    j = rpc_error(c.post({"jsonrpc": "2.0", "id": 2, "method": long_name}), 200, -32601)
+    assert j["error"]["message"] == "Method not found: " + "\u00e9" * 60, j
     rpc_error(c.post({"id": 3, "method": "ping"}), 200, -32600)                       # no "jsonrpc"
     rpc_error(c.post({"jsonrpc": "1.0", "id": 3, "method": "ping"}), 200, -32600)
     rpc_error(c.post({"jsonrpc": "2.0", "id": 3}), 200, -32600)                       # no method
