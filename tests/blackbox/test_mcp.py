@@ -20,7 +20,8 @@ import time
 import pytest
 import requests
 
-from conftest import ABX_BIN, ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, sha256_hex
+import conftest
+from conftest import ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, sanitizer_report, sha256_hex
 
 ANN_TOKEN = "ann-approver-token-0123456789"
 VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26"]
@@ -639,7 +640,7 @@ class Stdio:
         if home:
             e["ABX_HOME"] = home
         e.update(env or {})
-        self.p = subprocess.Popen([ABX_BIN, "mcp"] + args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.p = subprocess.Popen([conftest.ABX_BIN, "mcp"] + args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, env=e, cwd=cwd, text=True, bufsize=1)
         self.lines = []
         self.cv = threading.Condition()
@@ -677,6 +678,8 @@ class Stdio:
         rc = self.p.wait(timeout=20)
         self.t.join(5)
         err = self.p.stderr.read()
+        rep = sanitizer_report(err)
+        assert rep is None, "%s in abx mcp:\n%s" % (rep, err[-4000:])
         return rc, err
 
 
