@@ -895,8 +895,8 @@ void abx_mcp_handle(const abx_mcp_in *in, const json_t *msg, abx_mcp_out *out)
         return;
     }
     if (!json_is_string(method)) {
-        out->reply = abx_mcp_error(id_ok ? id : NULL, RPC_INVALID_REQUEST, "Invalid Request: \"method\" must be a string",
-                                   ABX_E_REQUEST_BAD_JSON);
+        out->reply = abx_mcp_error(id_ok ? id : NULL, RPC_INVALID_REQUEST,
+                                   "Invalid Request: \"method\" must be a string", ABX_E_REQUEST_BAD_JSON);
         return;
     }
     const char *name = json_string_value(method);
