@@ -8,6 +8,8 @@ cd "$here"
 bash scripts/deps.sh test
 # pinned Node tools the client/discovery tests run (OpenAPI lint, tsc): Node >= 20.19 and npm
 (cd tests/clients && npm ci --no-audit --no-fund --loglevel=error)
+# the MCP SDK and conformance tests' npm packages (pinned; exit 3 = registry unreachable: those tests skip)
+bash tests/mcp/install.sh || [ $? -eq 3 ]
 jobs=$(nproc)
 export ABX_HOME=$(mktemp -d)   # never touch the user's ~/.abx
 trap 'rm -rf "$ABX_HOME"' EXIT

@@ -1,4 +1,5 @@
-/* main.c — the abx command line: serve, call, catalog, openapi, tools, docs, check-config.
+/* main.c — the abx command line: serve, mcp, call, catalog, openapi, tools, gen-client, docs,
+ * check-config.
  * Thin: every command is a few calls into the library; nothing here decides policy. */
 #include "config/config.h"
 #include "core/core.h"
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 int abx_cli_call(int argc, char **argv); /* call.c */
+int abx_cli_mcp(int argc, char **argv);  /* mcp.c */
 
 static void usage(FILE *f)
 {
@@ -20,6 +22,8 @@ static void usage(FILE *f)
                "commands:\n"
                "  serve [--config FILE] [--listen HOST:PORT] [--workspace DIR] [--explain-denials] [--log-level L]\n"
                "                       run the server (no --config: embedded default, preset workspace on .)\n"
+               "  mcp [--config FILE] [--workspace DIR] [--principal NAME] [--log-level L]\n"
+               "                       serve MCP over stdin/stdout (same config and policy as serve)\n"
                "  call OP [k=v ...] [--args '{...}'] [--json] [--raw] [--url URL] [--token T]\n"
                "                       call an operation on a running server (--json: compact JSON\n"
                "                       output, SSE events as JSON lines as they arrive)\n"
@@ -467,6 +471,8 @@ int main(int argc, char **argv)
         return abx_cli_call(argc - 2, argv + 2);
     if (strcmp(cmd, "gen-client") == 0)
         return cmd_gen_client(argc - 2, argv + 2);
+    if (strcmp(cmd, "mcp") == 0)
+        return abx_cli_mcp(argc - 2, argv + 2);
     if (strcmp(cmd, "check-config") == 0)
         return cmd_check_config(argc - 2, argv + 2);
     if (strcmp(cmd, "explain") == 0)

@@ -422,6 +422,16 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
         return -1;
     }
     abx_diags_release(&d);
+    s->mcp = abx_mcp_new();
+    if (!s->mcp) {
+        snprintf(errbuf, errlen, "out of memory");
+        return -1;
+    }
+    if (s->no_listen) { /* in-process only: every call arrives through abx_call_begin/internal */
+        s->started = true;
+        s->started_ms = abx_now_ms();
+        return 0;
+    }
     if (!abx_host_is_loopback(s->cfg.listen_host) && !s->cfg.tls_cert && !s->cfg.allow_plaintext) {
         snprintf(errbuf, errlen, "listen address %s is not loopback: configure tls: {cert, key} or allow_plaintext: true",
                  s->cfg.listen_host);
@@ -584,6 +594,7 @@ void abx_server_free(abx_server *s)
     abx_auth_limiter_free(s->limiter);
     abx_sessions_free(s->sessions);
     abx_idem_free(s->idem);
+    abx_mcp_free(s->mcp);
     abx_ledger_close(s->ledger); /* after the listeners: every call in flight has been recorded */
     abx_free(s->ledger_path);
     pthread_mutex_destroy(&s->flood_mu);
@@ -602,24 +613,48 @@ int abx_server_call(abx_server *s, const char *op_id, const char *principal, con
     return abx_call_internal(s, ABX_DOOR_INPROC, principal, op_id, args, 0, NULL, body);
 }
 
-int abx_call_internal(abx_server *s, abx_door door, const char *principal, const char *op_id, const json_t *args,
-                      uint64_t batch_group, abx_approval *approved, json_t **body)
+static abx_request *internal_request(abx_server *s, abx_door door, const char *principal, const char *op_id,
+                                     const json_t *args)
 {
-    *body = NULL;
-    if (!s->started) {
-        *body = json_pack("{s:{s:s,s:s}}", "error", "code", "server.unavailable", "message", "server not started");
-        return 503;
-    }
-    abx_request *r = abx_request_new(s, door);
-    if (!r) {
-        *body = json_pack("{s:{s:s,s:s}}", "error", "code", "server.unavailable", "message", "out of memory");
-        return 503;
-    }
+    abx_request *r = s->started ? abx_request_new(s, door) : NULL;
+    if (!r)
+        return NULL;
     r->method = "CALL";
     r->trusted_principal = true;
     r->principal_name = principal;
     r->op_name = op_id;
     r->args_in = args;
+    return r;
+}
+
+abx_request *abx_call_begin(abx_server *s, const abx_call_in *in)
+{
+    abx_request *r = internal_request(s, in->door, in->principal, in->op, in->args);
+    if (!r)
+        return NULL;
+    r->cancel = in->cancel;
+    r->conn_fd = in->conn_fd;
+    if (in->client)
+        r->client = abx_arena_strdup(r->arena, in->client);
+    abx_dispatch(r);
+    /* the caller may read a stream after the connection is gone: the socket number could
+     * then name another connection, and the borrowed inputs are no longer needed */
+    r->conn_fd = -1;
+    r->principal_name = NULL;
+    r->args_in = NULL;
+    return r;
+}
+
+int abx_call_internal(abx_server *s, abx_door door, const char *principal, const char *op_id, const json_t *args,
+                      uint64_t batch_group, abx_approval *approved, json_t **body)
+{
+    *body = NULL;
+    abx_request *r = internal_request(s, door, principal, op_id, args);
+    if (!r) {
+        *body = json_pack("{s:{s:s,s:s}}", "error", "code", "server.unavailable", "message",
+                          s->started ? "out of memory" : "server not started");
+        return 503;
+    }
     r->batch_group = batch_group;
     r->approved = approved;
     abx_dispatch(r);
@@ -884,7 +919,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, conn_req *cr)
         resp = body ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE) : NULL;
         if (!resp)
             free(body);
-        else
+        else if (len) /* a protocol reply may have no body at all (MCP: 202, 204) */
             MHD_add_response_header(resp, "Content-Type", "application/json");
     }
     if (!resp)

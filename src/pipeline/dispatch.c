@@ -19,6 +19,7 @@ const char *abx_door_name(abx_door d)
     case ABX_DOOR_BATCH: return "batch";
     case ABX_DOOR_APPROVAL: return "approval";
     case ABX_DOOR_TOOLS: return "tools";
+    case ABX_DOOR_MCP: return "mcp";
     }
     return "?";
 }
@@ -175,6 +176,8 @@ void abx_reply_websocket(abx_reply *r, const abx_ws_ops *ops, void *state)
 
 bool abx_ctx_cancelled(abx_ctx *ctx)
 {
+    if (ctx->req->cancel && atomic_load(ctx->req->cancel))
+        return true;
     int fd = ctx->req->conn_fd;
     if (fd < 0)
         return false;
@@ -315,6 +318,10 @@ void abx_route(abx_request *r)
     if ((r->path_len == 6 && memcmp(r->path, "/tools", 6) == 0) ||
         (r->path_len == 11 && memcmp(r->path, "/tools/call", 11) == 0)) {
         r->door = ABX_DOOR_TOOLS;
+        return;
+    }
+    if (r->path_len == 4 && memcmp(r->path, "/mcp", 4) == 0) { /* every method: the door answers 405 itself */
+        r->door = ABX_DOOR_MCP;
         return;
     }
     r->route = abx_router_match(r->server->router, r->method, r->path, r->path_len, &r->match);
@@ -470,8 +477,7 @@ static abx_err step6_args(abx_request *r)
     char msg[300] = "";
     abx_err e = ABX_OK;
     const abx_op *op = r->op;
-    if (r->door == ABX_DOOR_INPROC || r->door == ABX_DOOR_BATCH || r->door == ABX_DOOR_APPROVAL ||
-        r->door == ABX_DOOR_TOOLS) {
+    if (r->trusted_principal) { /* in-process, batch, approved and MCP calls: arguments as given */
         r->args = r->args_in ? json_deep_copy(r->args_in) : json_object();
     } else if (r->has_body && r->body.len > 0 && !(op->def->raw_body && r->door == ABX_DOOR_HTTP)) {
         json_error_t je;
@@ -826,6 +832,10 @@ void abx_dispatch_begin(abx_request *r)
             abx_tools_run(r);
             return;
         }
+        if (r->door == ABX_DOOR_MCP && !r->trusted_principal) { /* the same for MCP's tools/call */
+            abx_mcp_http(r);
+            return;
+        }
         if (step4_5_resolve_mounted(r) == ABX_OK && step6_args(r) == ABX_OK && step7_policy(r) == ABX_OK &&
             step8_admit(r) == ABX_OK)
             step9_run(r);
@@ -889,7 +899,13 @@ int abx_reply_http_status(const abx_reply *rep)
 char *abx_reply_render(const abx_reply *rep, size_t *len)
 {
     json_t *doc;
-    if (rep->err) {
+    if (rep->protocol_body && !rep->body) {
+        *len = 0;
+        return strdup("");
+    }
+    if (rep->protocol_body) {
+        doc = json_incref(rep->body);
+    } else if (rep->err) {
         doc = json_pack("{s:{s:s, s:s}}", "error", "code", abx_err_code(rep->err), "message",
                         rep->message ? rep->message : abx_err_meaning(rep->err));
         if (doc && rep->details)

@@ -1,6 +1,6 @@
 /* pipeline.h — the request value every front door builds, the reply it gets back,
  * the server value, and dispatch(): steps 1–10 of the spec in one function.
- * Front doors (HTTP REST/RPC, in-process calls, later MCP and batch) fill an
+ * Front doors (HTTP REST/RPC, in-process calls, batch, MCP) fill an
  * abx_request and call abx_dispatch; nothing reaches a handler any other way. */
 #ifndef ABX_PIPELINE_PIPELINE_H
 #define ABX_PIPELINE_PIPELINE_H
@@ -17,6 +17,7 @@
 #include "ledger/ledger.h"
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 
 typedef enum abx_door {
     ABX_DOOR_HTTP,
@@ -25,6 +26,7 @@ typedef enum abx_door {
     ABX_DOOR_BATCH,
     ABX_DOOR_APPROVAL,
     ABX_DOOR_TOOLS, /* GET /tools, POST /tools/call (LLM provider tool formats) and the calls inside */
+    ABX_DOOR_MCP     /* POST /mcp (Streamable HTTP) and abx mcp (stdio), and the calls inside */
 } abx_door;
 typedef struct abx_approval abx_approval;
 typedef struct abx_approvals abx_approvals;
@@ -49,6 +51,8 @@ struct abx_reply {
     char allow[64];            /* Allow header for 405 */
     json_t *headers;           /* owned: extra response headers {name: value} */
     int retry_after;           /* seconds, for 429 */
+    bool protocol_body;        /* body is the door's own protocol document (MCP's JSON-RPC), rendered
+                                  as is even with err set; a NULL body then means no body at all */
 };
 
 struct abx_ctx {
@@ -87,6 +91,8 @@ struct abx_server {
     struct { abx_policy_hook fn; void *udata; } hooks[16]; /* C policy hooks (veto or narrow) */
     int n_hooks;
     struct abx_idem *idem;      /* owned: Idempotency-Key results */
+    struct abx_mcp *mcp;        /* owned: MCP sessions and the tools/list cache */
+    bool no_listen;             /* in-process only (abx mcp over stdio): start opens no socket */
     int64_t started_ms;
     bool started;
     char version_header[96];    /* "abx/0.1.0 catalog=1" */
@@ -112,6 +118,7 @@ typedef struct abx_request {
     bool auth_bad_scheme;       /* Authorization present but not Bearer */
     const char *client;         /* client address for rate limits and logs */
     int conn_fd;                /* the client's socket (HTTP), -1 otherwise: cancellation checks */
+    atomic_bool *cancel;        /* borrowed, or NULL: set by the door to cancel the call (MCP) */
     const char *last_event_id;  /* Last-Event-ID header (resumable streams) */
     void *connection;           /* struct MHD_Connection * (HTTP), for header lookups; NULL otherwise */
     const char *ws_key;         /* Sec-WebSocket-Key, when the request asks for an upgrade */
@@ -197,6 +204,20 @@ bool abx_server_confine_required(abx_server *s);
 int abx_call_internal(abx_server *s, abx_door door, const char *principal, const char *op, const json_t *args,
                       uint64_t batch_group, abx_approval *approved, json_t **body);
 
+/* An internal call whose reply the caller consumes itself (a door that relays streams):
+ * steps 1–10 have run when it returns; the caller reads r->reply and frees the request
+ * with abx_request_free. NULL when the server is not started or out of memory. */
+typedef struct abx_call_in {
+    abx_door door;
+    const char *principal;      /* trusted (already authenticated) */
+    const char *op;             /* id or alias */
+    const json_t *args;         /* borrowed */
+    atomic_bool *cancel;        /* borrowed, outlives the request; NULL none */
+    int conn_fd;                /* the outer client's socket while the handler runs, -1 none */
+    const char *client;         /* the outer client's address (copied), or NULL */
+} abx_call_in;
+abx_request *abx_call_begin(abx_server *s, const abx_call_in *in);
+
 /* approvals (approvals.c) */
 bool abx_approval_matches(const abx_approval *x, const char *principal, const char *op, const json_t *args);
 abx_approvals *abx_approvals_new(void);
@@ -241,6 +262,49 @@ void abx_batch_run(abx_request *r);
 
 /* LLM provider tool formats (toolcall.c): GET /tools, POST /tools/call */
 void abx_tools_run(abx_request *r);
+/* MCP (mcp.c): the Model Context Protocol, Streamable HTTP at /mcp and stdio (abx mcp).
+ * The core handles one parsed JSON-RPC message for a conversation (an HTTP session or
+ * the stdio connection); both transports and the fuzz target share it. */
+typedef struct abx_mcp abx_mcp;           /* per server: sessions, tools/list cache */
+typedef struct abx_mcp_conv abx_mcp_conv; /* one conversation */
+typedef struct abx_mcp_call abx_mcp_call; /* a tools/call whose messages stream */
+abx_mcp *abx_mcp_new(void);
+void abx_mcp_free(abx_mcp *m);
+/* The HTTP door (POST/DELETE /mcp; GET answers 405): fills r->reply. */
+void abx_mcp_http(abx_request *r);
+/* Serve one conversation over newline-delimited JSON-RPC on in_fd/out until end of
+ * input; principal is trusted. Logs go to stderr only. 0, or -1 on a read error. */
+int abx_mcp_stdio(abx_server *s, const char *principal, int in_fd, FILE *out);
+
+typedef struct abx_mcp_in {
+    abx_server *server;
+    abx_mcp_conv *conv;         /* borrowed for the message */
+    bool can_stream;            /* the transport can send notifications before the result */
+    int conn_fd;                /* the client's socket (hang-up cancels), -1 none */
+    const char *client;         /* for logs and the ledger, or NULL */
+} abx_mcp_in;
+typedef struct abx_mcp_out {
+    json_t *reply;              /* owned: the answer, or NULL (notification, client response) */
+    abx_mcp_call *call;         /* owned: a streaming tools/call (abx_mcp_call_next), or NULL */
+    bool cancelled;             /* the call was cancelled: stdio sends no answer */
+} abx_mcp_out;
+/* Parse one message. NULL with *error (owned) set to the JSON-RPC error to answer when
+ * it is not JSON (-32700) or not a single object (-32600: batch arrays are refused). */
+json_t *abx_mcp_parse(const char *data, size_t len, json_t **error);
+/* Handle one parsed message (borrowed) for in->conv. */
+void abx_mcp_handle(const abx_mcp_in *in, const json_t *msg, abx_mcp_out *out);
+/* The next message of a streaming call: a progress notification, or the final answer
+ * (*final true; then free the call). NULL and not final: nothing yet (keep alive). */
+json_t *abx_mcp_call_next(abx_mcp_call *c, bool *final);
+bool abx_mcp_call_cancelled(const abx_mcp_call *c);
+void abx_mcp_call_free(abx_mcp_call *c);
+/* A conversation outside the session table (stdio, fuzzing); principal is copied. */
+abx_mcp_conv *abx_mcp_conv_new(abx_mcp *m, const char *principal);
+void abx_mcp_conv_free(abx_mcp *m, abx_mcp_conv *c);
+/* Cancel every call in flight in the conversation (stdio end of input). */
+void abx_mcp_conv_cancel_all(abx_mcp *m, abx_mcp_conv *c);
+/* A JSON-RPC error answer (owned); id borrowed (NULL → null). */
+json_t *abx_mcp_error(const json_t *id, int code, const char *message, abx_err abx_code);
 
 /* command sessions (builtin/commands.c) */
 void abx_sessions_free(struct abx_sessions *s);

@@ -1,0 +1,111 @@
+"""abx's MCP seen by the official implementations, from npm (pinned in tests/mcp/package-lock.json,
+installed by tests/mcp/install.sh): the TypeScript SDK client over Streamable HTTP and over stdio
+(`abx mcp`) lists the tools, calls a read op in both spellings, gets a policy denial as an isError
+result and an unknown tool as -32602; and the MCP conformance suite's scenarios that apply to a
+server without the reference test tools (initialize, ping, tools/list, multiple SSE streams, DNS
+rebinding protection) pass. Skipped, saying so, only when the npm registry is unreachable."""
+import json
+import os
+import subprocess
+
+import pytest
+
+import conftest
+from conftest import ALICE_TOKEN, BOB_TOKEN, free_port, sha256_hex
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MCP_DIR = os.path.join(os.path.dirname(HERE), "mcp")
+
+
+@pytest.fixture(scope="module")
+def npm_packages():
+    r = subprocess.run(["bash", os.path.join(MCP_DIR, "install.sh")], capture_output=True, text=True, timeout=600)
+    if r.returncode == 3:
+        pytest.skip("MCP SDK tests need the npm registry: " + r.stderr.strip()[-300:])
+    assert r.returncode == 0, r.stdout + r.stderr
+    return MCP_DIR
+
+
+def config(ws, tmp, origins=()):
+    return {"workspace": ws, "terminal_listen": "off", "ledger": {"path": os.path.join(tmp, "ledger.db")},
+            "allowed_origins": list(origins),
+            "auth": {"tokens": [
+                {"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)},
+                {"principal": "bob", "roles": ["viewer"], "token_sha256": sha256_hex(BOB_TOKEN)}]},
+            "policy": {"allow": [
+                {"ops": ["core.*"], "principals": ["*"]},
+                {"ops": ["files.*"], "principals": ["role:agent"], "paths": [ws + "/**"]}]}}
+
+
+def run_client(args, env=None, cwd=None):
+    e = dict(os.environ)
+    e.pop("ABX_TOKEN", None)
+    e.update(env or {})
+    r = subprocess.run(["node", os.path.join(MCP_DIR, "client.mjs")] + args, capture_output=True, text=True,
+                       timeout=120, env=e, cwd=cwd)
+    assert r.stdout.strip(), "no report from the SDK client:\n" + r.stderr[-3000:]
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert r.returncode == 0 and "failure" not in report, report.get("failure", r.stderr[-3000:])
+    return report
+
+
+def check_report(rep, workspace):
+    assert rep["server"]["name"] == "abx", rep
+    assert rep["capabilities"] == {"tools": {"listChanged": False}}, rep
+    names = [t["name"] for t in rep["tools"]]
+    assert "files__list" in names and "files__read" in names and "core__health" in names, names
+    assert "files__upload" not in names and all("." not in n for n in names), names
+    read = [t for t in rep["tools"] if t["name"] == "files__read"][0]
+    assert read["title"] == "files.read" and read["meta"]["abx/op"] == "files.read", read
+    assert read["annotations"]["readOnlyHint"] is True, read
+    assert rep["list"]["isError"] is False and "a.txt" in rep["list"]["text"], rep["list"]
+    assert rep["dotted"]["isError"] is False and json.loads(rep["dotted"]["text"])["path"] == workspace, rep
+    assert rep["denied"]["isError"] is True and rep["denied"]["text"].startswith("policy.path_not_allowed"), rep
+    assert rep["unknown"]["error"] == -32602, rep
+    assert rep["ping"] is True
+
+
+def test_sdk_client_over_streamable_http(npm_packages, abx, workspace, tmp_path):
+    s = abx(config(workspace, str(tmp_path)))
+    rep = run_client(["http", s.url + "/mcp", ALICE_TOKEN, workspace, "/etc/passwd"])
+    check_report(rep, workspace)
+    assert len(rep["sessionId"]) == 32, rep
+    # the client ended its session (DELETE): the id is gone
+    r = s.post("/mcp", token=ALICE_TOKEN, json_body={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+               headers={"Mcp-Session-Id": rep["sessionId"]})
+    assert r.status_code == 404 and r.json()["error"]["data"]["code"] == "mcp.session_not_found", r.text
+
+
+def test_sdk_client_over_stdio(npm_packages, workspace, tmp_path):
+    path = str(tmp_path / "abx.json")
+    with open(path, "w") as f:
+        json.dump(config(workspace, str(tmp_path)), f)
+    rep = run_client(["stdio", conftest.ABX_BIN, workspace, "/etc/passwd", "--config", path, "--principal", "alice"],
+                     env={"ABX_HOME": str(tmp_path / "home")})
+    check_report(rep, workspace)
+    # the embedded default: ABX_TOKEN not needed, principal local on the workspace
+    rep = run_client(["stdio", conftest.ABX_BIN, workspace, "/etc/passwd", "--workspace", workspace],
+                     env={"ABX_HOME": str(tmp_path / "home2")}, cwd=workspace)
+    check_report(rep, workspace)
+
+
+CONFORMANCE = ["server-initialize", "ping", "tools-list", "server-sse-multiple-streams", "dns-rebinding-protection"]
+
+
+def test_conformance_scenarios(npm_packages, abx, workspace, tmp_path):
+    proxy_port = free_port()
+    # the runner checks that a same-origin request is served: allow the proxy's origin
+    s = abx(config(workspace, str(tmp_path), origins=["http://127.0.0.1:%d" % proxy_port]))
+    proxy = subprocess.Popen(["node", os.path.join(MCP_DIR, "auth_proxy.mjs"), str(proxy_port), s.url, ALICE_TOKEN],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proxy.stdout.readline().strip() == "ready", proxy.stderr.read()
+        runner = os.path.join(MCP_DIR, "node_modules", ".bin", "conformance")
+        for sc in CONFORMANCE:
+            r = subprocess.run([runner, "server", "--url", "http://127.0.0.1:%d/mcp" % proxy_port, "--scenario", sc],
+                               capture_output=True, text=True, timeout=180, cwd=str(tmp_path))
+            out = r.stdout + r.stderr
+            assert r.returncode == 0 and " 0 failed" in out and "Passed: 0/" not in out, "%s:\n%s" % (sc, out[-3000:])
+    finally:
+        proxy.terminate()
+        proxy.wait(10)
