@@ -758,9 +758,11 @@ static void ledger_audit(abx_request *r, int status, int64_t dur_us)
         return;
     }
     uint64_t counted = 0;
-    /* a call inside a batch or a tool-call request is never aggregated: its front door
-     * was authenticated and recorded, and each inner call gets its own group */
-    bool quiet_class = !r->batch_group && (status == 401 || (status == 404 && r->reply.err == ABX_E_OP_NOT_ENABLED));
+    /* only what arrives from the network is aggregated: a call inside a batch, a tool-call
+     * or MCP request (whose front door was authenticated and recorded) or an in-process
+     * call gets its own group */
+    bool quiet_class = !r->trusted_principal &&
+                       (status == 401 || (status == 404 && r->reply.err == ABX_E_OP_NOT_ENABLED));
     if (quiet_class && !flood_first(r, status, &counted)) {
         json_decref(fin);
         return;
