@@ -36,6 +36,8 @@ abx_err abx_errno_to_err(int err)
         return ABX_E_FILES_ACCESS;
     case ENAMETOOLONG:
         return ABX_E_ARGS_INVALID;
+    case ENXIO: /* open() of a Unix socket, or of a device without a driver */
+        return ABX_E_FILES_NOT_REGULAR;
     case EMFILE:
     case ENFILE:
     case ENOMEM:

@@ -438,7 +438,7 @@ NOT_REGULAR_CALLS = [
 ]
 
 
-@pytest.mark.parametrize("kind", ["fifo", "fifo_with_writer"])
+@pytest.mark.parametrize("kind", ["fifo", "fifo_with_writer", "socket"])
 @pytest.mark.parametrize("op,args", NOT_REGULAR_CALLS, ids=[c[0] for c in NOT_REGULAR_CALLS])
 def test_special_files_never_hang(server, workspace, kind, op, args):
     p = os.path.join(workspace, "N")
