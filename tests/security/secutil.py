@@ -118,3 +118,35 @@ def world_readable_dir(tmp_path, name):
     os.chmod(str(tmp_path), 0o755)
     os.chmod(str(d), 0o755)
     return d
+
+
+def make_workspace(root):
+    """The same tree as the black-box `workspace` fixture, under root."""
+    ws = os.path.join(str(root), "ws")
+    os.makedirs(os.path.join(ws, "sub"))
+    for name, text in (("a.txt", "hello\n"), ("b.txt", "line1\nline2\nline3\nline4\nline5\n"),
+                       ("sub/c.txt", "deep\n"), (".hidden", "secret-ish\n")):
+        with open(os.path.join(ws, name), "w") as f:
+            f.write(text)
+    return os.path.realpath(ws)
+
+
+def module_server(tmp_path_factory, workspace, config=None):
+    """Start one server for a whole module (a generator for a module-scoped fixture):
+    attack files whose cases only send requests share it, so the suite does not pay a
+    server start per case. Stopped at the end of the module; a sanitizer report on its
+    stderr fails the module's last test."""
+    import pytest
+    d = str(tmp_path_factory.mktemp("shared-srv"))
+    s = bb.AbxServer(d, config=config, workspace=workspace, use_workspace_flag=config is None)
+    s.start()
+    try:
+        yield s
+    finally:
+        try:
+            s.stop()
+        finally:
+            s.kill()
+        rep = bb.sanitizer_report(s.stderr())
+        if rep:
+            pytest.fail("%s in server stderr:\n%s" % (rep, s.stderr()[-4000:]))

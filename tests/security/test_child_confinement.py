@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from secutil import ALICE_TOKEN, pgrep, tokens, wait_for, world_readable_dir
+from secutil import ALICE_TOKEN, make_workspace, module_server, pgrep, tokens, wait_for, world_readable_dir
 
 SECRET = "child-secret-7781"
 
@@ -38,9 +38,19 @@ def config(ws, limits=None, deny=None, net=None, cfg_extra=None):
     return cfg
 
 
+@pytest.fixture(scope="module")
+def shared_ws(tmp_path_factory):
+    return make_workspace(tmp_path_factory.mktemp("confine"))
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, shared_ws):
+    yield from module_server(tmp_path_factory, shared_ws, config(shared_ws))
+
+
 @pytest.fixture
-def srv(abx, workspace):
-    return abx(config(workspace))
+def srv(shared):
+    return shared
 
 
 def py(s, code, *args, timeout=30, **kw):
@@ -257,7 +267,8 @@ CAP_PROBES = {
 
 
 @pytest.mark.parametrize("probe", sorted(CAP_PROBES))
-def test_no_capabilities_in_practice(srv, workspace, probe):
+def test_no_capabilities_in_practice(srv, shared_ws, probe):
+    workspace = shared_ws
     other = os.path.join(workspace, "other-uid.txt")
     with open(other, "w") as f:
         f.write(SECRET)

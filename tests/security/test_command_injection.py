@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from secutil import ALICE_TOKEN, assert_error, tokens
+from secutil import ALICE_TOKEN, assert_error, make_workspace, module_server, tokens
 
 CMDS = ["echo *", "cat *", "ls -a", "git status", "python3 *", "sleep *"]
 
@@ -24,9 +24,24 @@ def config(ws, commands=None, deny=None):
             "auth": {"tokens": tokens()}, "policy": policy}
 
 
+@pytest.fixture(scope="module")
+def shared_ws(tmp_path_factory):
+    return make_workspace(tmp_path_factory.mktemp("injection"))
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, shared_ws):
+    yield from module_server(tmp_path_factory, shared_ws, config(shared_ws))
+
+
 @pytest.fixture
-def srv(abx, workspace):
-    return abx(config(workspace))
+def srv(shared):
+    return shared
+
+
+@pytest.fixture
+def workspace(shared_ws):
+    return shared_ws
 
 
 def run(s, body, path="/commands/run"):

@@ -17,14 +17,20 @@ import time
 
 import pytest
 
-from secutil import ALICE_TOKEN, RawResponse, assert_error, multi_config, raw_exchange, responses
+from secutil import (ALICE_TOKEN, RawResponse, assert_error, make_workspace, module_server, multi_config, raw_exchange,
+                     responses)
 
 TOP = "limits: {read_timeout: 1, connections: 8}\n"
 
 
-@pytest.fixture
-def srv(abx):
-    return abx(multi_config(top=TOP))
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    return make_workspace(tmp_path_factory.mktemp("desync"))
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory, workspace):
+    yield from module_server(tmp_path_factory, workspace, multi_config(top=TOP).replace("{ws}", workspace))
 
 
 def smuggled(port):

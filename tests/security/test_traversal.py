@@ -11,7 +11,17 @@ import os
 
 import pytest
 
-from secutil import assert_error, error_code
+from secutil import assert_error, error_code, make_workspace, module_server
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    return make_workspace(tmp_path_factory.mktemp("traversal"))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, workspace):
+    yield from module_server(tmp_path_factory, workspace)
 
 # Escapes: refused by the scope, whether or not the target exists (no existence oracle).
 ESCAPES = [
