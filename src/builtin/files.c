@@ -36,6 +36,8 @@ abx_err abx_errno_to_err(int err)
         return ABX_E_FILES_ACCESS;
     case ENAMETOOLONG:
         return ABX_E_ARGS_INVALID;
+    case ENXIO: /* open() of a Unix socket, or of a device without a driver */
+        return ABX_E_FILES_NOT_REGULAR;
     case EMFILE:
     case ENFILE:
     case ENOMEM:
@@ -48,6 +50,9 @@ abx_err abx_errno_to_err(int err)
 static abx_err errno_reply(abx_reply *r, int err, const char *param)
 {
     abx_err e = abx_errno_to_err(err);
+    if (err == ELOOP) /* the jail met a symlink the policy did not see: the tree changed */
+        return abx_reply_error(r, e, NULL, "path '%s' changed after the policy check (a symlink appeared on it)",
+                               param);
     if (e == ABX_E_POLICY_PATH_DENIED)
         return abx_reply_error(r, e, NULL, "path '%s' leads outside its allowed root", param);
     if (e == ABX_E_FILES_NOT_FOUND)

@@ -1,9 +1,14 @@
 /* jail.c — the only place a handler's file is opened: openat2() beneath a root dirfd
- * with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS, O_CLOEXEC always.
+ * with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS, O_CLOEXEC always.
  *
  * It owns the guarantee that whatever happens to the tree between the policy check
- * and the open (a directory swapped for a symlink, a ".." planted in a link target, a
- * /proc magic link), the kernel resolves the name inside the root or refuses it.
+ * and the open (a file or directory swapped for a symlink, a ".." planted in a link
+ * target, a /proc magic link), the kernel opens exactly the name the policy admitted,
+ * inside the root, or refuses it. The names handed here are canonical: the policy
+ * already resolved every symlink, so a symlink met during the open was put there after
+ * the check. Following it — even to a place inside the root — would open something the
+ * policy never saw (a denied file, a protected area), so it is refused (-ELOOP). Only a
+ * final symlink opened with O_PATH | O_NOFOLLOW (the link itself) is returned.
  * It must never open anything by an absolute path other than a root, never fall back
  * to plain open()/openat() when openat2 is missing (that would silently drop the
  * guarantee), and never leak a descriptor across exec. */
@@ -18,7 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define JAIL_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+#define JAIL_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS)
 /* openat2 may answer EAGAIN when a concurrent rename makes it unable to prove that a
  * ".." stayed inside; the answer is "try again", but a hostile renamer must not be
  * able to keep us spinning, so the retries are bounded. */

@@ -8,7 +8,7 @@
  *
  * Child order: signals → setsid → PDEATHSIG → cgroups → netns → mount masks → stdio →
  * ctty → cwd → mark fds close-on-exec → securebits, capability bounding set, ambient →
- * ids → capabilities → no_new_privs → Landlock → execve. */
+ * ids → capabilities → no_new_privs → Landlock → seccomp (without net) → execve. */
 #include "sandbox/spawn.h"
 #include "core/util.h"
 #include <dirent.h>
@@ -16,8 +16,11 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/audit.h>
 #include <linux/close_range.h>
+#include <linux/filter.h>
 #include <linux/landlock.h>
+#include <linux/seccomp.h>
 #include <linux/securebits.h>
 #include <sched.h>
 #include <signal.h>
@@ -30,6 +33,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -583,6 +587,71 @@ static int make_cgroups(abx_sandbox *sb, const abx_confine *c, abx_child *out, i
 
 /* ---- the child ---- */
 
+/* ---- seccomp: no Unix sockets without net ----
+ *
+ * Landlock (up to ABI 7) does not govern connect() on a pathname Unix socket, and the
+ * empty network namespace does not separate them (they live in the file system): a
+ * process could reach any socket on the host whose path it knows — a container
+ * runtime's, the system bus, a user's ssh-agent in /tmp. Without `net`, socket(AF_UNIX)
+ * is refused (EACCES) and io_uring, which can create sockets on its own, is unavailable
+ * (ENOSYS). socketpair() stays: it connects nothing outside the process tree. */
+
+#if defined(__x86_64__)
+#define SECCOMP_ARCH AUDIT_ARCH_X86_64
+#define SECCOMP_X32_BIT 0x40000000u
+#elif defined(__aarch64__)
+#define SECCOMP_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+#ifdef SECCOMP_ARCH
+#define SC_LD(off) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off))
+#define SC_JEQ(k, t, f) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (k), (t), (f))
+#define SC_RET(v) BPF_STMT(BPF_RET | BPF_K, (v))
+#define SC_NR offsetof(struct seccomp_data, nr)
+#define SC_ARCH offsetof(struct seccomp_data, arch)
+#define SC_ARG0 offsetof(struct seccomp_data, args[0]) /* low word on little-endian */
+
+/* Jump offsets count the instructions skipped after the jump; the index of each
+ * instruction is in its comment. */
+static const struct sock_filter no_unix_filter[] = {
+#if defined(__x86_64__)
+    SC_LD(SC_ARCH),                                  /*  0 */
+    SC_JEQ(SECCOMP_ARCH, 1, 0),                      /*  1 → 3 native */
+    SC_JEQ(AUDIT_ARCH_I386, 9, 16),                  /*  2 → 12 i386, else → 19 allow */
+    SC_LD(SC_NR),                                    /*  3 native and x32 */
+    SC_JEQ(__NR_socket, 5, 0),                       /*  4 → 10 */
+    SC_JEQ(__NR_socket | SECCOMP_X32_BIT, 4, 0),     /*  5 → 10 */
+    SC_JEQ(__NR_io_uring_setup, 13, 0),              /*  6 → 20 */
+    SC_JEQ(__NR_io_uring_setup | SECCOMP_X32_BIT, 12, 0), /* 7 → 20 */
+    SC_RET(SECCOMP_RET_ALLOW),                       /*  8 */
+    SC_RET(SECCOMP_RET_ALLOW),                       /*  9 (unreached) */
+    SC_LD(SC_ARG0),                                  /* 10 socket(domain, ...) */
+    SC_JEQ(AF_UNIX, 6, 7),                           /* 11 → 18, else → 19 */
+    SC_LD(SC_NR),                                    /* 12 i386 */
+    SC_JEQ(359, 2, 0),                               /* 13 socket → 16 */
+    SC_JEQ(102, 3, 0),                               /* 14 socketcall (arguments in memory) → 18 */
+    SC_JEQ(425, 4, 3),                               /* 15 io_uring_setup → 20, else → 19 */
+    SC_LD(SC_ARG0),                                  /* 16 */
+    SC_JEQ(AF_UNIX, 0, 1),                           /* 17 → 18, else → 19 */
+    SC_RET(SECCOMP_RET_ERRNO | (EACCES & SECCOMP_RET_DATA)), /* 18 */
+    SC_RET(SECCOMP_RET_ALLOW),                       /* 19 */
+    SC_RET(SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)), /* 20 */
+#else
+    SC_LD(SC_ARCH),                                  /*  0 */
+    SC_JEQ(SECCOMP_ARCH, 0, 8),                      /*  1 another ABI: not filtered → 10 */
+    SC_LD(SC_NR),                                    /*  2 */
+    SC_JEQ(__NR_socket, 2, 0),                       /*  3 → 6 */
+    SC_JEQ(__NR_io_uring_setup, 4, 0),               /*  4 → 9 */
+    SC_RET(SECCOMP_RET_ALLOW),                       /*  5 */
+    SC_LD(SC_ARG0),                                  /*  6 */
+    SC_JEQ(AF_UNIX, 0, 2),                           /*  7 → 8, else → 10 */
+    SC_RET(SECCOMP_RET_ERRNO | (EACCES & SECCOMP_RET_DATA)), /* 8 */
+    SC_RET(SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)), /* 9 */
+    SC_RET(SECCOMP_RET_ALLOW),                       /* 10 */
+#endif
+};
+#endif
+
 typedef struct child_args {
     const abx_spawn_req *req;
     const abx_sandbox *sb;
@@ -590,7 +659,7 @@ typedef struct child_args {
     int devnull;
     int procs_fd[3];
     int ruleset;
-    bool use_netns, use_caps, use_ll;
+    bool use_netns, use_caps, use_ll, use_seccomp;
 } child_args;
 
 typedef struct child_err {
@@ -599,12 +668,12 @@ typedef struct child_err {
 } child_err;
 
 enum { ST_SIG = 1, ST_SETSID, ST_PDEATH, ST_CGROUP, ST_NETNS, ST_MNTNS, ST_MASK, ST_STDIO, ST_CTTY, ST_CWD,
-       ST_FDS, ST_SECBITS, ST_BSET, ST_AMBIENT, ST_IDS, ST_CAPS, ST_NNP, ST_LANDLOCK, ST_EXEC };
+       ST_FDS, ST_SECBITS, ST_BSET, ST_AMBIENT, ST_IDS, ST_CAPS, ST_NNP, ST_LANDLOCK, ST_SECCOMP, ST_EXEC };
 
 static const char *const step_names[] = {"?", "signals", "setsid", "pdeathsig", "cgroup", "netns", "mount namespace",
                                          "mask", "stdio", "controlling tty", "cwd", "descriptors", "securebits",
                                          "capability bounding set", "ambient capabilities", "uid/gid",
-                                         "capabilities", "no_new_privs", "landlock", "execve"};
+                                         "capabilities", "no_new_privs", "landlock", "seccomp", "execve"};
 
 static void child_fail(child_args *a, int step)
 {
@@ -703,6 +772,14 @@ static int child_main(void *arg)
         child_fail(a, ST_NNP);
     if (a->use_ll && syscall(SYS_landlock_restrict_self, a->ruleset, 0) != 0)
         child_fail(a, ST_LANDLOCK);
+#ifdef SECCOMP_ARCH
+    if (a->use_seccomp) {
+        struct sock_fprog prog = {.len = (unsigned short)(sizeof no_unix_filter / sizeof no_unix_filter[0]),
+                                  .filter = (struct sock_filter *)no_unix_filter};
+        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
+            child_fail(a, ST_SECCOMP);
+    }
+#endif
     execve(req->argv[0], req->argv, req->envp);
     child_fail(a, ST_EXEC);
     return 127;
@@ -729,6 +806,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     a.use_netns = !c->net && sb->caps.netns;
     a.use_caps = sb->caps.root;
     a.use_ll = sb->caps.landlock_abi > 0;
+    a.use_seccomp = !c->net;
     a.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (a.devnull < 0 || pipe2(pipefd, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "cannot prepare the child: %s", strerror(errno));

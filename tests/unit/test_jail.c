@@ -238,17 +238,21 @@ static void test_symlink_inside_to_outside_refused(void **state)
     snprintf(target, sizeof target, "../%s/secret", outname);
     mk_link(target, f->base, "rel_out");
 
-    assert_int_equal(abx_jail_open(f->rootfd, "abs_out", O_RDONLY, 0), -EXDEV);
-    assert_int_equal(abx_jail_open(f->rootfd, "abs_outdir/secret", O_RDONLY, 0), -EXDEV);
-    assert_int_equal(abx_jail_open(f->rootfd, "rel_out", O_RDONLY, 0), -EXDEV);
+    /* RESOLVE_NO_SYMLINKS answers before RESOLVE_BENEATH gets to look at the target */
+    assert_int_equal(abx_jail_open(f->rootfd, "abs_out", O_RDONLY, 0), -ELOOP);
+    assert_int_equal(abx_jail_open(f->rootfd, "abs_outdir/secret", O_RDONLY, 0), -ELOOP);
+    assert_int_equal(abx_jail_open(f->rootfd, "rel_out", O_RDONLY, 0), -ELOOP);
     /* A dangling link out must not let O_CREAT make a file outside. */
     snprintf(target, sizeof target, "%s/made-through-link", f->out);
     mk_link(target, f->base, "dangling_out");
-    assert_int_equal(abx_jail_open(f->rootfd, "dangling_out", O_WRONLY | O_CREAT, 0644), -EXDEV);
+    assert_int_equal(abx_jail_open(f->rootfd, "dangling_out", O_WRONLY | O_CREAT, 0644), -ELOOP);
     assert_int_equal(access(target, F_OK), -1);
 }
 
-static void test_symlink_inside_to_inside(void **state)
+/* Names reaching the jail are canonical: a symlink inside the root was put there after
+ * the policy check, and following it would open a name the policy never saw (a denied
+ * file beside an allowed one). Refused, wherever it points. */
+static void test_symlink_inside_to_inside_refused(void **state)
 {
     fixture *f = *state;
     char buf[64];
@@ -258,23 +262,29 @@ static void test_symlink_inside_to_inside(void **state)
     mk_link("dir", f->base, "ldir");
     mk_link("../file", f->base, "dir/up");
 
-    int fd = abx_jail_open(f->rootfd, "lfile", O_RDONLY, 0);
-    assert_true(fd >= 0);
-    assert_string_equal(slurp(fd, buf, sizeof buf), "inside");
-    close(fd);
-    fd = abx_jail_open(f->rootfd, "ldir/g", O_RDONLY, 0);
+    assert_int_equal(abx_jail_open(f->rootfd, "lfile", O_RDONLY, 0), -ELOOP);
+    assert_int_equal(abx_jail_open(f->rootfd, "ldir/g", O_RDONLY, 0), -ELOOP);
+    assert_int_equal(abx_jail_open(f->rootfd, "dir/up", O_RDONLY, 0), -ELOOP);
+    assert_int_equal(abx_jail_open(f->rootfd, "lfile", O_WRONLY | O_CREAT | O_TRUNC, 0644), -ELOOP);
+    assert_int_equal(abx_jail_open(f->rootfd, "lfile", O_RDONLY | O_NOFOLLOW, 0), -ELOOP);
+    /* the canonical names open */
+    int fd = abx_jail_open(f->rootfd, "dir/g", O_RDONLY, 0);
     assert_true(fd >= 0);
     assert_string_equal(slurp(fd, buf, sizeof buf), "gee");
     close(fd);
-    fd = abx_jail_open(f->rootfd, "ldir/up", O_RDONLY, 0);
+    /* the link itself (O_PATH | O_NOFOLLOW): what delete and move act on */
+    fd = abx_jail_open(f->rootfd, "lfile", O_PATH | O_NOFOLLOW, 0);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(fstatat(fd, "", &st, AT_EMPTY_PATH), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    close(fd);
+    /* ... but never through a symlinked directory */
+    assert_int_equal(abx_jail_open(f->rootfd, "ldir/up", O_PATH | O_NOFOLLOW, 0), -ELOOP);
+    /* the file itself is untouched */
+    fd = abx_jail_open(f->rootfd, "file", O_RDONLY, 0);
     assert_true(fd >= 0);
     assert_string_equal(slurp(fd, buf, sizeof buf), "inside");
-    close(fd);
-
-    /* O_NOFOLLOW refuses a final symlink but not one in the middle. */
-    assert_int_equal(abx_jail_open(f->rootfd, "lfile", O_RDONLY | O_NOFOLLOW, 0), -ELOOP);
-    fd = abx_jail_open(f->rootfd, "ldir/g", O_RDONLY | O_NOFOLLOW, 0);
-    assert_true(fd >= 0);
     close(fd);
 }
 
@@ -299,8 +309,11 @@ static void test_magic_links_refused(void **state)
     snprintf(rel, sizeof rel, "proc/thread-self/fd/%d", probe);
     assert_int_equal(abx_jail_open(slash, rel, O_RDONLY, 0), -ELOOP);
     close(probe);
-    /* Plain (non-magic) names beneath "/" still work. */
-    fd = abx_jail_open(slash, "proc/self/status", O_RDONLY, 0);
+    /* /proc/self is a plain symlink: refused too (a canonical name never holds it);
+     * the name it stands for opens. */
+    assert_int_equal(abx_jail_open(slash, "proc/self/status", O_RDONLY, 0), -ELOOP);
+    snprintf(rel, sizeof rel, "proc/%d/status", (int)getpid());
+    fd = abx_jail_open(slash, rel, O_RDONLY, 0);
     assert_true(fd >= 0);
     close(fd);
     close(slash);
@@ -369,11 +382,15 @@ static void test_open_parent(void **state)
     assert_string_equal(name, "new");
     close(dfd);
 
-    /* A symlink in the parent part that stays inside is followed. */
+    /* A symlink in the parent part is refused, even one that stays inside. */
     mk_link("a/b", f->base, "lab");
-    dfd = abx_jail_open_parent(f->rootfd, "lab/c", &name);
+    assert_int_equal(abx_jail_open_parent(f->rootfd, "lab/c", &name), -ELOOP);
+    /* A final symlink is only a name: its parent opens. */
+    dfd = abx_jail_open_parent(f->rootfd, "lab", &name);
     assert_true(dfd >= 0);
+    assert_string_equal(name, "lab");
     assert_int_equal(fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW), 0);
+    assert_true(S_ISLNK(st.st_mode));
     close(dfd);
 }
 
@@ -396,8 +413,8 @@ static void test_open_parent_refusals(void **state)
     mk_dir(f->base, "sub");
     assert_int_equal(abx_jail_open_parent(f->rootfd, "sub/../../x", &name), -EXDEV);
     mk_link(f->out, f->base, "outdir");
-    assert_int_equal(abx_jail_open_parent(f->rootfd, "outdir/secret", &name), -EXDEV);
-    assert_int_equal(abx_jail_open_parent(f->rootfd, "outdir/new", &name), -EXDEV);
+    assert_int_equal(abx_jail_open_parent(f->rootfd, "outdir/secret", &name), -ELOOP);
+    assert_int_equal(abx_jail_open_parent(f->rootfd, "outdir/new", &name), -ELOOP);
     /* A parent that is a file, or missing. */
     assert_int_equal(abx_jail_open_parent(f->rootfd, "file/x", &name), -ENOTDIR);
     assert_int_equal(abx_jail_open_parent(f->rootfd, "missing/x", &name), -ENOENT);
@@ -431,7 +448,7 @@ static void test_race_swapped_symlink_never_escapes(void **state)
     mk_link(f->out, f->base, "l"); /* absolute link to outside/, which holds "secret" */
 
     /* Sanity: through the link itself the jail already refuses. */
-    assert_int_equal(abx_jail_open(f->rootfd, "l/secret", O_RDONLY, 0), -EXDEV);
+    assert_int_equal(abx_jail_open(f->rootfd, "l/secret", O_RDONLY, 0), -ELOOP);
 
     racer r;
     r.rootfd = f->rootfd;
@@ -477,7 +494,7 @@ int main(void)
         T(test_create_with_mode),
         T(test_escapes_refused),
         T(test_symlink_inside_to_outside_refused),
-        T(test_symlink_inside_to_inside),
+        T(test_symlink_inside_to_inside_refused),
         T(test_magic_links_refused),
         T(test_fifo_does_not_hang),
         T(test_open_parent),
