@@ -154,6 +154,25 @@ abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char 
         return NULL;
     }
     snprintf(s->version_header, sizeof s->version_header, "abx/%s catalog=%d", ABX_VERSION, ABX_CATALOG_VERSION);
+    /* ops from the config (custom:, load:) join the child registry before it freezes */
+    abx_diags ed = {0};
+    abx_diags *dd = diags ? diags : &ed;
+    size_t before = dd->errors;
+    s->ext = abx_ext_load(s->reg, &s->cfg, s->workspace, dd);
+    if (!s->ext || dd->errors > before) {
+        size_t off = (size_t)snprintf(errbuf, errlen, "config errors:");
+        for (size_t i = 0; i < dd->n && off < errlen; i++)
+            if (strcmp(dd->items[i].level, "error") == 0)
+                off += (size_t)snprintf(errbuf + off, errlen - off, "\n  %s:%d: %s: %s",
+                                        o.config_path ? o.config_path : "-", dd->items[i].line, dd->items[i].code,
+                                        dd->items[i].message);
+        if (!s->ext)
+            snprintf(errbuf, errlen, "out of memory");
+        abx_diags_release(&ed);
+        abx_server_free(s);
+        return NULL;
+    }
+    abx_diags_release(&ed);
     return s;
 }
 
@@ -287,7 +306,10 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
         const abx_lint *lints;
         size_t nl = abx_registry_lints(rg, &lints);
         for (size_t i = 0; i < nl; i++)
-            abx_diag_add(diags, "warning", lints[i].code, 0, "%s", lints[i].message);
+            abx_diag_add(diags, "warning", lints[i].code, abx_ext_line_of(s->ext, lints[i].id), "%s%s%s%s",
+                         strstr(lints[i].message, lints[i].id) ? "" : "op '",
+                         strstr(lints[i].message, lints[i].id) ? "" : lints[i].id,
+                         strstr(lints[i].message, lints[i].id) ? "" : "': ", lints[i].message);
     }
     abx_policy *p = abx_policy_compile(&in, diags);
     abx_free(wal);
@@ -318,6 +340,7 @@ int abx_server_reload(abx_server *s, abx_diags *diags)
         if (!abx_parse_listen(s->opts.listen, &fresh.listen_host, &fresh.listen_port))
             fresh.listen_host = abx_strdup(s->cfg.listen_host);
     }
+    abx_ext_reload_check(s->ext, &fresh, diags);
     abx_policy *p = abx_server_compile(s, &fresh, diags);
     if (p) {
         if (strcmp(fresh.listen_host, s->cfg.listen_host) != 0 || fresh.listen_port != s->cfg.listen_port ||
@@ -584,6 +607,7 @@ void abx_server_free(abx_server *s)
         rmdir(s->runtime_dir);
     abx_config_release(&s->cfg);
     abx_registry_free(s->reg);
+    abx_ext_free(s->ext); /* after the registry: it borrows the declarations and plugin code */
     abx_free(s->workspace);
     abx_free(s->token_path);
     pthread_mutex_destroy(&s->snap_mu);
@@ -1061,6 +1085,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
         r->route = ABX_ROUTE_NONE;
         r->door = ABX_DOOR_HTTP;
         r->op_name = NULL;
+        r->commands_list = false;
         memset(&r->match, 0, sizeof r->match);
         op = NULL;
     }

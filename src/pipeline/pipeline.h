@@ -15,10 +15,19 @@
 #include "sandbox/jail.h"
 #include "sandbox/procs.h"
 #include "ledger/ledger.h"
+#include "ext/ext.h"
 #include <pthread.h>
 #include <stdatomic.h>
 
-typedef enum abx_door { ABX_DOOR_HTTP, ABX_DOOR_RPC, ABX_DOOR_INPROC, ABX_DOOR_BATCH, ABX_DOOR_APPROVAL } abx_door;
+/* ABX_DOOR_COMMANDS: the legacy command registry (POST /commands/{name}, GET /commands) */
+typedef enum abx_door {
+    ABX_DOOR_HTTP,
+    ABX_DOOR_RPC,
+    ABX_DOOR_INPROC,
+    ABX_DOOR_BATCH,
+    ABX_DOOR_APPROVAL,
+    ABX_DOOR_COMMANDS
+} abx_door;
 typedef struct abx_approval abx_approval;
 typedef struct abx_approvals abx_approvals;
 const char *abx_door_name(abx_door d);
@@ -70,6 +79,7 @@ struct abx_server {
     abx_auth_limiter *limiter;  /* owned */
     abx_procs *procs;           /* owned: every process abx started, and the sandbox */
     abx_ledger *ledger;         /* owned; NULL when disabled */
+    abx_ext *ext;               /* owned: custom:, plugins, Python workers (freed after the registry) */
     char *ledger_path;          /* owned */
     pthread_mutex_t flood_mu;   /* aggregation of unauthenticated/unmounted floods */
     struct { char key[80]; int64_t minute; uint64_t count; } flood[64];
@@ -125,7 +135,8 @@ typedef struct abx_request {
     } sink;
     bool trusted_principal;     /* in-process: principal given by id, no token */
     const char *principal_name; /* in-process principal id (NULL = anonymous) */
-    const char *op_name;        /* RPC/in-process: the op id or alias asked for */
+    const char *op_name;        /* RPC/in-process: the op id or alias asked for; legacy: the command name */
+    bool commands_list;         /* GET /commands (the legacy listing front door) */
     const json_t *args_in;      /* in-process: the arguments (borrowed) */
     /* state */
     abx_policy *policy;         /* one reference, taken at step 1 */
@@ -212,6 +223,8 @@ void abx_idem_end(abx_request *r);
 
 /* batch (batch.c): POST /batch */
 void abx_batch_run(abx_request *r);
+/* GET /commands (batch.c's sibling front door): the caller's mounted declarative commands */
+void abx_commands_list(abx_request *r);
 
 /* command sessions (builtin/commands.c) */
 void abx_sessions_free(struct abx_sessions *s);

@@ -109,7 +109,7 @@ def test_check_config_nested_unknown_key(tmp_path, text, line, word):
 
 
 @pytest.mark.parametrize("key,value", [
-    ("ledger", "{retention: 30d}"), ("custom", "[]"), ("load", "[]"),
+    ("ledger", "{retention: 30d}"),
 ])
 def test_check_config_unsupported_keys(tmp_path, key, value):
     r, diags, _ = check(tmp_path, GOOD + "%s: %s\n" % (key, value))
@@ -260,12 +260,14 @@ def _write(tmp_path, text, name="s.yaml"):
 
 @pytest.mark.parametrize("mutate", [
     lambda t: t + "bogus_key: 1\n",
-    lambda t: t + "custom: []\n",
+    lambda t: t + "ledger: {retention: 30d}\n",
+    lambda t: t + "custom: [{name: run, argv: [echo]}]\n",
     lambda t: t.replace('["files.*"]', '["files.lsit"]'),
     lambda t: t.replace('      paths: ["/tmp/**"]\n', ""),
     lambda t: t.replace('token_sha256: "%s"' % sha256_hex(ALICE_TOKEN), "token: short"),
     lambda t: "policy: [\n",
-], ids=["unknown_key", "unsupported", "unknown_selector", "scope_required", "short_token", "syntax"])
+], ids=["unknown_key", "unsupported", "name_conflict", "unknown_selector", "scope_required", "short_token",
+        "syntax"])
 def test_serve_refuses_bad_config(tmp_path, mutate):
     port = free_port()
     cfg = _write(tmp_path, mutate(GOOD))
