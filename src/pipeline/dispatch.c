@@ -222,6 +222,22 @@ const char *abx_ctx_path(const abx_ctx *ctx, const char *param)
     return pv ? pv->canonical : NULL;
 }
 
+const char *abx_ctx_path_at(const abx_ctx *ctx, const char *param, size_t index)
+{
+    for (size_t i = 0; i < ctx->req->decision.n_paths; i++)
+        if (strcmp(ctx->req->decision.paths[i].param, param) == 0 && ctx->req->decision.paths[i].index == index)
+            return ctx->req->decision.paths[i].canonical;
+    return NULL;
+}
+
+char *const *abx_ctx_argv(const abx_ctx *ctx, size_t *n)
+{
+    const abx_argv *a = &ctx->req->decision.argv;
+    if (n)
+        *n = a->n;
+    return a->n ? a->v : NULL;
+}
+
 int abx_ctx_open(abx_ctx *ctx, const char *param, int flags, unsigned mode)
 {
     abx_path_value *pv = (abx_path_value *)ctx_pv(ctx, param);
