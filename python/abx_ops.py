@@ -129,6 +129,37 @@ def _type_of(t, where, depth=0):
                       "T | None, Literal[...], TypedDict or dataclass)" % (where, t))
 
 
+def _converter(t):
+    """How a JSON argument becomes the annotated Python value (bytes from base64, dataclass
+    instances from objects, recursively through Optional, list and dict); None = as is."""
+    origin = typing.get_origin(t)
+    args = typing.get_args(t)
+    if t is bytes:
+        return lambda v: base64.b64decode(v)
+    if dataclasses.is_dataclass(t) and isinstance(t, type):
+        hints = typing.get_type_hints(t)
+        inner = {k: _converter(ft) for k, ft in hints.items()}
+        return lambda v: t(**{k: (inner[k](x) if inner.get(k) and x is not None else x) for k, x in v.items()})
+    if origin is typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        return _converter(rest[0]) if len(rest) == 1 else None
+    if origin in (list, typing.List) and args:
+        c = _converter(args[0])
+        return (lambda v: [c(x) for x in v]) if c else None
+    if origin in (dict, typing.Dict) and len(args) == 2:
+        c = _converter(args[1])
+        return (lambda v: {k: c(x) for k, x in v.items()}) if c else None
+    return None
+
+
+def _json_default(v):
+    if isinstance(v, (bytes, bytearray)):
+        return base64.b64encode(bytes(v)).decode()
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return dataclasses.asdict(v)
+    raise TypeError("%s is not JSON serializable" % type(v).__name__)
+
+
 def _tuple(v, what):
     if v is None:
         return ()
@@ -169,11 +200,15 @@ def op(id, *, effects=None, summary=None, http=None, paths=(), command=None, url
             if k not in names:
                 raise SchemaError("%s: %r is declared in paths=/urls=/command= but is not a parameter" % (where, k))
         out = []
+        converters = {}
         for p in params:
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise SchemaError("%s: parameter '%s': *args and **kwargs are not supported" % (where, p.name))
             spec = _type_of(hints.get(p.name, inspect.Parameter.empty), "%s: parameter '%s'" % (where, p.name))
             spec["name"] = p.name
+            conv = _converter(hints.get(p.name, inspect.Parameter.empty))
+            if conv:
+                converters[p.name] = conv
             spec["required"] = p.default is inspect.Parameter.empty
             if p.default is not inspect.Parameter.empty and p.default is not None:
                 try:
@@ -202,7 +237,7 @@ def op(id, *, effects=None, summary=None, http=None, paths=(), command=None, url
         }
         if id in registry:
             raise SchemaError("%s is declared twice" % where)
-        registry[id] = dict(decl, fn=fn, takes_ctx=takes_ctx)
+        registry[id] = dict(decl, fn=fn, takes_ctx=takes_ctx, converters=converters)
         return fn
     return wrap
 
@@ -226,7 +261,7 @@ class Ctx:
 
 
 def catalog():
-    return [{k: v for k, v in d.items() if k not in ("fn", "takes_ctx")} for d in registry.values()]
+    return [{k: v for k, v in d.items() if k not in ("fn", "takes_ctx", "converters")} for d in registry.values()]
 
 
 def _result(v):
@@ -239,7 +274,7 @@ def _result(v):
 
 def _serve(module, stdin, stdout):
     def out(obj):
-        stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        stdout.write(json.dumps(obj, separators=(",", ":"), default=_json_default) + "\n")
         stdout.flush()
 
     try:
@@ -264,6 +299,9 @@ def _serve(module, stdin, stdout):
         ctx = Ctx(msg, out)
         try:
             args = msg.get("args") or {}
+            for k, conv in d["converters"].items():
+                if args.get(k) is not None:
+                    args[k] = conv(args[k])
             r = d["fn"](ctx, **args) if d["takes_ctx"] else d["fn"](**args)
             out({"id": rid, "result": _result(r)})
         except OpError as e:
@@ -275,9 +313,11 @@ def _serve(module, stdin, stdout):
 
 
 def _main(argv):
-    if len(argv) != 2:
-        sys.stderr.write("usage: abx_ops.py MODULE  (run by abx; see docs/custom-ops.md)\n")
+    if len(argv) not in (2, 3):
+        sys.stderr.write("usage: abx_ops.py MODULE [FOLDER]  (run by abx; see docs/custom-ops.md)\n")
         return 2
+    if len(argv) == 3 and argv[2] not in sys.path:
+        sys.path.insert(1, argv[2])  # the config file's folder: where the user's modules live
     # JSON lines on the real stdout; a handler's print() goes to stderr (abx's log)
     proto = sys.stdout
     sys.stdout = sys.stderr

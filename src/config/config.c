@@ -350,6 +350,12 @@ int abx_config_load(abx_config *c, const char *path, abx_diags *d)
             abx_free(dir);
             dir = abx_strdup("/");
         }
+        char *real = dir ? realpath(dir, NULL) : NULL; /* absolute: workers chdir there */
+        if (real) {
+            abx_free(dir);
+            dir = abx_strdup(real);
+            free(real);
+        }
         const char *pv = pd ? json_string_value(pd) : "plugins";
         c->plugin_dir = pv[0] == '/' ? abx_strdup(pv) : abx_asprintf("%s/%s", strcmp(dir, "/") ? dir : "", pv);
         c->config_dir = dir;

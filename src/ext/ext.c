@@ -80,6 +80,7 @@ void abx_ext_free(abx_ext *e)
     for (size_t i = 0; i < e->n_workers; i++)
         abx__pyworker_free(e->workers[i]);
     abx_free(e->workers);
+    abx__ext_pydir_remove(e);
     for (size_t i = 0; i < e->n_handles; i++)
         dlclose(e->handles[i]);
     abx_free(e->handles);

@@ -17,6 +17,7 @@
 typedef struct abx_ext abx_ext;
 typedef struct abx_pyworker abx_pyworker;
 struct abx_server;
+struct abx_policy;
 
 /* A declarative command as the legacy routes see it (POST /commands/{name}). */
 typedef struct abx_ext_command {
@@ -36,6 +37,7 @@ struct abx_ext {
     abx_pyworker **workers;      /* owned */
     size_t n_workers;
     json_t *declared;            /* owned: {custom, load, plugin_dir, python} as loaded (reload compares) */
+    char pydir[64];              /* private folder holding abx_ops.py for the workers ("" = none yet) */
 };
 
 /* Load and register everything the config declares (custom, load) into reg.
@@ -52,7 +54,7 @@ const abx_ext_command *abx_ext_command_find(const abx_ext *e, const char *name);
 /* At server start (after the policy compiled) and at each reload: (re)start the
  * Python workers confined to the union of the roots the statements mounting their
  * ops grant under policy p. 0, or -1 with why. */
-int abx_ext_workers_start(struct abx_server *s, const void *policy, char *err, size_t errlen);
+int abx_ext_workers_start(struct abx_server *s, const struct abx_policy *policy, char *err, size_t errlen);
 /* Reload: warn when custom:/load: changed (ops are registered once, at start). */
 void abx_ext_reload_check(const abx_ext *e, const abx_config *fresh, abx_diags *d);
 
@@ -64,5 +66,6 @@ int abx__ext_plugin_load(abx_ext *e, abx_registry *reg, const abx_config *cfg, c
 int abx__ext_python_load(abx_ext *e, abx_registry *reg, const abx_config *cfg, const char *module, int line,
                          abx_diags *d);
 void abx__pyworker_free(abx_pyworker *w);
+void abx__ext_pydir_remove(abx_ext *e);
 
 #endif

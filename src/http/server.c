@@ -354,6 +354,10 @@ int abx_server_reload(abx_server *s, abx_diags *diags)
         s->snap = p;
         pthread_mutex_unlock(&s->snap_mu);
         abx_policy_unref(old); /* requests holding it keep it alive until they finish */
+        /* the statements mounting a worker's ops may grant other roots now: restart it */
+        char werr[600];
+        if (abx_ext_workers_start(s, p, werr, sizeof werr) != 0)
+            abx_diag_add(diags, "warning", "config.worker_restart", 0, "%s (the next call retries)", werr);
     }
     abx_config_release(&fresh);
     return p ? 0 : -1;
@@ -441,6 +445,9 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
         return -1;
     }
     abx_diags_release(&d);
+    /* Python op workers: confined to the roots of the statements that mount their ops */
+    if (abx_ext_workers_start(s, s->snap, errbuf, errlen) != 0)
+        return -1;
     if (!abx_host_is_loopback(s->cfg.listen_host) && !s->cfg.tls_cert && !s->cfg.allow_plaintext) {
         snprintf(errbuf, errlen, "listen address %s is not loopback: configure tls: {cert, key} or allow_plaintext: true",
                  s->cfg.listen_host);
