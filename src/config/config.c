@@ -37,6 +37,7 @@ static const struct {
     {"load", V_STRLIST, "plugins (\"name\" → <plugin_dir>/name.so) and Python op workers (\"python:pkg.module\")"},
     {"plugin_dir", V_STRING, "folder of the plugins named in load (default: plugins beside the config file)"},
     {"python", V_STRING, "interpreter of Python op workers (default /usr/bin/python3)"},
+    {"python_isolation", V_STRING, "Python op workers: shared (one confined process per module) | per_call"},
     {"tests", V_LIST, "policy tests: [{principal, op, args, expect}]"},
 };
 
@@ -361,6 +362,13 @@ int abx_config_load(abx_config *c, const char *path, abx_diags *d)
         c->config_dir = dir;
         const json_t *py = json_object_get(c->root, "python");
         c->python = abx_strdup(py ? json_string_value(py) : "/usr/bin/python3");
+        const json_t *iso = json_object_get(c->root, "python_isolation");
+        if (iso && strcmp(json_string_value(iso), "shared") != 0 && strcmp(json_string_value(iso), "per_call") != 0) {
+            abx_diag_add(d, "error", "config.bad_value", line_of(c, "python_isolation"),
+                         "'python_isolation' must be shared or per_call");
+            goto fail;
+        }
+        c->python_per_call = iso && strcmp(json_string_value(iso), "per_call") == 0;
         if (py && json_string_value(py)[0] != '/') {
             abx_diag_add(d, "error", "config.bad_value", line_of(c, "python"), "'python' must be an absolute path");
             goto fail;

@@ -44,6 +44,7 @@ typedef struct abx_config {
     char *plugin_dir;           /* owned, absolute-ish (joined to the config folder); NULL for the default */
     char *config_dir;           /* owned: the config file's folder; NULL for the default */
     char *python;               /* owned: interpreter of Python op workers */
+    bool python_per_call;       /* python_isolation: per_call (a fresh confined process per call) */
     char **system_env;          /* owned: variables system.env.get may reveal */
     size_t n_system_env;
 } abx_config;

@@ -33,8 +33,8 @@ int abx_ext_line_of(const abx_ext *e, const char *id)
 
 static json_t *declared_of(const abx_config *cfg)
 {
-    return json_pack("{s:O?, s:O?, s:s?, s:s?}", "custom", cfg->custom, "load", cfg->load, "plugin_dir",
-                     cfg->plugin_dir, "python", cfg->python);
+    return json_pack("{s:O?, s:O?, s:s?, s:s?, s:b}", "custom", cfg->custom, "load", cfg->load, "plugin_dir",
+                     cfg->plugin_dir, "python", cfg->python, "per_call", cfg->python_per_call);
 }
 
 abx_ext *abx_ext_load(abx_registry *reg, const abx_config *cfg, const char *workspace, abx_diags *d)

@@ -28,6 +28,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,13 @@
 
 extern char **environ;
 
+/* One running worker process and what has been read of it. */
+typedef struct chan {
+    abx_proc *proc;              /* one reference; NULL = stopped */
+    uint64_t out_off, err_off;   /* stdout/stderr consumed */
+    abx_buf line;                /* a partial stdout line */
+} chan;
+
 struct abx_pyworker {
     char *module;                /* owned: "pkg.mod" */
     abx_ext *ext;                /* borrowed: owns the op declarations */
@@ -53,11 +61,10 @@ struct abx_pyworker {
     char **op_ids;               /* owned (arena strings, owned array) */
     size_t n_ops;
     pthread_mutex_t mu;          /* one call at a time; guards everything below */
+    bool per_call;               /* python_isolation: per_call — a fresh process per call */
     abx_server *server;          /* borrowed, set by abx_ext_workers_start */
-    abx_proc *proc;              /* one reference; NULL = stopped */
-    uint64_t out_off, err_off;   /* stdout/stderr consumed */
-    abx_buf line;                /* a partial stdout line */
-    uint64_t next_id;
+    chan ch;                     /* the long-lived process (shared mode) */
+    _Atomic uint64_t next_id;    /* call ids (per-call processes do not take mu) */
     char **ro, **rw;             /* owned: the union of the mounting statements' roots */
     size_t n_ro, n_rw;
     bool net;
@@ -400,8 +407,9 @@ int abx__ext_python_load(abx_ext *e, abx_registry *reg, const abx_config *cfg, c
     w->python = abx_strdup(cfg->python);
     w->config_dir = abx_strdup(cfg->config_dir);
     w->op_ids = abx_calloc(json_array_size(ops) + 1, sizeof *w->op_ids);
+    w->per_call = cfg->python_per_call;
     pthread_mutex_init(&w->mu, NULL);
-    abx_buf_init(&w->line, LINE_MAX_BYTES);
+    abx_buf_init(&w->ch.line, LINE_MAX_BYTES);
     int rc = 0;
     if (json_array_size(ops) == 0) {
         abx_diag_add(d, "warning", code, line, "python:%s declares no operations (@op)", module);
@@ -452,22 +460,26 @@ static bool list_add(char ***v, size_t *n, const char *s)
     return g[(*n)++] != NULL;
 }
 
-/* Stop the process (the caller holds w->mu). */
-static void worker_stop(abx_pyworker *w)
+/* Stop a channel's process. */
+static void chan_stop(chan *c)
 {
-    if (!w->proc)
+    if (!c->proc)
         return;
-    if (abx_proc_running(w->proc)) {
-        abx_proc_kill(w->proc, SIGKILL, false);
-        abx_proc_wait(w->proc, abx_now_ms() + 2000, NULL, NULL);
+    if (abx_proc_running(c->proc)) {
+        abx_proc_kill(c->proc, SIGKILL, false);
+        abx_proc_wait(c->proc, abx_now_ms() + 2000, NULL, NULL);
     }
-    abx_proc_unref(w->proc);
-    w->proc = NULL;
-    w->line.len = 0;
+    abx_proc_unref(c->proc);
+    c->proc = NULL;
+    c->line.len = 0;
 }
 
-/* Start the process confined to the computed roots (the caller holds w->mu). */
-static int worker_spawn(abx_pyworker *w, char *why, size_t whylen)
+static void worker_stop(abx_pyworker *w) { chan_stop(&w->ch); }
+
+/* Start a process for w on channel c, confined to read roots ro (plus abx_ops's and the
+ * config's folders), write roots rw and masks (the caller holds w->mu). */
+static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_in, char *const *rw, size_t n_rw,
+                      char *const *masks, size_t n_masks, bool net, char *why, size_t whylen)
 {
     abx_server *s = w->server;
     if (!s || !s->procs) {
@@ -482,8 +494,8 @@ static int worker_spawn(abx_pyworker *w, char *why, size_t whylen)
     char **ro = NULL;
     size_t n_ro = 0;
     bool ok = list_add(&ro, &n_ro, w->ext->pydir) && list_add(&ro, &n_ro, w->config_dir);
-    for (size_t i = 0; ok && i < w->n_ro; i++)
-        ok = list_add(&ro, &n_ro, w->ro[i]);
+    for (size_t i = 0; ok && i < n_ro_in; i++)
+        ok = list_add(&ro, &n_ro, ro_in[i]);
     int cwd = open(w->config_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (!ok || cwd < 0) {
         free_list(ro, n_ro);
@@ -494,8 +506,9 @@ static int worker_spawn(abx_pyworker *w, char *why, size_t whylen)
     }
     abx_confine conf = {
         .read_roots = (const char *const *)ro, .n_read = n_ro,
-        .write_roots = (const char *const *)w->rw, .n_write = w->n_rw,
-        .net = w->net, .uid = s->run_uid, .gid = s->run_gid, .set_ids = true,
+        .write_roots = (const char *const *)rw, .n_write = n_rw,
+        .masks = (const char *const *)masks, .n_masks = n_masks,
+        .net = net, .uid = s->run_uid, .gid = s->run_gid, .set_ids = true,
         .required = abx_server_confine_required(s),
     };
     char tag[160];
@@ -506,71 +519,76 @@ static int worker_spawn(abx_pyworker *w, char *why, size_t whylen)
         .tag = tag,
         .keep_stdin = true,
     };
-    w->proc = abx_proc_start(s->procs, &spec, why, whylen);
+    c->proc = abx_proc_start(s->procs, &spec, why, whylen);
     close(cwd);
     free_list(ro, n_ro);
-    w->out_off = w->err_off = 0;
-    w->line.len = 0;
-    return w->proc ? 0 : -1;
+    c->out_off = c->err_off = 0;
+    c->line.len = 0;
+    return c->proc ? 0 : -1;
+}
+
+static int worker_spawn(abx_pyworker *w, char *why, size_t whylen)
+{
+    return chan_spawn(w, &w->ch, w->ro, w->n_ro, w->rw, w->n_rw, NULL, 0, w->net, why, whylen);
 }
 
 enum { LINE_OK, LINE_EXITED, LINE_TIMEOUT, LINE_CANCELLED, LINE_TOO_LONG };
 
 /* Drain the worker's stderr into the log (handlers' print() and tracebacks). */
-static void drain_stderr(abx_pyworker *w, const char *request_id)
+static void drain_stderr(abx_pyworker *w, chan *c, const char *request_id)
 {
     for (;;) {
         char *data = NULL;
         uint64_t start, total;
         bool dropped;
-        size_t n = abx_proc_read(w->proc, ABX_STDERR, w->err_off, 16384, &data, &start, &dropped, &total);
+        size_t n = abx_proc_read(c->proc, ABX_STDERR, c->err_off, 16384, &data, &start, &dropped, &total);
         if (n)
             abx_log("info", request_id, "python:%s: %.*s", w->module,
                     (int)(n && data[n - 1] == '\n' ? n - 1 : n), data);
         abx_free(data);
-        w->err_off = start + n;
+        c->err_off = start + n;
         if (n == 0)
             return;
     }
 }
 
 /* The next stdout line (owned), waiting until deadline_ms. */
-static int read_line(abx_pyworker *w, int64_t deadline_ms, abx_ctx *ctx, char **out)
+static int read_line(abx_pyworker *w, chan *c, int64_t deadline_ms, abx_ctx *ctx, char **out)
 {
     *out = NULL;
     for (;;) {
-        char *nl = w->line.len ? memchr(w->line.data, '\n', w->line.len) : NULL;
+        char *nl = c->line.len ? memchr(c->line.data, '\n', c->line.len) : NULL;
         if (nl) {
-            size_t n = (size_t)(nl - w->line.data);
-            *out = abx_strndup(w->line.data, n);
-            memmove(w->line.data, nl + 1, w->line.len - n - 1);
-            w->line.len -= n + 1;
+            size_t n = (size_t)(nl - c->line.data);
+            *out = abx_strndup(c->line.data, n);
+            memmove(c->line.data, nl + 1, c->line.len - n - 1);
+            c->line.len -= n + 1;
             return LINE_OK;
         }
         char *data = NULL;
         uint64_t start, total;
         bool dropped;
-        size_t n = abx_proc_read(w->proc, ABX_STDOUT, w->out_off, 65536, &data, &start, &dropped, &total);
+        size_t n = abx_proc_read(c->proc, ABX_STDOUT, c->out_off, 65536, &data, &start, &dropped, &total);
         if (dropped) {
             abx_free(data);
             return LINE_TOO_LONG;
         }
         if (n) {
-            bool fits = abx_buf_append(&w->line, data, n);
+            bool fits = abx_buf_append(&c->line, data, n);
             abx_free(data);
-            w->out_off = start + n;
-            if (!fits || w->line.failed)
+            c->out_off = start + n;
+            if (!fits || c->line.failed)
                 return LINE_TOO_LONG;
             continue;
         }
         abx_free(data);
-        drain_stderr(w, ctx ? abx_ctx_request_id(ctx) : NULL);
-        if (!abx_proc_running(w->proc)) {
+        drain_stderr(w, c, ctx ? abx_ctx_request_id(ctx) : NULL);
+        if (!abx_proc_running(c->proc)) {
             /* exited: what it wrote before is in the ring; one more read, then stop */
-            n = abx_proc_read(w->proc, ABX_STDOUT, w->out_off, 65536, &data, &start, &dropped, &total);
+            n = abx_proc_read(c->proc, ABX_STDOUT, c->out_off, 65536, &data, &start, &dropped, &total);
             if (n) {
-                abx_buf_append(&w->line, data, n);
-                w->out_off = start + n;
+                abx_buf_append(&c->line, data, n);
+                c->out_off = start + n;
                 abx_free(data);
                 continue;
             }
@@ -582,15 +600,15 @@ static int read_line(abx_pyworker *w, int64_t deadline_ms, abx_ctx *ctx, char **
             return LINE_TIMEOUT;
         if (ctx && abx_ctx_cancelled(ctx))
             return LINE_CANCELLED;
-        abx_proc_wait_output(w->proc, w->out_off, w->err_off, now + 200 < deadline_ms ? now + 200 : deadline_ms);
+        abx_proc_wait_output(c->proc, c->out_off, c->err_off, now + 200 < deadline_ms ? now + 200 : deadline_ms);
     }
 }
 
 /* After a start: the first line is the catalog (or a fatal error). */
-static int await_ready(abx_pyworker *w, char *why, size_t whylen)
+static int await_ready(abx_pyworker *w, chan *c, char *why, size_t whylen)
 {
     char *line = NULL;
-    int st = read_line(w, abx_now_ms() + DISCOVER_TIMEOUT_MS, NULL, &line);
+    int st = read_line(w, c, abx_now_ms() + DISCOVER_TIMEOUT_MS, NULL, &line);
     json_t *j = line ? json_loads(line, 0, NULL) : NULL;
     abx_free(line);
     int rc = 0;
@@ -598,8 +616,8 @@ static int await_ready(abx_pyworker *w, char *why, size_t whylen)
         const char *fatal = json_string_value(json_object_get(j, "fatal"));
         snprintf(why, whylen, "the worker for python:%s did not start: %s", w->module,
                  fatal ? fatal : st == LINE_EXITED ? "it exited (see the log for its stderr)" : "no catalog line");
-        drain_stderr(w, NULL);
-        worker_stop(w);
+        drain_stderr(w, c, NULL);
+        chan_stop(c);
         rc = -1;
     }
     json_decref(j);
@@ -611,7 +629,7 @@ static int worker_restart(abx_pyworker *w, char *why, size_t whylen)
     worker_stop(w);
     if (worker_spawn(w, why, whylen) != 0)
         return -1;
-    return await_ready(w, why, whylen);
+    return await_ready(w, &w->ch, why, whylen);
 }
 
 /* Record a crash; decide whether to restart now or wait (repeated crashes). */
@@ -678,6 +696,10 @@ int abx_ext_workers_start(struct abx_server *s, const struct abx_policy *p, char
         abx_pyworker *w = e->workers[i];
         pthread_mutex_lock(&w->mu);
         w->server = s;
+        if (w->per_call) { /* a process per call, confined to that call's statement */
+            pthread_mutex_unlock(&w->mu);
+            continue;
+        }
         if (compute_roots(w, p) != 0) {
             snprintf(err, errlen, "out of memory");
             rc = -1;
@@ -687,7 +709,7 @@ int abx_ext_workers_start(struct abx_server *s, const struct abx_policy *p, char
             w->n_crashes = 0;
             w->backoff_ms = w->backoff_until_ms = 0;
             abx_log("info", NULL, "python:%s: worker started (pid %d; %zu read and %zu write roots%s)", w->module,
-                    abx_proc_pid(w->proc), w->n_ro, w->n_rw, w->net ? ", network" : "");
+                    abx_proc_pid(w->ch.proc), w->n_ro, w->n_rw, w->net ? ", network" : "");
         }
         pthread_mutex_unlock(&w->mu);
         if (rc)
@@ -701,7 +723,7 @@ void abx__pyworker_free(abx_pyworker *w)
     if (!w)
         return;
     worker_stop(w);
-    abx_buf_release(&w->line);
+    abx_buf_release(&w->ch.line);
     free_list(w->ro, w->n_ro);
     free_list(w->rw, w->n_rw);
     abx_free(w->op_ids);
@@ -745,25 +767,138 @@ static json_t *request_line(abx_pyworker *w, abx_ctx *ctx, const json_t *args, u
                      "deadline_ms", (json_int_t)deadline, "limits", limits);
 }
 
+/* A crash of the shared worker: note it, restart at once unless it keeps crashing. */
 static abx_err worker_failed(abx_pyworker *w, abx_ctx *ctx, abx_reply *r, const char *what)
 {
-    note_crash(w);
-    char why[300] = "";
-    if (!w->backoff_until_ms && worker_restart(w, why, sizeof why) != 0)
-        abx_ctx_log(ctx, "error", "python:%s: restart failed: %s", w->module, why);
-    else if (w->backoff_until_ms)
-        abx_ctx_log(ctx, "warn", "python:%s: crashed %d times in %d s; next restart in %lld ms", w->module,
-                    CRASH_BURST, CRASH_WINDOW_MS / 1000, (long long)w->backoff_ms);
+    if (!w->per_call) {
+        note_crash(w);
+        char why[300] = "";
+        if (!w->backoff_until_ms && worker_restart(w, why, sizeof why) != 0)
+            abx_ctx_log(ctx, "error", "python:%s: restart failed: %s", w->module, why);
+        else if (w->backoff_until_ms)
+            abx_ctx_log(ctx, "warn", "python:%s: crashed %d times in %d s; next restart in %lld ms", w->module,
+                        CRASH_BURST, CRASH_WINDOW_MS / 1000, (long long)w->backoff_ms);
+    }
     return abx_reply_error(r, ABX_E_OP_WORKER_FAILED, NULL, "the worker for python:%s %s", w->module, what);
+}
+
+/* Send one call on c and read its answer into r. */
+static abx_err exchange(abx_pyworker *w, chan *c, abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    int64_t deadline = abx_ctx_deadline_ms(ctx);
+    if (deadline <= 0)
+        deadline = abx_now_ms() + CALL_DEFAULT_TIMEOUT_MS;
+    uint64_t id = atomic_fetch_add(&w->next_id, 1) + 1;
+    json_t *req = request_line(w, ctx, args, id, deadline);
+    char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    if (!text)
+        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    size_t len = strlen(text);
+    abx_buf msg;
+    abx_buf_init(&msg, len + 2);
+    abx_buf_append(&msg, text, len);
+    abx_buf_putc(&msg, '\n');
+    free(text);
+    /* per call: stdin ends after the one request, so the process exits after answering */
+    long wrote = abx_proc_write_stdin(c->proc, msg.data, msg.len, w->per_call, deadline);
+    bool sent = wrote == (long)msg.len;
+    abx_buf_release(&msg);
+    if (!sent)
+        return worker_failed(w, ctx, r, "could not be sent the call (it exited)");
+    for (;;) {
+        char *line = NULL;
+        int st = read_line(w, c, deadline, ctx, &line);
+        if (st != LINE_OK) {
+            abx_free(line);
+            if (st == LINE_EXITED)
+                return worker_failed(w, ctx, r, "exited during the call");
+            if (st == LINE_TOO_LONG)
+                return worker_failed(w, ctx, r, "answered more than 1 MiB at once");
+            if (st == LINE_TIMEOUT)
+                return worker_failed(w, ctx, r, "did not answer before the call's deadline");
+            return worker_failed(w, ctx, r, "was interrupted: the caller went away");
+        }
+        json_t *j = json_loads(line, 0, NULL);
+        abx_free(line);
+        const json_t *log = json_object_get(j, "log");
+        if (log) {
+            const char *lv = json_string_value(json_object_get(log, "level"));
+            const char *lm = json_string_value(json_object_get(log, "message"));
+            abx_ctx_log(ctx, lv ? lv : "info", "%s", lm ? lm : "");
+            json_decref(j);
+            continue;
+        }
+        if (json_object_get(j, "catalog")) { /* the greeting of a fresh process */
+            json_decref(j);
+            continue;
+        }
+        if (!j || json_integer_value(json_object_get(j, "id")) != (json_int_t)id) {
+            json_decref(j);
+            continue; /* not this call's answer: skip */
+        }
+        abx_err rc = ABX_OK;
+        const json_t *err = json_object_get(j, "error");
+        if (err) {
+            const char *code = json_string_value(json_object_get(err, "code"));
+            const char *m = json_string_value(json_object_get(err, "message"));
+            const char *trace = json_string_value(json_object_get(err, "trace"));
+            int e = code ? abx_err_by_code(code) : -1;
+            if (e <= 0 || e == ABX_E_SERVER_INTERNAL) {
+                abx_ctx_log(ctx, "error", "python:%s: %s: %s%s%s", w->module, code ? code : "?", m ? m : "",
+                            trace ? "\n" : "", trace ? trace : "");
+                rc = abx_reply_error(r, ABX_E_SERVER_INTERNAL, NULL, "%s", m ? m : "handler failed");
+            } else {
+                const json_t *det = json_object_get(err, "details");
+                json_t *details = json_is_object(det) && json_object_size(det) ? json_incref((json_t *)det) : NULL;
+                rc = abx_reply_error(r, (abx_err)e, details, "%s", m ? m : abx_err_meaning((abx_err)e));
+            }
+        } else {
+            json_t *res = json_object_get(j, "result");
+            abx_reply_json(r, res ? json_incref(res) : json_null());
+        }
+        json_decref(j);
+        return rc;
+    }
+}
+
+/* python_isolation: per_call — a fresh process confined to this call's own view (the
+ * admitting statement's roots, deny masks), which ends after the one answer. */
+static abx_err call_per_process(abx_pyworker *w, abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_request *q = ctx->req;
+    abx_fs_view v;
+    if (abx_policy_fs_view(q->policy, q->slot, q->op, &q->decision, &v) != 0)
+        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    chan c = {0};
+    abx_buf_init(&c.line, LINE_MAX_BYTES);
+    char why[300];
+    abx_err rc;
+    pthread_mutex_lock(&w->mu); /* the server pointer */
+    abx_server *s = w->server;
+    pthread_mutex_unlock(&w->mu);
+    if (!s || chan_spawn(w, &c, v.ro, v.n_ro, v.rw, v.n_rw, v.masks, v.n_masks, q->decision.net, why, sizeof why) != 0) {
+        abx_ctx_log(ctx, "error", "python:%s: %s", w->module, s ? why : "not started");
+        rc = abx_reply_error(r, ABX_E_OP_WORKER_FAILED, NULL, "the worker for python:%s cannot be started", w->module);
+    } else {
+        rc = exchange(w, &c, ctx, args, r);
+        drain_stderr(w, &c, abx_ctx_request_id(ctx));
+    }
+    chan_stop(&c);
+    abx_buf_release(&c.line);
+    abx_fs_view_release(&v);
+    return rc;
 }
 
 static abx_err py_call(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     abx_pyworker *w = abx_ctx_udata(ctx);
+    if (w->per_call)
+        return call_per_process(w, ctx, args, r);
     pthread_mutex_lock(&w->mu);
     abx_err rc;
     char why[300];
-    if (!w->proc || !abx_proc_running(w->proc)) {
+    if (!w->ch.proc || !abx_proc_running(w->ch.proc)) {
         int64_t now = abx_now_ms();
         if (w->backoff_until_ms > now) {
             rc = abx_reply_error(r, ABX_E_OP_WORKER_FAILED, NULL,
@@ -771,7 +906,7 @@ static abx_err py_call(abx_ctx *ctx, const json_t *args, abx_reply *r)
                                  (long long)(w->backoff_until_ms - now));
             goto out;
         }
-        if (w->proc) /* it died between calls */
+        if (w->ch.proc) /* it died between calls */
             note_crash(w);
         if (worker_restart(w, why, sizeof why) != 0) {
             abx_ctx_log(ctx, "error", "%s", why);
@@ -780,82 +915,7 @@ static abx_err py_call(abx_ctx *ctx, const json_t *args, abx_reply *r)
             goto out;
         }
     }
-    int64_t deadline = abx_ctx_deadline_ms(ctx);
-    if (deadline <= 0)
-        deadline = abx_now_ms() + CALL_DEFAULT_TIMEOUT_MS;
-    uint64_t id = ++w->next_id;
-    json_t *req = request_line(w, ctx, args, id, deadline);
-    char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
-    json_decref(req);
-    if (!text) {
-        rc = abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
-        goto out;
-    }
-    size_t len = strlen(text);
-    abx_buf msg;
-    abx_buf_init(&msg, len + 2);
-    abx_buf_append(&msg, text, len);
-    abx_buf_putc(&msg, '\n');
-    free(text);
-    long wrote = abx_proc_write_stdin(w->proc, msg.data, msg.len, false, deadline);
-    bool sent = wrote == (long)msg.len;
-    abx_buf_release(&msg);
-    if (!sent) {
-        rc = worker_failed(w, ctx, r, "could not be sent the call (it exited)");
-        goto out;
-    }
-    for (;;) {
-        char *line = NULL;
-        int st = read_line(w, deadline, ctx, &line);
-        if (st != LINE_OK) {
-            abx_free(line);
-            if (st == LINE_EXITED)
-                rc = worker_failed(w, ctx, r, "exited during the call");
-            else if (st == LINE_TOO_LONG)
-                rc = worker_failed(w, ctx, r, "answered more than 1 MiB at once; it was restarted");
-            else if (st == LINE_TIMEOUT)
-                rc = worker_failed(w, ctx, r, "did not answer before the call's deadline; it was restarted");
-            else
-                rc = worker_failed(w, ctx, r, "was interrupted: the caller went away");
-            goto out;
-        }
-        json_error_t je;
-        json_t *j = json_loads(line, 0, &je);
-        abx_free(line);
-        const json_t *log = json_object_get(j, "log");
-        if (log) {
-            abx_ctx_log(ctx, json_string_value(json_object_get(log, "level")) ?: "info", "%s",
-                        json_string_value(json_object_get(log, "message")) ?: "");
-            json_decref(j);
-            continue;
-        }
-        if (!j || json_integer_value(json_object_get(j, "id")) != (json_int_t)id) {
-            json_decref(j);
-            continue; /* not this call's answer (a stray print to the protocol stream): skip */
-        }
-        const json_t *err = json_object_get(j, "error");
-        if (err) {
-            const char *code = json_string_value(json_object_get(err, "code"));
-            const char *m = json_string_value(json_object_get(err, "message"));
-            int e = code ? abx_err_by_code(code) : -1;
-            if (e <= 0 || e == ABX_E_SERVER_INTERNAL) {
-                abx_ctx_log(ctx, "error", "python:%s: %s: %s%s%s", w->module, code ? code : "?", m ? m : "",
-                            json_string_value(json_object_get(err, "trace")) ? "\n" : "",
-                            json_string_value(json_object_get(err, "trace")) ?: "");
-                rc = abx_reply_error(r, ABX_E_SERVER_INTERNAL, NULL, "%s", m ? m : "handler failed");
-            } else {
-                const json_t *det = json_object_get(err, "details");
-                rc = abx_reply_error(r, (abx_err)e, json_is_object(det) && json_object_size(det) ? json_incref((json_t *)det) : NULL,
-                                     "%s", m ? m : abx_err_meaning((abx_err)e));
-            }
-        } else {
-            json_t *res = json_object_get(j, "result");
-            abx_reply_json(r, res ? json_incref(res) : json_null());
-            rc = ABX_OK;
-        }
-        json_decref(j);
-        break;
-    }
+    rc = exchange(w, &w->ch, ctx, args, r);
 out:
     pthread_mutex_unlock(&w->mu);
     return rc;

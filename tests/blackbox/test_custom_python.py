@@ -363,3 +363,32 @@ def test_ledger_records_python_calls(abx, workspace, other, tmp_path):
     fin = {x[0]: json.loads(x[4]) for x in rows if x[3] == "finished"}
     assert fin[rid]["status"] == 200 and [x[1] for x in rows if x[0] == rid][0] == "tpy.paths.get"
     assert fin[r2.headers["X-Request-Id"]]["status"] == 502
+
+
+# -- python_isolation: per_call ---------------------------------------------------------------------
+
+def test_per_call_isolation_confines_each_call_to_its_statement(abx, workspace, other, tmp_path):
+    allow = [{"ops": ["core.*"], "principals": ["*"]},
+             {"ops": ["tpy.files.read", "tpy.crash.run", "tpy.paths.get"], "principals": ["alice"],
+              "paths": [workspace + "/**"]},
+             {"ops": ["tpy.files.read"], "principals": ["bob"], "paths": [other + "/**"]}]
+    c = cfg(workspace, other, allow=allow)
+    c["python_isolation"] = "per_call"
+    s = abx(c, start=False)
+    install_module(os.path.dirname(s.config_path), workspace, other)
+    s.start()
+    # alice's call sees only alice's statement's roots: other/ is bob's, not hers
+    j = ok(call(s, "tpy.files.read", {"target": "a.txt", "other": other + "/o.txt"}))
+    assert j["admitted"] == "hello\n" and "PermissionError" in j["other_error"], j
+    j = ok(call(s, "tpy.files.read", {"target": other + "/o.txt", "other": workspace + "/a.txt"}, token=BOB_TOKEN))
+    assert j["admitted"] == "other file\n" and "PermissionError" in j["other_error"], j
+    # a crash affects only that call
+    assert_error(call(s, "tpy.crash.run", {}), 502, "op.worker_failed")
+    assert ok(call(s, "tpy.paths.get", {"target": "sub/c.txt"}))["paths"]["target"] == workspace + "/sub/c.txt"
+    # in shared mode the union would have let alice read other/ (see the test above)
+
+
+def test_python_isolation_value_is_checked(tmp_path):
+    (tmp_path / "abx.yaml").write_text("listen: 127.0.0.1:0\npython_isolation: sometimes\n")
+    r = run_abx(["check-config", str(tmp_path / "abx.yaml")])
+    assert r.returncode == 1 and "abx.yaml:2: error: config.bad_value: 'python_isolation' must be" in r.stdout, r.stdout
