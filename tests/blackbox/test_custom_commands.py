@@ -259,6 +259,8 @@ def test_policy_alias_rewritten_with_deprecation_warning(abx, workspace, tmp_pat
     cat = ok(s.get("/ops", token=ALICE_TOKEN))["ops"]
     assert [o["id"] for o in cat if o["id"].startswith("custom.")] == ["custom.hello_world_v2"]
     assert all(o["id"] != "Hello-World.v2" for o in cat)
+    paths = ok(s.get("/openapi.json", token=ALICE_TOKEN))["paths"]
+    assert "/ops/custom.hello_world_v2" in paths and not any("Hello-World" in p for p in paths)
 
 
 def test_reload_with_changed_custom_warns_and_keeps_the_registered_ops(abx, workspace):
