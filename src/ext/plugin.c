@@ -91,10 +91,6 @@ int abx__ext_plugin_load(abx_ext *e, abx_registry *reg, const abx_config *cfg, c
             abx_diag_add(d, "error", code, line, "plugin name '%s' may hold only letters, digits, '_' and '-'", name);
             return -1;
         }
-    if (!cfg->plugin_dir) {
-        abx_diag_add(d, "error", code, line, "plugins need a config file (plugin_dir is beside it)");
-        return -1;
-    }
     struct stat st;
     if (stat(cfg->plugin_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         abx_diag_add(d, "error", code, line, "plugin folder %s: %s", cfg->plugin_dir,

@@ -373,10 +373,6 @@ int abx__ext_python_load(abx_ext *e, abx_registry *reg, const abx_config *cfg, c
                      module);
         return -1;
     }
-    if (!cfg->config_dir) {
-        abx_diag_add(d, "error", code, line, "Python op workers need a config file (its folder is on the module path)");
-        return -1;
-    }
     char why[600];
     if (access(cfg->python, X_OK) != 0) {
         abx_diag_add(d, "error", code, line, "the Python interpreter %s cannot be run: %s (set 'python')",

@@ -106,6 +106,9 @@ def test_placeholders_are_separate_argv_elements_never_a_shell(abx, workspace):
     j = ok(call(s, "custom.greet", {"who": "w", "n": -1, "flag": True, "opt": "o"}))
     assert j["argv"][1:] == ["--name=w", "w", "{literal}", "n=-1", "true", "o"]
     assert_error(call(s, "custom.greet", {"who": "w", "n": "seven"}), 400, "args.invalid")
+    r = call(s, "custom.greet", {"who": "w" * 70000, "n": 1})
+    assert_error(r, 400, "args.invalid")
+    assert "longer than 64 KiB" in r.json()["error"]["message"]
 
 
 def test_mangling_collisions_get_suffixes(abx, workspace):

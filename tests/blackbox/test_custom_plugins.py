@@ -278,3 +278,21 @@ def test_embed_example_built_with_pkg_config_serves_its_op(tmp_path):
                 p.wait()
         assert p.returncode == 0, err.read_text()
         assert sanitizer_report(err.read_text()) is None, err.read_text()
+
+
+def test_plugin_ops_get_the_lints(tmp_path):
+    d = tmp_path / "plugins"
+    d.mkdir()
+    src = """
+#include <abx/abx.h>
+static abx_err h(abx_ctx *c, const json_t *a, abx_reply *r) { (void)c; (void)a; abx_reply_json(r, json_object()); return ABX_OK; }
+static const abx_param ps[] = {{"dest", ABX_T_STRING, .required = true}, {0}};
+static const abx_op_def ops[] = {{.id = "plug.copy.run", .summary = "x", .params = ps, .handler = h}, {0}};
+int abx_plugin_register(abx_registry *reg, char *err, size_t n) { return abx_registry_add(reg, ops, err, n); }
+"""
+    compile_plugin(src, str(d / "p.so"))
+    r = check_errors(tmp_path, ["p"], str(d))
+    assert r.returncode == 0, r.stdout
+    assert "abx.yaml:4: warning: core.effects_undeclared: op 'plug.copy.run' declares no effects" in r.stdout
+    assert ("abx.yaml:4: warning: core.path_like_param: op 'plug.copy.run': parameter dest looks like a path but is "
+            "not declared in paths=; path scopes will not protect it") in r.stdout

@@ -80,6 +80,13 @@ def fail(ctx, how: str):
     raise RuntimeError("secret-internal-detail")
 
 
+@op("tpy.sleep.run", effects="read")
+def sleep_(ctx, seconds: float):
+    import time
+    time.sleep(seconds)
+    return {"slept": seconds}
+
+
 @op("tpy.blob.get", effects="read")
 def blob(ctx) -> bytes:
     return Bytes(b"\\x00\\x01abc", "application/x-test")
@@ -224,6 +231,7 @@ def test_unsupported_annotations_are_errors_naming_the_parameter(tmp_path, src, 
     ("python:emptymod", "declares no operations"),
     ("python:reserved", "namespace is reserved"),
     ("python:streamy", "not supported for Python ops"),
+    ("python:aliased", "at most 4 aliases"),
 ])
 def test_load_errors_with_lines(tmp_path, entry, text):
     (tmp_path / "raising.py").write_text("1 / 0\n")
@@ -232,6 +240,8 @@ def test_load_errors_with_lines(tmp_path, entry, text):
                                           "def f(): pass\n")
     (tmp_path / "streamy.py").write_text("from abx_ops import op\n@op('s.thing.get', effects='read', stream='sse')\n"
                                          "def f(): pass\n")
+    (tmp_path / "aliased.py").write_text("from abx_ops import op\n@op('s.thing.get', effects='read', "
+                                         "aliases=('a1', 'a2', 'a3', 'a4', 'a5'))\ndef f(): pass\n")
     (tmp_path / "abx.yaml").write_text("listen: 127.0.0.1:0\nload:\n  - %s\n" % entry)
     r = run_abx(["check-config", str(tmp_path / "abx.yaml")], timeout=60)
     assert "abx.yaml:3:" in r.stdout and text in r.stdout, r.stdout
@@ -392,3 +402,30 @@ def test_python_isolation_value_is_checked(tmp_path):
     (tmp_path / "abx.yaml").write_text("listen: 127.0.0.1:0\npython_isolation: sometimes\n")
     r = run_abx(["check-config", str(tmp_path / "abx.yaml")])
     assert r.returncode == 1 and "abx.yaml:2: error: config.bad_value: 'python_isolation' must be" in r.stdout, r.stdout
+
+
+def test_call_past_its_deadline_restarts_the_worker(abx, workspace, other):
+    c = cfg(workspace, other)
+    c["policy"]["allow"][1]["limits"] = {"timeout": "1s"}
+    s = abx(c, start=False)
+    install_module(os.path.dirname(s.config_path), workspace, other)
+    s.start()
+    t0 = time.time()
+    r = call(s, "tpy.sleep.run", {"seconds": 30})
+    assert_error(r, 502, "op.worker_failed")
+    assert "deadline" in r.json()["error"]["message"] and time.time() - t0 < 10
+    assert ok(call(s, "tpy.sleep.run", {"seconds": 0.01})) == {"slept": 0.01}
+
+
+def test_worker_that_cannot_restart_on_reload(py, workspace, other):
+    folder = os.path.dirname(py.config_path)
+    with open(os.path.join(folder, "tpy", "ops.py"), "a") as f:
+        f.write("\nraise SystemExit('broken on purpose')\n")
+    py.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 15
+    while "config.worker_restart" not in py.stderr() and time.time() < deadline:
+        time.sleep(0.05)
+    assert "config.worker_restart" in py.stderr(), py.stderr()[-2000:]
+    r = call(py, "tpy.paths.get", {"target": "sub/c.txt"})
+    assert_error(r, 502, "op.worker_failed")
+    assert "cannot be started" in r.json()["error"]["message"]
