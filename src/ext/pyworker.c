@@ -4,9 +4,9 @@
  *
  * Life of a worker:
  *   load (before the registry freezes): the module is imported once by a short-lived
- *     process that prints the catalog of its ops and exits; abx registers them (same
- *     registry rules as every op). This import runs as abx's own user, unconfined, like
- *     reading the config: it is the operator's code named by the operator's config.
+ *     confined process (read-only: the config's and abx_ops's folders and the system
+ *     directories; no network) that prints the catalog of its ops and exits; abx
+ *     registers them (same registry rules as every op).
  *   start / reload (after the policy is compiled): the serving process starts through
  *     the process manager, confined like every process abx starts, with Landlock roots
  *     = the union of the path roots of every allow statement that mounts one of its ops
@@ -27,7 +27,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,8 +42,6 @@
 #define LINE_MAX_BYTES (8u << 20)
 #define CRASH_WINDOW_MS 30000
 #define CRASH_BURST 3
-
-extern char **environ;
 
 /* One running worker process and what has been read of it. */
 typedef struct chan {
@@ -112,10 +109,10 @@ void abx__ext_pydir_remove(abx_ext *e)
 
 /* ---- discovery: import the module once and read its catalog ---- */
 
-/* Run python on the module with stdin at EOF: it prints {"catalog": [...]} (or
- * {"fatal": why}) and exits. Returns the parsed line (owned) or NULL with why. */
-static json_t *discover(const char *python, const char *pydir, const char *module, const char *config_dir, char *why,
-                        size_t whylen)
+/* Run python on the module with stdin at EOF, confined: it prints {"catalog": [...]}
+ * (or {"fatal": why}) and exits. Returns the parsed line (owned) or NULL with why. */
+static json_t *discover(const char *python, const char *pydir, const char *module, const char *config_dir,
+                        bool required, char *why, size_t whylen)
 {
     char script[128];
     snprintf(script, sizeof script, "%s/abx_ops.py", pydir);
@@ -129,22 +126,33 @@ static json_t *discover(const char *python, const char *pydir, const char *modul
         snprintf(why, whylen, "pipe: %s", strerror(errno));
         goto out;
     }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-    posix_spawn_file_actions_addchdir_np(&fa, config_dir);
-    pid_t pid;
-    int rc = posix_spawn(&pid, python, &fa, NULL, argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
+    /* confined like a worker, more narrowly: read-only abx_ops's and the config's
+     * folders (and the system directories), no network, no write root */
+    abx_sandbox *sb = abx_sandbox_new(pydir, required, why, whylen);
+    if (!sb)
+        goto out;
+    const char *ro[] = {pydir, config_dir};
+    abx_confine conf = {.read_roots = ro, .n_read = 2, .required = required};
+    int cwd = open(config_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    abx_spawn_req req = {.argv = argv, .envp = envp, .cwd_fd = cwd, .cwd_path = config_dir, .stdin_fd = -1,
+                         .stdout_fd = out[1], .stderr_fd = err[1], .confine = &conf};
+    abx_child child;
+    int rc = cwd < 0 ? -1 : abx_spawn(sb, &req, &child, why, whylen);
+    if (cwd >= 0)
+        close(cwd);
+    else
+        snprintf(why, whylen, "cannot open %s: %s", config_dir, strerror(errno));
     close(out[1]);
     close(err[1]);
     out[1] = err[1] = -1;
     if (rc != 0) {
-        snprintf(why, whylen, "cannot run %s: %s", python, strerror(rc));
+        char tmp[300];
+        snprintf(tmp, sizeof tmp, "cannot run %s: %s", python, why);
+        snprintf(why, whylen, "%s", tmp);
+        abx_sandbox_free(sb);
         goto out;
     }
+    pid_t pid = child.pid;
     abx_buf ob, eb;
     abx_buf_init(&ob, 4u << 20);
     abx_buf_init(&eb, 64 * 1024);
@@ -175,9 +183,12 @@ static json_t *discover(const char *python, const char *pydir, const char *modul
         }
     }
     if (timed_out)
-        kill(pid, SIGKILL);
+        abx_child_kill(&child, SIGKILL);
     int st = 0;
-    waitpid(pid, &st, 0);
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    abx_child_cleanup(&child);
+    abx_sandbox_free(sb);
     /* the catalog is the first line */
     const char *text = ob.data ? ob.data : "";
     const char *nl = memchr(text, '\n', ob.len);
@@ -383,7 +394,8 @@ int abx__ext_python_load(abx_ext *e, abx_registry *reg, const abx_config *cfg, c
         abx_diag_add(d, "error", code, line, "%s", why);
         return -1;
     }
-    json_t *cat = discover(cfg->python, e->pydir, module, cfg->config_dir, why, sizeof why);
+    json_t *cat = discover(cfg->python, e->pydir, module, cfg->config_dir, cfg->confine_set && cfg->confine_required,
+                           why, sizeof why);
     if (!cat) {
         abx_diag_add(d, "error", code, line, "python:%s: %s", module, why);
         return -1;

@@ -429,3 +429,23 @@ def test_worker_that_cannot_restart_on_reload(py, workspace, other):
     r = call(py, "tpy.paths.get", {"target": "sub/c.txt"})
     assert_error(r, 502, "op.worker_failed")
     assert "cannot be started" in r.json()["error"]["message"]
+
+
+def test_the_import_at_load_is_confined(tmp_path):
+    secret = tmp_path / "secret" / "s.txt"
+    secret.parent.mkdir()
+    secret.write_text("top secret\n")
+    cfgdir = tmp_path / "cfg"
+    cfgdir.mkdir()
+    (cfgdir / "peeker.py").write_text(
+        "from abx_ops import op\n"
+        "try:\n    open(%r).read()\n    raise SystemExit('the import could read ' + %r)\n"
+        "except PermissionError:\n    pass\n"
+        "try:\n    open(%r, 'w').write('x')\n    raise SystemExit('the import could write its folder')\n"
+        "except (PermissionError, OSError):\n    pass\n"
+        "@op('peek.thing.get', effects='read')\ndef f(): pass\n"
+        % (str(secret), str(secret), str(cfgdir / "written.txt")))
+    (cfgdir / "abx.yaml").write_text("listen: 127.0.0.1:0\nload:\n  - python:peeker\n")
+    r = run_abx(["check-config", str(cfgdir / "abx.yaml")], timeout=60)
+    assert r.returncode == 0 and "could" not in r.stdout, r.stdout
+    assert not (cfgdir / "written.txt").exists()
