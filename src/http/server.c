@@ -306,10 +306,8 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
         const abx_lint *lints;
         size_t nl = abx_registry_lints(rg, &lints);
         for (size_t i = 0; i < nl; i++)
-            abx_diag_add(diags, "warning", lints[i].code, abx_ext_line_of(s->ext, lints[i].id), "%s%s%s%s",
-                         strstr(lints[i].message, lints[i].id) ? "" : "op '",
-                         strstr(lints[i].message, lints[i].id) ? "" : lints[i].id,
-                         strstr(lints[i].message, lints[i].id) ? "" : "': ", lints[i].message);
+            abx_diag_add(diags, "warning", lints[i].code, abx_ext_line_of(s->ext, lints[i].id), "%s",
+                         lints[i].message); /* the line of the config entry that declared the op */
     }
     abx_policy *p = abx_policy_compile(&in, diags);
     abx_free(wal);
