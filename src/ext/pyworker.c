@@ -62,9 +62,12 @@ struct abx_pyworker {
     abx_server *server;          /* borrowed, set by abx_ext_workers_start */
     chan ch;                     /* the long-lived process (shared mode) */
     _Atomic uint64_t next_id;    /* call ids (per-call processes do not take mu) */
+    pthread_mutex_t roots_mu;    /* guards the roots below (a reload sets them while a call may run) */
     char **ro, **rw;             /* owned: the union of the mounting statements' roots */
     size_t n_ro, n_rw;
     bool net;
+    unsigned roots_gen;          /* bumped when the roots change; the process runs with ch_gen's */
+    unsigned ch_gen;             /* (ch_gen guarded by mu) */
     int64_t crashes[CRASH_BURST];/* times of the latest crashes (ring) */
     size_t n_crashes;
     int64_t backoff_ms, backoff_until_ms;
@@ -417,6 +420,7 @@ int abx__ext_python_load(abx_ext *e, abx_registry *reg, const abx_config *cfg, c
     w->op_ids = abx_calloc(json_array_size(ops) + 1, sizeof *w->op_ids);
     w->per_call = cfg->python_per_call;
     pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->roots_mu, NULL);
     abx_buf_init(&w->ch.line, LINE_MAX_BYTES);
     int rc = 0;
     if (json_array_size(ops) == 0) {
@@ -537,7 +541,11 @@ static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_
 
 static int worker_spawn(abx_pyworker *w, char *why, size_t whylen)
 {
-    return chan_spawn(w, &w->ch, w->ro, w->n_ro, w->rw, w->n_rw, NULL, 0, w->net, why, whylen);
+    pthread_mutex_lock(&w->roots_mu);
+    w->ch_gen = w->roots_gen;
+    int rc = chan_spawn(w, &w->ch, w->ro, w->n_ro, w->rw, w->n_rw, NULL, 0, w->net, why, whylen);
+    pthread_mutex_unlock(&w->roots_mu);
+    return rc;
 }
 
 enum { LINE_OK, LINE_EXITED, LINE_TIMEOUT, LINE_CANCELLED, LINE_TOO_LONG };
@@ -657,15 +665,14 @@ static void note_crash(abx_pyworker *w)
     }
 }
 
-/* Compute the union of the roots of the statements mounting any of w's ops. */
-static int compute_roots(abx_pyworker *w, const abx_policy *p)
+/* Compute the union of the roots of the statements mounting any of w's ops under p,
+ * and install it (a new generation) when it differs. */
+static int compute_roots(abx_pyworker *w, abx_server *s, const abx_policy *p)
 {
-    free_list(w->ro, w->n_ro);
-    free_list(w->rw, w->n_rw);
-    w->ro = w->rw = NULL;
-    w->n_ro = w->n_rw = 0;
-    w->net = false;
-    abx_registry *reg = w->server->reg;
+    char **ro = NULL, **rw = NULL;
+    size_t n_ro = 0, n_rw = 0;
+    bool net = false;
+    abx_registry *reg = s->reg;
     bool *seen = abx_calloc(p->n_allow + 1, sizeof *seen);
     if (!seen)
         return -1;
@@ -684,44 +691,77 @@ static int compute_roots(abx_pyworker *w, const abx_policy *p)
     for (size_t i = 0; i < p->n_allow && ok; i++) {
         if (!seen[i])
             continue;
-        const abx_stmt *s = &p->allow[i];
+        const abx_stmt *st = &p->allow[i];
         for (int a = 0; a < ABX_ACC_IDX__N && ok; a++)
-            for (size_t j = 0; j < s->n_paths[a] && ok; j++)
-                ok = a == ABX_ACC_IDX_READ ? list_add(&w->ro, &w->n_ro, p->roots[s->paths[a][j].root])
-                                           : list_add(&w->rw, &w->n_rw, p->roots[s->paths[a][j].root]);
-        if (s->has_net && s->net)
-            w->net = true;
+            for (size_t j = 0; j < st->n_paths[a] && ok; j++)
+                ok = a == ABX_ACC_IDX_READ ? list_add(&ro, &n_ro, p->roots[st->paths[a][j].root])
+                                           : list_add(&rw, &n_rw, p->roots[st->paths[a][j].root]);
+        if (st->has_net && st->net)
+            net = true;
     }
     abx_free(seen);
-    return ok ? 0 : -1;
+    if (!ok) {
+        free_list(ro, n_ro);
+        free_list(rw, n_rw);
+        return -1;
+    }
+    pthread_mutex_lock(&w->roots_mu);
+    char **old_ro = w->ro, **old_rw = w->rw;
+    size_t old_n_ro = w->n_ro, old_n_rw = w->n_rw;
+    w->ro = ro;
+    w->rw = rw;
+    w->n_ro = n_ro;
+    w->n_rw = n_rw;
+    w->net = net;
+    w->roots_gen++;
+    pthread_mutex_unlock(&w->roots_mu);
+    free_list(old_ro, old_n_ro);
+    free_list(old_rw, old_n_rw);
+    return 0;
 }
 
+static void log_started(abx_pyworker *w)
+{
+    pthread_mutex_lock(&w->roots_mu);
+    abx_log("info", NULL, "python:%s: worker started (pid %d; %zu read and %zu write roots%s)", w->module,
+            abx_proc_pid(w->ch.proc), w->n_ro, w->n_rw, w->net ? ", network" : "");
+    pthread_mutex_unlock(&w->roots_mu);
+}
+
+/* At start: start every worker (an error fails the start). At reload: install the new
+ * roots and restart idle workers now; a worker busy with a call is restarted by the next
+ * call (a reload never waits for a call to finish). */
 int abx_ext_workers_start(struct abx_server *s, const struct abx_policy *p, char *err, size_t errlen)
 {
     abx_ext *e = s->ext;
     int rc = 0;
-    for (size_t i = 0; e && i < e->n_workers; i++) {
+    for (size_t i = 0; e && i < e->n_workers && rc == 0; i++) {
         abx_pyworker *w = e->workers[i];
-        pthread_mutex_lock(&w->mu);
-        w->server = s;
         if (w->per_call) { /* a process per call, confined to that call's statement */
+            pthread_mutex_lock(&w->mu);
+            w->server = s;
             pthread_mutex_unlock(&w->mu);
             continue;
         }
-        if (compute_roots(w, p) != 0) {
+        bool first = !w->server;
+        if (compute_roots(w, s, p) != 0) {
             snprintf(err, errlen, "out of memory");
             rc = -1;
-        } else if (worker_restart(w, err, errlen) != 0) {
+            break;
+        }
+        if (first)
+            pthread_mutex_lock(&w->mu);
+        else if (pthread_mutex_trylock(&w->mu) != 0)
+            continue; /* busy: py_call sees the new generation and restarts */
+        w->server = s;
+        if (worker_restart(w, err, errlen) != 0) {
             rc = -1;
         } else {
             w->n_crashes = 0;
             w->backoff_ms = w->backoff_until_ms = 0;
-            abx_log("info", NULL, "python:%s: worker started (pid %d; %zu read and %zu write roots%s)", w->module,
-                    abx_proc_pid(w->ch.proc), w->n_ro, w->n_rw, w->net ? ", network" : "");
+            log_started(w);
         }
         pthread_mutex_unlock(&w->mu);
-        if (rc)
-            break;
     }
     return rc;
 }
@@ -734,6 +774,7 @@ void abx__pyworker_free(abx_pyworker *w)
     abx_buf_release(&w->ch.line);
     free_list(w->ro, w->n_ro);
     free_list(w->rw, w->n_rw);
+    pthread_mutex_destroy(&w->roots_mu);
     abx_free(w->op_ids);
     abx_free(w->module);
     abx_free(w->python);
@@ -906,6 +947,18 @@ static abx_err py_call(abx_ctx *ctx, const json_t *args, abx_reply *r)
     pthread_mutex_lock(&w->mu);
     abx_err rc;
     char why[300];
+    pthread_mutex_lock(&w->roots_mu);
+    bool stale = w->ch_gen != w->roots_gen; /* a reload changed the roots while it was busy */
+    pthread_mutex_unlock(&w->roots_mu);
+    if (stale && w->ch.proc && abx_proc_running(w->ch.proc)) {
+        if (worker_restart(w, why, sizeof why) != 0) {
+            abx_ctx_log(ctx, "error", "%s", why);
+            rc = abx_reply_error(r, ABX_E_OP_WORKER_FAILED, NULL, "the worker for python:%s cannot be started",
+                                 w->module);
+            goto out;
+        }
+        log_started(w);
+    }
     if (!w->ch.proc || !abx_proc_running(w->ch.proc)) {
         int64_t now = abx_now_ms();
         if (w->backoff_until_ms > now) {

@@ -449,3 +449,28 @@ def test_the_import_at_load_is_confined(tmp_path):
     r = run_abx(["check-config", str(cfgdir / "abx.yaml")], timeout=60)
     assert r.returncode == 0 and "could" not in r.stdout, r.stdout
     assert not (cfgdir / "written.txt").exists()
+
+
+def test_reload_never_waits_for_a_busy_worker(py, workspace, other, tmp_path):
+    import threading
+    third = tmp_path / "third"
+    third.mkdir()
+    (third / "t.txt").write_text("third\n")
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault("r", call(py, "tpy.sleep.run", {"seconds": 3})))
+    t.start()
+    time.sleep(0.5)  # the call is in the worker now
+    c = cfg(workspace, other)
+    c["policy"]["allow"][1]["paths"].append(str(third) + "/**")
+    with open(py.config_path, "w") as f:
+        json.dump(c, f)
+    t0 = time.time()
+    py.proc.send_signal(signal.SIGHUP)
+    while "policy reloaded" not in py.stderr() and time.time() - t0 < 10:
+        time.sleep(0.05)
+    assert "policy reloaded" in py.stderr() and time.time() - t0 < 2.0, "the reload waited for the call"
+    t.join(10)
+    assert ok(res["r"]) == {"slept": 3}
+    # the next call runs in a worker restarted with the new roots
+    j = ok(call(py, "tpy.files.read", {"target": "a.txt", "other": str(third / "t.txt")}))
+    assert j["other"] == "third\n", j
