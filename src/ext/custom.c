@@ -39,7 +39,7 @@ static bool value_text(abx_ctx *ctx, const abx_param *pa, const json_t *v, abx_b
 {
     if (pa->kind == ABX_KIND_PATH) {
         const char *canon = abx_ctx_path(ctx, pa->name);
-        return canon && abx_buf_puts(b, canon);
+        return !canon || abx_buf_puts(b, canon); /* absent optional path: nothing */
     }
     if (json_is_string(v))
         return put(b, json_string_value(v), json_string_length(v));

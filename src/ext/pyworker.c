@@ -338,7 +338,10 @@ static abx_op_def *def_of(abx_arena *a, const json_t *j, abx_pyworker *w, char *
         snprintf(why, whylen, "op '%s': at most %d http bindings", id, ABX_MAX_BINDINGS);
         return NULL;
     }
-    json_array_foreach(http, i, v) d->http[i] = abx_arena_strdup(a, json_string_value(v) ? json_string_value(v) : "");
+    json_array_foreach(http, i, v)
+    {
+        d->http[i] = abx_arena_strdup(a, json_string_value(v) ? json_string_value(v) : "");
+    }
     const json_t *params = json_object_get(j, "params");
     if (json_array_size(params) && !(d->params = params_of(a, params, why, whylen))) {
         char tmp[300];
@@ -369,8 +372,14 @@ static abx_op_def *def_of(abx_arena *a, const json_t *j, abx_pyworker *w, char *
                  ABX_MAX_INSTALL);
         return NULL;
     }
-    json_array_foreach(aliases, i, v) d->aliases[i] = abx_arena_strdup(a, json_string_value(v) ? json_string_value(v) : "");
-    json_array_foreach(install, i, v) d->install[i] = abx_arena_strdup(a, json_string_value(v) ? json_string_value(v) : "");
+    json_array_foreach(aliases, i, v)
+    {
+        d->aliases[i] = abx_arena_strdup(a, json_string_value(v) ? json_string_value(v) : "");
+    }
+    json_array_foreach(install, i, v)
+    {
+        d->install[i] = abx_arena_strdup(a, json_string_value(v) ? json_string_value(v) : "");
+    }
     d->requires_approval = json_is_true(json_object_get(j, "requires_approval"));
     d->handler = py_call;
     d->udata = w;

@@ -155,6 +155,16 @@ def test_path_params_intrinsic_jail_intersected_with_statement(abx, workspace, t
     assert r.returncode == 1 and "config.scope_required" in r.stdout, r.stdout
 
 
+def test_optional_path_parameter_left_out(abx, workspace):
+    custom = [{"name": "ls", "argv": ["ls", "-d", "{dir}"], "effects": ["exec"],
+               "params": {"dir": {"type": "string", "required": False}}, "paths": ["dir"]}]
+    s = abx(config(workspace, custom))
+    j = ok(call(s, "custom.ls", {}))
+    assert j["argv"][1:] == ["-d"] and j["exit_code"] == 0 and j["stdout"] == ".\n", j
+    j = ok(call(s, "custom.ls", {"dir": "sub"}))
+    assert j["argv"][1:] == ["-d", workspace + "/sub"] and j["stdout"] == workspace + "/sub\n", j
+
+
 def test_relative_intrinsic_patterns_are_anchored_at_the_workspace(abx, workspace):
     custom = [{"name": "show", "argv": ["cat", "{target}"], "params": {"target": "string"},
                "paths": {"target": {"roots": "sub/**", "access": "read"}}, "effects": ["exec"]}]
