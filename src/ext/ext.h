@@ -55,6 +55,8 @@ const abx_ext_command *abx_ext_command_find(const abx_ext *e, const char *name);
  * Python workers confined to the union of the roots the statements mounting their
  * ops grant under policy p. 0, or -1 with why. */
 int abx_ext_workers_start(struct abx_server *s, const struct abx_policy *policy, char *err, size_t errlen);
+/* Stop the workers' processes (server stop, while the process manager still runs). */
+void abx_ext_workers_stop(abx_ext *e);
 /* Reload: warn when custom:/load: changed (ops are registered once, at start). */
 void abx_ext_reload_check(const abx_ext *e, const abx_config *fresh, abx_diags *d);
 

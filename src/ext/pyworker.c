@@ -507,11 +507,20 @@ static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_
         snprintf(why, whylen, "the server is not started");
         return -1;
     }
-    char script[128], home[96];
+    char script[128], home[96], tmpdir[128], tmpenv[160];
     snprintf(script, sizeof script, "%s/abx_ops.py", w->ext->pydir);
     snprintf(home, sizeof home, "HOME=%s", w->ext->pydir);
+    /* a private TMPDIR (tempfile works), granted read-write to this process only and
+     * removed with its record, as for every process abx starts */
+    snprintf(tmpdir, sizeof tmpdir, "%s/tmp-XXXXXX", s->runtime_dir);
+    if ((mkdir(s->runtime_dir, 0711) != 0 && errno != EEXIST) || !mkdtemp(tmpdir) ||
+        chown(tmpdir, s->run_uid, s->run_gid) != 0) {
+        snprintf(why, whylen, "cannot create a private TMPDIR: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmpdir);
     char *argv[] = {w->python, "-B", "-I", script, w->module, w->config_dir, NULL};
-    char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", home, NULL};
+    char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", home, tmpenv, NULL};
     char **ro = NULL;
     size_t n_ro = 0;
     bool ok = list_add(&ro, &n_ro, w->ext->pydir) && list_add(&ro, &n_ro, w->config_dir);
@@ -523,6 +532,7 @@ static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_
         if (cwd >= 0)
             close(cwd);
         snprintf(why, whylen, "cannot prepare the worker: %s", ok ? strerror(errno) : "out of memory");
+        abx_rm_tree(tmpdir);
         return -1;
     }
     abx_confine conf = {
@@ -535,12 +545,17 @@ static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_
     char tag[160];
     snprintf(tag, sizeof tag, "python worker %s", w->module);
     abx_proc_spec spec = {
-        .spawn = {.argv = argv, .envp = envp, .cwd_fd = cwd, .cwd_path = w->config_dir, .confine = &conf},
+        .spawn = {.argv = argv, .envp = envp, .cwd_fd = cwd, .cwd_path = w->config_dir, .confine = &conf,
+                  .tmpdir = tmpdir},
         .owner = "abx:worker",
         .tag = tag,
         .keep_stdin = true,
     };
     c->proc = abx_proc_start(s->procs, &spec, why, whylen);
+    if (c->proc)
+        abx_proc_set_tmpdir(c->proc, tmpdir);
+    else
+        abx_rm_tree(tmpdir);
     close(cwd);
     free_list(ro, n_ro);
     c->out_off = c->err_off = 0;
@@ -773,6 +788,15 @@ int abx_ext_workers_start(struct abx_server *s, const struct abx_policy *p, char
         pthread_mutex_unlock(&w->mu);
     }
     return rc;
+}
+
+void abx_ext_workers_stop(abx_ext *e)
+{
+    for (size_t i = 0; e && i < e->n_workers; i++) {
+        pthread_mutex_lock(&e->workers[i]->mu);
+        worker_stop(e->workers[i]);
+        pthread_mutex_unlock(&e->workers[i]->mu);
+    }
 }
 
 void abx__pyworker_free(abx_pyworker *w)

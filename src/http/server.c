@@ -588,6 +588,8 @@ void abx_server_stop(abx_server *s)
         abx_approvals_free(s->approvals);
         s->approvals = NULL;
     }
+    if (s && s->ext) /* Python op workers: their records (and private TMPDIRs) go with the manager */
+        abx_ext_workers_stop(s->ext);
     if (s && s->procs) { /* every process group abx started ends: TERM, then KILL */
         abx_procs_free(s->procs, 2000);
         s->procs = NULL;

@@ -87,6 +87,16 @@ def sleep_(ctx, seconds: float):
     return {"slept": seconds}
 
 
+@op("tpy.temp.run", effects="read")
+def temp(ctx):
+    import tempfile
+    with tempfile.NamedTemporaryFile("w+") as f:
+        f.write("scratch")
+        f.flush()
+        f.seek(0)
+        return {"dir": os.path.dirname(f.name), "data": f.read()}
+
+
 @op("tpy.blob.get", effects="read")
 def blob(ctx) -> bytes:
     return Bytes(b"\\x00\\x01abc", "application/x-test")
@@ -344,6 +354,8 @@ def test_op_errors_and_exceptions(py):
     assert_error(r, 500, "server.internal")
     assert "secret-internal-detail" not in r.text
     assert "secret-internal-detail" in py.stderr()  # logged with the request id
+    j = ok(call(py, "tpy.temp.run", {}))  # a private TMPDIR: tempfile works inside the confinement
+    assert j["data"] == "scratch" and "/tmp-" in j["dir"], j
     j = ok(call(py, "tpy.blob.get", {}))
     assert j == {"content_type": "application/x-test", "content_base64": "AAFhYmM="}
 
