@@ -51,9 +51,10 @@ int abx_ext_line_of(const abx_ext *e, const char *id);
 /* A declarative command by its original name, or NULL. */
 const abx_ext_command *abx_ext_command_find(const abx_ext *e, const char *name);
 
-/* At server start (after the policy compiled) and at each reload: (re)start the
- * Python workers confined to the union of the roots the statements mounting their
- * ops grant under policy p. 0, or -1 with why. */
+/* At server start (after the policy compiled) and at each reload: compute, for each
+ * Python worker, the union of the roots the statements mounting its ops grant under
+ * policy p, and (re)start it confined to them (a busy worker at its next call). 0, or
+ * -1 with why. */
 int abx_ext_workers_start(struct abx_server *s, const struct abx_policy *policy, char *err, size_t errlen);
 /* Stop the workers' processes (server stop, while the process manager still runs). */
 void abx_ext_workers_stop(abx_ext *e);

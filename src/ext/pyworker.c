@@ -11,7 +11,10 @@
  *     the process manager, confined like every process abx starts, with Landlock roots
  *     = the union of the path roots of every allow statement that mounts one of its ops
  *     (plus the config folder and abx_ops's folder, read-only). A reload recomputes the
- *     roots and restarts the worker.
+ *     roots (a new generation) and restarts an idle worker at once; a busy one is
+ *     restarted by the next call (a reload never waits for a call).
+ *   python_isolation: per_call: no long-lived process; each call starts its own,
+ *     confined to that call's admitting statement, and it ends after the answer.
  *   call: one call at a time per worker (its mutex); the request is one JSON line on
  *     its stdin ({id, op, args, paths, argv, principal, request_id, deadline_ms, limits}),
  *     the answer one JSON line on its stdout ({id, result} | {id, error}); {log} lines
