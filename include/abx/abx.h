@@ -156,8 +156,14 @@ const char *abx_ctx_request_id(const abx_ctx *ctx);
 const char *abx_ctx_principal(const abx_ctx *ctx);
 const char *abx_ctx_op_id(const abx_ctx *ctx);
 void *abx_ctx_udata(const abx_ctx *ctx);
-/* Canonical admitted value of a path parameter (absolute, symlinks resolved), or NULL. */
+/* Canonical admitted value of a path parameter (absolute, symlinks resolved), or NULL.
+ * For a list-of-paths parameter this is element 0; abx_ctx_path_at gives element i. */
 const char *abx_ctx_path(const abx_ctx *ctx, const char *param);
+const char *abx_ctx_path_at(const abx_ctx *ctx, const char *param, size_t index);
+/* The canonical admitted argv of a command parameter (program resolved by the command
+ * scope; NULL-terminated, borrowed for the request), or NULL when the op has none.
+ * *n (may be NULL) receives its length. Run this, never the raw argument. */
+char *const *abx_ctx_argv(const abx_ctx *ctx, size_t *n);
 /* Open a canonical admitted path through the jail (openat2 RESOLVE_BENEATH from the
  * root's dirfd). flags as for open(2). Returns an fd (caller closes) or -errno. */
 int abx_ctx_open(abx_ctx *ctx, const char *param, int flags, unsigned mode);
@@ -224,6 +230,15 @@ void abx_registry_free(abx_registry *reg);
 int abx_registry_add(abx_registry *reg, const abx_op_def *ops, char *errbuf, size_t errlen);
 void abx_registry_freeze(abx_registry *reg);
 bool abx_registry_frozen(const abx_registry *reg);
+
+/* ---- plugins ------------------------------------------------------------------------------- */
+/* A plugin is a shared object named in the config (load: ["name"] → <plugin_dir>/name.so).
+ * It exports the registration function below under this exact name, and may export a
+ * NULL-terminated list of install requirements checked before it registers:
+ *   const char *const abx_plugin_requires[] = {"program:ruff", "file:/etc/x.conf", "abx:0.1", NULL};
+ * Its op tables must be static (they are borrowed for the life of the server). */
+typedef int (*abx_plugin_register_fn)(abx_registry *reg, char *errbuf, size_t errlen);
+int abx_plugin_register(abx_registry *reg, char *errbuf, size_t errlen);
 
 /* ---- server ---------------------------------------------------------------------------- */
 typedef struct abx_server abx_server;

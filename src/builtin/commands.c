@@ -7,64 +7,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#define RUN_DEFAULT_OUTPUT (1024 * 1024)
-
 static int64_t seconds_ms(const json_t *v) { return json_is_number(v) ? (int64_t)(json_number_value(v) * 1000) : 0; }
-
-static bool ctx_cancelled(void *ud) { return abx_ctx_cancelled(ud); }
 
 /* Run to completion, soft timeout, hard timeout or cancellation; the reply is the result. */
 static abx_err run_command(abx_ctx *ctx, const json_t *args, abx_reply *r, const char *cwd, const json_t *base_env)
 {
-    int64_t cap = abx_ctx_limit(ctx, ABX_LIM_MAX_OUTPUT_BYTES);
-    if (cap <= 0)
-        cap = RUN_DEFAULT_OUTPUT;
-    int64_t soft = seconds_ms(json_object_get(args, "timeout"));
-    int64_t hard = seconds_ms(json_object_get(args, "hard_timeout"));
-    const json_t *stdin_v = json_object_get(args, "stdin");
-    abx_exec_opts o = {.head_bytes = (size_t)cap, .keep_stdin = stdin_v != NULL, .hard_timeout_ms = hard,
-                       .cwd = cwd, .base_env = base_env};
-    int64_t t0 = abx_now_ms();
-    abx_proc *p = abx_exec_start(ctx, args, &o, r);
-    if (!p)
-        return ABX_E_PROCESS_SPAWN_FAILED;
-    if (stdin_v) {
-        const char *data = json_string_value(stdin_v);
-        abx_proc_write_stdin(p, data, json_string_length(stdin_v), true, t0 + (soft > 0 ? soft : 30000));
-    }
-    int64_t deadline = soft > 0 ? t0 + soft : 0;
-    int w = abx_proc_wait(p, deadline, ctx_cancelled, ctx);
-    if (w < 0) { /* the client went away: the command is cancelled */
-        abx_proc_kill(p, SIGKILL, false);
-        abx_proc_wait(p, abx_now_ms() + 2000, NULL, NULL);
-    }
-    json_t *st = abx_proc_json(p);
-    json_t *out = json_object();
-    json_object_set(out, "status", json_object_get(st, "status"));
-    json_object_set(out, "pid", json_object_get(st, "pid"));
-    json_object_set(out, "exit_code", json_object_get(st, "exit_code"));
-    json_object_set(out, "signal", json_object_get(st, "signal"));
-    json_object_set_new(out, "running", json_boolean(w == 0));
-    bool trunc_any = false;
-    static const char *const names[] = {"stdout", "stderr"};
-    for (int i = 0; i < 2; i++) {
-        char *data;
-        bool trunc;
-        size_t n = abx_proc_head(p, (enum abx_stream_id)i, &data, &trunc);
-        json_object_set_new(out, names[i], abx_text_json(data ? data : "", n));
-        char key[32];
-        snprintf(key, sizeof key, "%s_truncated", names[i]);
-        json_object_set_new(out, key, json_boolean(trunc));
-        trunc_any = trunc_any || trunc;
-        abx_free(data);
-    }
-    json_object_set_new(out, "truncated", json_boolean(trunc_any));
-    json_object_set_new(out, "duration_ms", json_integer(abx_now_ms() - t0));
-    json_object_set(out, "argv", json_object_get(st, "argv"));
-    json_decref(st);
-    abx_proc_unref(p);
-    abx_reply_json(r, out);
-    return ABX_OK;
+    abx_exec_opts o = {.hard_timeout_ms = seconds_ms(json_object_get(args, "hard_timeout")), .cwd = cwd,
+                       .base_env = base_env};
+    return abx_exec_run(ctx, args, &o, seconds_ms(json_object_get(args, "timeout")), r);
 }
 
 static abx_err commands_run(abx_ctx *ctx, const json_t *args, abx_reply *r)

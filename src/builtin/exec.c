@@ -80,7 +80,8 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
     const char *cwd_path = NULL;
     env_builder env = {0};
     char tmpdir[128] = "";
-    if (d->argv.n == 0) {
+    char *const *argv = o->argv ? o->argv : (char *const *)d->argv.v;
+    if (!argv || !argv[0]) {
         abx_reply_error(r, ABX_E_SERVER_INTERNAL, NULL, "no admitted argv");
         return NULL;
     }
@@ -148,7 +149,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
     if (o->hard_timeout_ms > 0 && (kill_after == 0 || o->hard_timeout_ms < kill_after))
         kill_after = o->hard_timeout_ms;
     abx_proc_spec spec = {
-        .spawn = {.argv = d->argv.v, .envp = env.v, .cwd_fd = cwd_fd, .cwd_path = cwd_path, .confine = &conf,
+        .spawn = {.argv = argv, .envp = env.v, .cwd_fd = cwd_fd, .cwd_path = cwd_path, .confine = &conf,
                   .tmpdir = tmpdir},
         .owner = abx_ctx_principal(ctx),
         .tag = o->tag,
@@ -164,7 +165,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
     if (!p) {
         bool confine = strstr(why, "confinement required") != NULL;
         abx_reply_error(r, confine ? ABX_E_SANDBOX_UNAVAILABLE : ABX_E_PROCESS_SPAWN_FAILED, NULL,
-                        "cannot start '%s': %s", d->argv.v[0], why);
+                        "cannot start '%s': %s", argv[0], why);
         abx_ctx_log(ctx, "warn", "spawn failed: %s", why);
         goto out;
     }
@@ -179,6 +180,62 @@ out:
     env_free(&env);
     abx_fs_view_release(&v);
     return p;
+}
+
+#define RUN_DEFAULT_OUTPUT (1024 * 1024)
+
+static bool ctx_cancelled(void *ud) { return abx_ctx_cancelled(ud); }
+
+abx_err abx_exec_run(abx_ctx *ctx, const json_t *args, const abx_exec_opts *base, int64_t soft, abx_reply *r)
+{
+    int64_t cap = abx_ctx_limit(ctx, ABX_LIM_MAX_OUTPUT_BYTES);
+    if (cap <= 0)
+        cap = RUN_DEFAULT_OUTPUT;
+    const json_t *stdin_v = json_object_get(args, "stdin");
+    abx_exec_opts o = *base;
+    o.head_bytes = (size_t)cap;
+    o.keep_stdin = stdin_v != NULL;
+    int64_t t0 = abx_now_ms();
+    abx_proc *p = abx_exec_start(ctx, args, &o, r);
+    if (!p)
+        return ABX_E_PROCESS_SPAWN_FAILED;
+    if (stdin_v) {
+        const char *data = json_string_value(stdin_v);
+        abx_proc_write_stdin(p, data, json_string_length(stdin_v), true, t0 + (soft > 0 ? soft : 30000));
+    }
+    int64_t deadline = soft > 0 ? t0 + soft : 0;
+    int w = abx_proc_wait(p, deadline, ctx_cancelled, ctx);
+    if (w < 0) { /* the client went away: the command is cancelled */
+        abx_proc_kill(p, SIGKILL, false);
+        abx_proc_wait(p, abx_now_ms() + 2000, NULL, NULL);
+    }
+    json_t *st = abx_proc_json(p);
+    json_t *out = json_object();
+    json_object_set(out, "status", json_object_get(st, "status"));
+    json_object_set(out, "pid", json_object_get(st, "pid"));
+    json_object_set(out, "exit_code", json_object_get(st, "exit_code"));
+    json_object_set(out, "signal", json_object_get(st, "signal"));
+    json_object_set_new(out, "running", json_boolean(w == 0));
+    bool trunc_any = false;
+    static const char *const names[] = {"stdout", "stderr"};
+    for (int i = 0; i < 2; i++) {
+        char *data;
+        bool trunc;
+        size_t n = abx_proc_head(p, (enum abx_stream_id)i, &data, &trunc);
+        json_object_set_new(out, names[i], abx_text_json(data ? data : "", n));
+        char key[32];
+        snprintf(key, sizeof key, "%s_truncated", names[i]);
+        json_object_set_new(out, key, json_boolean(trunc));
+        trunc_any = trunc_any || trunc;
+        abx_free(data);
+    }
+    json_object_set_new(out, "truncated", json_boolean(trunc_any));
+    json_object_set_new(out, "duration_ms", json_integer(abx_now_ms() - t0));
+    json_object_set(out, "argv", json_object_get(st, "argv"));
+    json_decref(st);
+    abx_proc_unref(p);
+    abx_reply_json(r, out);
+    return ABX_OK;
 }
 
 

@@ -13,11 +13,17 @@ typedef struct abx_exec_opts {
     const json_t *base_env;     /* session environment, or NULL */
     bool pty;
     unsigned short cols, rows;
+    char *const *argv;          /* the argv to run instead of the policy's (declarative commands,
+                                   whose program is fixed by the config), or NULL */
 } abx_exec_opts;
 
 /* Start the admitted command confined; NULL with the reply's error set. */
 abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *o, abx_reply *r);
 /* SSE reply of a process's output from the given offsets; takes the reference. */
+/* Run to completion (or soft_ms, 0 = none; or the hard timeout; or cancellation) and
+ * answer {status, pid, exit_code, signal, running, stdout, stderr, truncated..., argv}
+ * (commands.run's result). args may carry stdin. */
+abx_err abx_exec_run(abx_ctx *ctx, const json_t *args, const abx_exec_opts *o, int64_t soft_ms, abx_reply *r);
 void abx_exec_reply_sse(abx_reply *r, abx_proc *p, uint64_t out_off, uint64_t err_off, bool kill_on_close);
 json_t *abx_text_json(const char *p, size_t n);
 int abx_signal_by_name(const char *name);

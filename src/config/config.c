@@ -11,7 +11,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
-enum vkind { V_STRING, V_BOOL, V_STRLIST, V_MAP, V_LIMITS, V_TLS, V_LIST, V_UNSUPPORTED };
+enum vkind { V_STRING, V_BOOL, V_STRLIST, V_MAP, V_LIMITS, V_TLS, V_LIST };
 
 static const struct {
     const char *key;
@@ -31,10 +31,13 @@ static const struct {
     {"terminal_listen", V_STRING, "WebSocket terminal listener host:port (port 0 = any; \"off\" = none)"},
     {"confine", V_STRING, "kernel confinement mode: required | best_effort"},
     {"run_as", V_STRING, "uid:gid (or user name) of spawned processes; auto = the workspace's owner"},
-    {"ledger", V_MAP, "the action ledger: {path, synchronous: normal|full, enabled}"},
+    {"ledger", V_MAP, "the action ledger: {path, synchronous: normal|full, enabled, retention, max_size}"},
     {"system", V_MAP, "system.* settings: {env: [NAMES]}"},
-    {"custom", V_UNSUPPORTED, "declarative commands"},
-    {"load", V_UNSUPPORTED, "plugins and op workers"},
+    {"custom", V_LIST, "declarative commands, compiled to ops custom.<name> (docs/custom-ops.md)"},
+    {"load", V_STRLIST, "plugins (\"name\" → <plugin_dir>/name.so) and Python op workers (\"python:pkg.module\")"},
+    {"plugin_dir", V_STRING, "folder of the plugins named in load (default: plugins beside the config file)"},
+    {"python", V_STRING, "interpreter of Python op workers (default /usr/bin/python3)"},
+    {"python_isolation", V_STRING, "Python op workers: shared (one confined process per module) | per_call"},
     {"tests", V_LIST, "policy tests: [{principal, op, args, expect}]"},
 };
 
@@ -261,10 +264,6 @@ int abx_config_load(abx_config *c, const char *path, abx_diags *d)
             if (!json_is_array(v))
                 abx_diag_add(d, "error", "config.invalid", line, "'%s' must be a list", k);
             break;
-        case V_UNSUPPORTED:
-            abx_diag_add(d, "error", "config.unsupported", line, "'%s' (%s) is not supported by this build of abx", k,
-                         keys[i].doc);
-            break;
         }
     }
     if (d->errors > errors_before)
@@ -346,6 +345,40 @@ int abx_config_load(abx_config *c, const char *path, abx_diags *d)
     c->auth = json_object_get(c->root, "auth");
     c->policy = json_object_get(c->root, "policy");
     c->tests = json_object_get(c->root, "tests");
+    c->custom = json_object_get(c->root, "custom");
+    c->load = json_object_get(c->root, "load");
+    {
+        /* relative plugin_dir: beside the config file; default: <config folder>/plugins */
+        const json_t *pd = json_object_get(c->root, "plugin_dir");
+        const char *slash = strrchr(c->path, '/');
+        char *dir = slash ? abx_strndup(c->path, (size_t)(slash - c->path)) : abx_strdup(".");
+        if (dir && !*dir) {
+            abx_free(dir);
+            dir = abx_strdup("/");
+        }
+        char *real = dir ? realpath(dir, NULL) : NULL; /* absolute: workers chdir there */
+        if (real) {
+            abx_free(dir);
+            dir = abx_strdup(real);
+            free(real);
+        }
+        const char *pv = pd ? json_string_value(pd) : "plugins";
+        c->plugin_dir = pv[0] == '/' ? abx_strdup(pv) : abx_asprintf("%s/%s", strcmp(dir, "/") ? dir : "", pv);
+        c->config_dir = dir;
+        const json_t *py = json_object_get(c->root, "python");
+        c->python = abx_strdup(py ? json_string_value(py) : "/usr/bin/python3");
+        const json_t *iso = json_object_get(c->root, "python_isolation");
+        if (iso && strcmp(json_string_value(iso), "shared") != 0 && strcmp(json_string_value(iso), "per_call") != 0) {
+            abx_diag_add(d, "error", "config.bad_value", line_of(c, "python_isolation"),
+                         "'python_isolation' must be shared or per_call");
+            goto fail;
+        }
+        c->python_per_call = iso && strcmp(json_string_value(iso), "per_call") == 0;
+        if (py && json_string_value(py)[0] != '/') {
+            abx_diag_add(d, "error", "config.bad_value", line_of(c, "python"), "'python' must be an absolute path");
+            goto fail;
+        }
+    }
     const json_t *led = json_object_get(c->root, "ledger");
     if (led) {
         const char *lk;
@@ -440,6 +473,9 @@ void abx_config_release(abx_config *c)
     abx_free(c->tls_cert);
     abx_free(c->tls_key);
     abx_free(c->ledger_path);
+    abx_free(c->plugin_dir);
+    abx_free(c->config_dir);
+    abx_free(c->python);
     for (size_t i = 0; i < c->n_system_env; i++)
         abx_free(c->system_env[i]);
     abx_free(c->system_env);

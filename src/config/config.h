@@ -42,6 +42,12 @@ typedef struct abx_config {
     const json_t *auth;         /* borrowed from root */
     const json_t *policy;       /* borrowed from root */
     const json_t *tests;        /* borrowed from root: policy tests */
+    const json_t *custom;       /* borrowed from root: declarative commands (src/ext/custom.c) */
+    const json_t *load;         /* borrowed from root: plugins and Python op workers */
+    char *plugin_dir;           /* owned, absolute-ish (joined to the config folder); NULL for the default */
+    char *config_dir;           /* owned: the config file's folder; NULL for the default */
+    char *python;               /* owned: interpreter of Python op workers */
+    bool python_per_call;       /* python_isolation: per_call (a fresh confined process per call) */
     char **system_env;          /* owned: variables system.env.get may reveal */
     size_t n_system_env;
 } abx_config;

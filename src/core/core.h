@@ -49,7 +49,7 @@ typedef struct abx_op {
 typedef struct abx_lint {
     char code[40];           /* "core.effects_undeclared", "core.unknown_verb", "core.path_like_param" */
     char id[ABX_ID_MAX];
-    char message[200];
+    char message[300];
 } abx_lint;
 
 struct abx_registry {

@@ -441,9 +441,9 @@ int abx__registry_add(abx_registry *reg, const abx_op_def *ops, bool builtin, ch
             for (size_t k = 0; k < ABX_ARRAY_LEN(path_like); k++)
                 if (strcmp(pa->name, path_like[k]) == 0 && !(cmd && strcmp(pa->name, "cwd") == 0))
                     add_lint(reg, "core.path_like_param", op->id,
-                             "parameter %s looks like a path but is not declared in paths=; path scopes will not "
-                             "protect it",
-                             pa->name);
+                             "op '%s': parameter %s looks like a path but is not declared in paths=; path scopes "
+                             "will not protect it",
+                             op->id, pa->name);
         }
     }
     rc = 0;

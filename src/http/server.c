@@ -154,6 +154,25 @@ abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char 
         return NULL;
     }
     snprintf(s->version_header, sizeof s->version_header, "abx/%s catalog=%d", ABX_VERSION, ABX_CATALOG_VERSION);
+    /* ops from the config (custom:, load:) join the child registry before it freezes */
+    abx_diags ed = {0};
+    abx_diags *dd = diags ? diags : &ed;
+    size_t before = dd->errors;
+    s->ext = abx_ext_load(s->reg, &s->cfg, s->workspace, dd);
+    if (!s->ext || dd->errors > before) {
+        size_t off = (size_t)snprintf(errbuf, errlen, "config errors:");
+        for (size_t i = 0; i < dd->n && off < errlen; i++)
+            if (strcmp(dd->items[i].level, "error") == 0)
+                off += (size_t)snprintf(errbuf + off, errlen - off, "\n  %s:%d: %s: %s",
+                                        o.config_path ? o.config_path : "-", dd->items[i].line, dd->items[i].code,
+                                        dd->items[i].message);
+        if (!s->ext)
+            snprintf(errbuf, errlen, "out of memory");
+        abx_diags_release(&ed);
+        abx_server_free(s);
+        return NULL;
+    }
+    abx_diags_release(&ed);
     return s;
 }
 
@@ -289,7 +308,8 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
         const abx_lint *lints;
         size_t nl = abx_registry_lints(rg, &lints);
         for (size_t i = 0; i < nl; i++)
-            abx_diag_add(diags, "warning", lints[i].code, 0, "%s", lints[i].message);
+            abx_diag_add(diags, "warning", lints[i].code, abx_ext_line_of(s->ext, lints[i].id), "%s",
+                         lints[i].message); /* the line of the config entry that declared the op */
     }
     abx_policy *p = abx_policy_compile(&in, diags);
     abx_free(wal);
@@ -321,6 +341,7 @@ int abx_server_reload(abx_server *s, abx_diags *diags)
         if (!abx_parse_listen(s->opts.listen, &fresh.listen_host, &fresh.listen_port))
             fresh.listen_host = abx_strdup(s->cfg.listen_host);
     }
+    abx_ext_reload_check(s->ext, &fresh, diags);
     abx_policy *p = abx_server_compile(s, &fresh, diags);
     if (p) {
         if (strcmp(fresh.listen_host, s->cfg.listen_host) != 0 || fresh.listen_port != s->cfg.listen_port ||
@@ -334,6 +355,10 @@ int abx_server_reload(abx_server *s, abx_diags *diags)
         s->snap = p;
         pthread_mutex_unlock(&s->snap_mu);
         abx_policy_unref(old); /* requests holding it keep it alive until they finish */
+        /* the statements mounting a worker's ops may grant other roots now: restart it */
+        char werr[600];
+        if (abx_ext_workers_start(s, p, werr, sizeof werr) != 0)
+            abx_diag_add(diags, "warning", "config.worker_restart", 0, "%s (the next call retries)", werr);
     }
     abx_config_release(&fresh);
     return p ? 0 : -1;
@@ -422,6 +447,9 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
         return -1;
     }
     abx_diags_release(&d);
+    /* Python op workers: confined to the roots of the statements that mount their ops */
+    if (abx_ext_workers_start(s, s->snap, errbuf, errlen) != 0)
+        return -1;
     s->mcp = abx_mcp_new();
     if (!s->mcp) {
         snprintf(errbuf, errlen, "out of memory");
@@ -577,6 +605,8 @@ void abx_server_stop(abx_server *s)
         abx_approvals_free(s->approvals);
         s->approvals = NULL;
     }
+    if (s && s->ext) /* Python op workers: their records (and private TMPDIRs) go with the manager */
+        abx_ext_workers_stop(s->ext);
     if (s && s->procs) { /* every process group abx started ends: TERM, then KILL */
         abx_procs_free(s->procs, 2000);
         s->procs = NULL;
@@ -602,6 +632,7 @@ void abx_server_free(abx_server *s)
         rmdir(s->runtime_dir);
     abx_config_release(&s->cfg);
     abx_registry_free(s->reg);
+    abx_ext_free(s->ext); /* after the registry: it borrows the declarations and plugin code */
     abx_free(s->workspace);
     abx_free(s->token_path);
     pthread_mutex_destroy(&s->snap_mu);
@@ -1053,6 +1084,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
         r->route = ABX_ROUTE_NONE;
         r->door = ABX_DOOR_HTTP;
         r->op_name = NULL;
+        r->commands_list = false;
         memset(&r->match, 0, sizeof r->match);
         op = NULL;
     }

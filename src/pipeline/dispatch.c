@@ -15,6 +15,7 @@ const char *abx_door_name(abx_door d)
     switch (d) {
     case ABX_DOOR_HTTP: return "http";
     case ABX_DOOR_RPC: return "rpc";
+    case ABX_DOOR_COMMANDS: return "commands";
     case ABX_DOOR_INPROC: return "inproc";
     case ABX_DOOR_BATCH: return "batch";
     case ABX_DOOR_APPROVAL: return "approval";
@@ -227,6 +228,22 @@ const char *abx_ctx_path(const abx_ctx *ctx, const char *param)
     return pv ? pv->canonical : NULL;
 }
 
+const char *abx_ctx_path_at(const abx_ctx *ctx, const char *param, size_t index)
+{
+    for (size_t i = 0; i < ctx->req->decision.n_paths; i++)
+        if (strcmp(ctx->req->decision.paths[i].param, param) == 0 && ctx->req->decision.paths[i].index == index)
+            return ctx->req->decision.paths[i].canonical;
+    return NULL;
+}
+
+char *const *abx_ctx_argv(const abx_ctx *ctx, size_t *n)
+{
+    const abx_argv *a = &ctx->req->decision.argv;
+    if (n)
+        *n = a->n;
+    return a->n ? a->v : NULL;
+}
+
 int abx_ctx_open(abx_ctx *ctx, const char *param, int flags, unsigned mode)
 {
     abx_path_value *pv = (abx_path_value *)ctx_pv(ctx, param);
@@ -325,6 +342,20 @@ void abx_route(abx_request *r)
         return;
     }
     r->route = abx_router_match(r->server->router, r->method, r->path, r->path_len, &r->match);
+    /* the legacy command registry: GET /commands lists, POST /commands/{name} calls a
+     * declarative command by its original name; built-in routes there win (run, stream,
+     * sessions: a custom command may not take those names) */
+    if (r->route == ABX_ROUTE_NONE && strcmp(r->method, "GET") == 0 && r->path_len == 9 &&
+        memcmp(r->path, "/commands", 9) == 0) {
+        r->door = ABX_DOOR_COMMANDS;
+        r->commands_list = true;
+    } else if (r->route == ABX_ROUTE_NONE && strcmp(r->method, "POST") == 0 && r->path_len > 10 &&
+               memcmp(r->path, "/commands/", 10) == 0 && !memchr(r->path + 10, '/', r->path_len - 10)) {
+        r->door = ABX_DOOR_COMMANDS;
+        size_t n = r->path_len - 10;
+        char *name = abx_arena_alloc(r->arena, n + 1);
+        r->op_name = name && abx_pct_decode(r->path + 10, n, name, false) >= 0 ? name : "";
+    }
 }
 
 /* Step 3: credentials → principal. Bearer wins; X-Access-Token is the legacy alias. */
@@ -425,6 +456,13 @@ static abx_err step4_5_resolve_mounted(abx_request *r)
                 return ABX_E_REQUEST_METHOD_NOT_ALLOWED;
             }
         }
+    } else if (r->door == ABX_DOOR_COMMANDS) {
+        /* by original name, and only declarative commands: never a way around the REST routes */
+        asked = r->op_name;
+        const abx_ext_command *c = asked ? abx_ext_command_find(r->server->ext, asked) : NULL;
+        r->op = c ? abx_registry_get(reg, c->id) : NULL;
+        if (r->op)
+            r->op_index = abx_registry_index_of(reg, r->op);
     } else {
         asked = r->op_name;
         r->op = asked ? abx_registry_resolve(reg, asked) : NULL;
@@ -526,7 +564,8 @@ static abx_err step6_args(abx_request *r)
                 }
             }
         }
-    } else if (r->door == ABX_DOOR_RPC && r->query && r->query_len && !r->trusted_principal) {
+    } else if ((r->door == ABX_DOOR_RPC || r->door == ABX_DOOR_COMMANDS) && r->query && r->query_len &&
+               !r->trusted_principal) {
         e = ABX_E_ARGS_INVALID;
         snprintf(msg, sizeof msg, "POST /ops/{id} takes its arguments in the JSON body");
     }
@@ -836,6 +875,10 @@ void abx_dispatch_begin(abx_request *r)
         }
         if (r->door == ABX_DOOR_MCP && !r->trusted_principal) { /* the same for MCP's tools/call */
             abx_mcp_http(r);
+            return;
+        }
+        if (r->commands_list) { /* GET /commands: a listing front door, no op of its own */
+            abx_commands_list(r);
             return;
         }
         if (step4_5_resolve_mounted(r) == ABX_OK && step6_args(r) == ABX_OK && step7_policy(r) == ABX_OK &&

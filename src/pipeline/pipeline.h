@@ -15,6 +15,7 @@
 #include "sandbox/jail.h"
 #include "sandbox/procs.h"
 #include "ledger/ledger.h"
+#include "ext/ext.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -26,7 +27,8 @@ typedef enum abx_door {
     ABX_DOOR_BATCH,
     ABX_DOOR_APPROVAL,
     ABX_DOOR_TOOLS, /* GET /tools, POST /tools/call (LLM provider tool formats) and the calls inside */
-    ABX_DOOR_MCP     /* POST /mcp (Streamable HTTP) and abx mcp (stdio), and the calls inside */
+    ABX_DOOR_MCP,    /* POST /mcp (Streamable HTTP) and abx mcp (stdio), and the calls inside */
+    ABX_DOOR_COMMANDS /* the legacy command registry: POST /commands/{name}, GET /commands */
 } abx_door;
 typedef struct abx_approval abx_approval;
 typedef struct abx_approvals abx_approvals;
@@ -81,6 +83,7 @@ struct abx_server {
     abx_auth_limiter *limiter;  /* owned */
     abx_procs *procs;           /* owned: every process abx started, and the sandbox */
     abx_ledger *ledger;         /* owned; NULL when disabled */
+    abx_ext *ext;               /* owned: custom:, plugins, Python workers (freed after the registry) */
     char *ledger_path;          /* owned */
     pthread_mutex_t flood_mu;   /* aggregation of unauthenticated/unmounted floods */
     struct { char key[80]; int64_t minute; uint64_t count; } flood[64];
@@ -139,7 +142,8 @@ typedef struct abx_request {
     } sink;
     bool trusted_principal;     /* in-process: principal given by id, no token */
     const char *principal_name; /* in-process principal id (NULL = anonymous) */
-    const char *op_name;        /* RPC/in-process: the op id or alias asked for */
+    const char *op_name;        /* RPC/in-process: the op id or alias asked for; legacy: the command name */
+    bool commands_list;         /* GET /commands (the legacy listing front door) */
     const json_t *args_in;      /* in-process: the arguments (borrowed) */
     /* state */
     abx_policy *policy;         /* one reference, taken at step 1 */
@@ -259,6 +263,8 @@ void abx_front_door_record(abx_request *r, const char *label, size_t n_calls, js
 
 /* batch (batch.c): POST /batch */
 void abx_batch_run(abx_request *r);
+/* GET /commands (batch.c's sibling front door): the caller's mounted declarative commands */
+void abx_commands_list(abx_request *r);
 
 /* LLM provider tool formats (toolcall.c): GET /tools, POST /tools/call */
 void abx_tools_run(abx_request *r);

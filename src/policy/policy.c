@@ -204,15 +204,13 @@ static size_t root_index(cctx *c, const char *root)
 /* A pattern as written → canonical pattern: "~" is not expanded; relative patterns are
  * anchored at the workspace; the literal prefix is canonicalized (symlinks resolved)
  * so that patterns and arguments are compared in the same space. */
-static char *canon_pattern(cctx *c, const char *pat, int line)
+static char *canon_glob(const char *workspace, const char *pat, char *err, size_t errlen)
 {
-    char err[160];
     char *joined = NULL;
     if (pat[0] != '/')
-        joined = abx_asprintf("%s/%s", strcmp(c->p->workspace, "/") == 0 ? "" : c->p->workspace, pat);
+        joined = abx_asprintf("%s/%s", strcmp(workspace, "/") == 0 ? "" : workspace, pat);
     const char *use = joined ? joined : pat;
-    if (!abx_glob_valid(use, err, sizeof err)) {
-        abx_diag_add(c->d, "error", "config.bad_glob", line, "path pattern '%s': %s", pat, err);
+    if (!abx_glob_valid(use, err, errlen)) {
         abx_free(joined);
         return NULL;
     }
@@ -237,6 +235,33 @@ static char *canon_pattern(cctx *c, const char *pat, int line)
     abx_free(root);
     abx_free(joined);
     return out;
+}
+
+static char *canon_pattern(cctx *c, const char *pat, int line)
+{
+    char err[160];
+    char *out = canon_glob(c->p->workspace, pat, err, sizeof err);
+    if (!out)
+        abx_diag_add(c->d, "error", "config.bad_glob", line, "path pattern '%s': %s", pat, err);
+    return out;
+}
+
+/* The intrinsic jail of a path parameter (abx_param.roots, patterns joined by '|'):
+ * the canonical value must match one of them whatever the statement grants. */
+static bool intrinsic_admits(const abx_policy *p, const abx_param *pa, const char *canonical)
+{
+    if (!pa->roots)
+        return true;
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", pa->roots);
+    bool hit = false;
+    for (char *save = NULL, *t = strtok_r(buf, "|", &save); t && !hit; t = strtok_r(NULL, "|", &save)) {
+        char err[160];
+        char *g = canon_glob(p->workspace, t, err, sizeof err);
+        hit = g && abx_glob_match(g, canonical);
+        abx_free(g);
+    }
+    return hit;
 }
 
 static bool add_patterns(cctx *c, abx_stmt *s, int k, const json_t *list, int line)
@@ -469,7 +494,7 @@ static bool parse_ops(cctx *c, abx_stmt *s, const json_t *stmt, bool allow_side)
             sel->kind = ABX_SEL_EXACT;
             const abx_op *op = abx_registry_resolve(c->p->reg, t);
             if (op && strcmp(op->id, t) != 0) {
-                abx_diag_add(c->d, "warning", "config.alias_used", line, "'%s' is an alias; write '%s'", t, op->id);
+                abx_diag_add(c->d, "warning", "config.alias_used", line, "'%s' is a deprecated alias of '%s': rewritten to the canonical id (write '%s')", t, op->id, op->id);
                 sel->text = abx_strdup(op->id);
             } else {
                 sel->text = abx_strdup(t);
@@ -1407,6 +1432,16 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
     if (!collect_paths(p, op, args, d)) {
         finish_trace(trace, d);
         return;
+    }
+    for (size_t k = 0; k < d->n_paths; k++) {
+        const abx_param *pa = abx_op_param(op, d->paths[k].param);
+        if (!intrinsic_admits(p, pa, d->paths[k].canonical)) {
+            set_err(d, ABX_E_POLICY_PATH_NOT_ALLOWED, "path '%s' is outside the operation's own jail (%s)",
+                    d->paths[k].param, pa->roots);
+            snprintf(d->determining, sizeof d->determining, "op:%s", op->id);
+            finish_trace(trace, d);
+            return;
+        }
     }
     cmd_input ci;
     command_input(op, args, &ci);

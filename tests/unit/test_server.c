@@ -217,6 +217,40 @@ static void test_policy_hooks_veto_and_narrow(void **state)
     abx_server_free(s);
 }
 
+/* Declarative commands and their aliases through the in-process front door. */
+static void test_declarative_command_in_process(void **state)
+{
+    char path[300], err[1024];
+    snprintf(path, sizeof path, "%s/custom.yaml", ws);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "listen: 127.0.0.1:0\nworkspace: %s\nterminal_listen: \"off\"\nledger: {enabled: false}\n"
+               "auth:\n  tokens:\n    - principal: agent\n      token_sha256: \"%064d\"\n"
+               "custom:\n  - name: Hello-World.v2\n    argv: [echo, hello, \"{who}\"]\n    params: {who: string}\n"
+               "    effects: [exec]\n"
+               "policy:\n  allow:\n    - ops: [\"custom.*\"]\n      principals: [agent]\n",
+            ws, 0);
+    fclose(f);
+    abx_server_opts o = {.config_path = path, .quiet = true};
+    abx_server *s = abx_server_new(&o, err, sizeof err);
+    if (!s)
+        fprintf(stderr, "new: %s\n", err);
+    assert_non_null(s);
+    assert_int_equal(abx_server_start(s, err, sizeof err), 0);
+    json_t *args = json_pack("{s:s}", "who", "in process"), *body = NULL;
+    /* by id and by the original name (an alias) */
+    static const char *const names[] = {"custom.hello_world_v2", "Hello-World.v2"};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(abx_server_call(s, names[i], "agent", args, &body), 200);
+        assert_string_equal(json_string_value(json_object_get(body, "stdout")), "hello in process\n");
+        json_decref(body);
+    }
+    assert_int_equal(abx_server_call(s, "custom.hello_world_v2", "agent", NULL, &body), 400); /* who missing */
+    json_decref(body);
+    json_decref(args);
+    abx_server_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -226,6 +260,7 @@ int main(void)
         cmocka_unit_test(test_reserved_namespace_refused),
         cmocka_unit_test(test_policy_hooks_veto_and_narrow),
         cmocka_unit_test(test_registry_frozen_after_start),
+        cmocka_unit_test(test_declarative_command_in_process),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

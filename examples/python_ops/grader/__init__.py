@@ -1,0 +1,1 @@
+"""An example package of abx ops written in Python (see ops.py)."""

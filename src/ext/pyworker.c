@@ -1,0 +1,1019 @@
+/* pyworker.c — Python op workers: `load: ["python:pkg.mod"]`. The module declares ops
+ * with abx_ops's @op decorator (python/abx_ops.py, compiled into abx and written to a
+ * private folder next to which the worker runs).
+ *
+ * Life of a worker:
+ *   load (before the registry freezes): the module is imported once by a short-lived
+ *     confined process (read-only: the config's and abx_ops's folders and the system
+ *     directories; no network) that prints the catalog of its ops and exits; abx
+ *     registers them (same registry rules as every op).
+ *   start / reload (after the policy is compiled): the serving process starts through
+ *     the process manager, confined like every process abx starts, with Landlock roots
+ *     = the union of the path roots of every allow statement that mounts one of its ops
+ *     (plus the config folder and abx_ops's folder, read-only). A reload recomputes the
+ *     roots (a new generation) and restarts an idle worker at once; a busy one is
+ *     restarted by the next call (a reload never waits for a call).
+ *   python_isolation: per_call: no long-lived process; each call starts its own,
+ *     confined to that call's admitting statement, and it ends after the answer.
+ *   call: one call at a time per worker (its mutex); the request is one JSON line on
+ *     its stdin ({id, op, args, paths, argv, principal, request_id, deadline_ms, limits}),
+ *     the answer one JSON line on its stdout ({id, result} | {id, error}); {log} lines
+ *     in between go to abx's log. Handlers get the canonical admitted values.
+ *   crash: a call in flight answers 502 op.worker_failed; the worker is restarted at
+ *     once; only repeated crashes (3 within 30 s) back off (1 s doubling to 30 s).
+ * States: STOPPED (proc NULL) → RUNNING (workers_start or a call's restart) → STOPPED
+ * (exit seen by a call, kill on timeout/reload/stop). */
+#include "ext/ext.h"
+#include "config/yaml.h"
+#include "pipeline/pipeline.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "abx_ops_py.h" /* generated: the bytes of python/abx_ops.py */
+
+#define DISCOVER_TIMEOUT_MS 20000
+#define CALL_DEFAULT_TIMEOUT_MS (10 * 60 * 1000)
+#define LINE_MAX_BYTES (8u << 20)
+#define CRASH_WINDOW_MS 30000
+#define CRASH_BURST 3
+
+/* One running worker process and what has been read of it. */
+typedef struct chan {
+    abx_proc *proc;              /* one reference; NULL = stopped */
+    uint64_t out_off, err_off;   /* stdout/stderr consumed */
+    abx_buf line;                /* a partial stdout line */
+} chan;
+
+struct abx_pyworker {
+    char *module;                /* owned: "pkg.mod" */
+    abx_ext *ext;                /* borrowed: owns the op declarations */
+    char *python;                /* owned */
+    char *config_dir;            /* owned */
+    char **op_ids;               /* owned (arena strings, owned array) */
+    size_t n_ops;
+    pthread_mutex_t mu;          /* one call at a time; guards everything below */
+    bool per_call;               /* python_isolation: per_call — a fresh process per call */
+    abx_server *server;          /* borrowed, set by abx_ext_workers_start */
+    chan ch;                     /* the long-lived process (shared mode) */
+    _Atomic uint64_t next_id;    /* call ids (per-call processes do not take mu) */
+    pthread_mutex_t roots_mu;    /* guards the roots below (a reload sets them while a call may run) */
+    char **ro, **rw;             /* owned: the union of the mounting statements' roots */
+    size_t n_ro, n_rw;
+    bool net;
+    unsigned roots_gen;          /* bumped when the roots change; the process runs with ch_gen's */
+    unsigned ch_gen;             /* (ch_gen guarded by mu) */
+    int64_t crashes[CRASH_BURST];/* times of the latest crashes (ring) */
+    size_t n_crashes;
+    int64_t backoff_ms, backoff_until_ms;
+};
+
+/* ---- the private folder with abx_ops.py ---- */
+
+static int ensure_pydir(abx_ext *e, char *why, size_t whylen)
+{
+    if (e->pydir[0])
+        return 0;
+    snprintf(e->pydir, sizeof e->pydir, "/tmp/abx-py-XXXXXX");
+    if (!mkdtemp(e->pydir) || chmod(e->pydir, 0755) != 0) {
+        snprintf(why, whylen, "cannot create a folder for abx_ops.py: %s", strerror(errno));
+        e->pydir[0] = '\0';
+        return -1;
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/abx_ops.py", e->pydir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    size_t len = sizeof abx_ops_py - 1, off = 0;
+    while (fd >= 0 && off < len) {
+        ssize_t n = write(fd, abx_ops_py + off, len - off);
+        if (n <= 0)
+            break;
+        off += (size_t)n;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (fd < 0 || off != len) {
+        snprintf(why, whylen, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+void abx__ext_pydir_remove(abx_ext *e)
+{
+    if (e->pydir[0])
+        abx_rm_tree(e->pydir);
+}
+
+/* ---- discovery: import the module once and read its catalog ---- */
+
+/* Run python on the module with stdin at EOF, confined: it prints {"catalog": [...]}
+ * (or {"fatal": why}) and exits. Returns the parsed line (owned) or NULL with why. */
+static json_t *discover(const char *python, const char *pydir, const char *module, const char *config_dir,
+                        bool required, char *why, size_t whylen)
+{
+    char script[128];
+    snprintf(script, sizeof script, "%s/abx_ops.py", pydir);
+    char *argv[] = {(char *)python, "-B", "-I", script, (char *)module, (char *)config_dir, NULL};
+    char home[96];
+    snprintf(home, sizeof home, "HOME=%s", pydir);
+    char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", home, NULL};
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    json_t *res = NULL;
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+        snprintf(why, whylen, "pipe: %s", strerror(errno));
+        goto out;
+    }
+    /* confined like a worker, more narrowly: read-only abx_ops's and the config's
+     * folders (and the system directories), no network, no write root */
+    abx_sandbox *sb = abx_sandbox_new(pydir, required, why, whylen);
+    if (!sb)
+        goto out;
+    const char *ro[] = {pydir, config_dir};
+    abx_confine conf = {.read_roots = ro, .n_read = 2, .required = required};
+    int cwd = open(config_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    abx_spawn_req req = {.argv = argv, .envp = envp, .cwd_fd = cwd, .cwd_path = config_dir, .stdin_fd = -1,
+                         .stdout_fd = out[1], .stderr_fd = err[1], .confine = &conf};
+    abx_child child;
+    int rc = cwd < 0 ? -1 : abx_spawn(sb, &req, &child, why, whylen);
+    if (cwd >= 0)
+        close(cwd);
+    else
+        snprintf(why, whylen, "cannot open %s: %s", config_dir, strerror(errno));
+    close(out[1]);
+    close(err[1]);
+    out[1] = err[1] = -1;
+    if (rc != 0) {
+        char tmp[300];
+        snprintf(tmp, sizeof tmp, "cannot run %s: %s", python, why);
+        snprintf(why, whylen, "%s", tmp);
+        abx_sandbox_free(sb);
+        goto out;
+    }
+    pid_t pid = child.pid;
+    abx_buf ob, eb;
+    abx_buf_init(&ob, 4u << 20);
+    abx_buf_init(&eb, 64 * 1024);
+    int64_t deadline = abx_now_ms() + DISCOVER_TIMEOUT_MS;
+    bool open_o = true, open_e = true, timed_out = false;
+    while (open_o || open_e) {
+        int64_t left = deadline - abx_now_ms();
+        if (left <= 0) {
+            timed_out = true;
+            break;
+        }
+        struct pollfd pf[2] = {{open_o ? out[0] : -1, POLLIN, 0}, {open_e ? err[0] : -1, POLLIN, 0}};
+        if (poll(pf, 2, (int)(left > 1000 ? 1000 : left)) < 0 && errno != EINTR)
+            break;
+        char chunk[8192];
+        for (int i = 0; i < 2; i++) {
+            if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            ssize_t n = read(i ? err[0] : out[0], chunk, sizeof chunk);
+            if (n <= 0) {
+                if (i)
+                    open_e = false;
+                else
+                    open_o = false;
+            } else {
+                abx_buf_append(i ? &eb : &ob, chunk, (size_t)n);
+            }
+        }
+    }
+    if (timed_out)
+        abx_child_kill(&child, SIGKILL);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    abx_child_cleanup(&child);
+    abx_sandbox_free(sb);
+    /* the catalog is the first line */
+    const char *text = ob.data ? ob.data : "";
+    const char *nl = memchr(text, '\n', ob.len);
+    json_error_t je;
+    json_t *first = nl ? json_loadb(text, (size_t)(nl - text), 0, &je) : NULL;
+    const char *fatal = json_string_value(json_object_get(first, "fatal"));
+    if (timed_out) {
+        snprintf(why, whylen, "importing %s took longer than %d s", module, DISCOVER_TIMEOUT_MS / 1000);
+    } else if (fatal) {
+        snprintf(why, whylen, "%s", fatal);
+    } else if (!json_is_array(json_object_get(first, "catalog"))) {
+        /* the last line of stderr says what went wrong (a traceback ends with it) */
+        const char *e = eb.data ? eb.data : "";
+        size_t n = eb.len;
+        while (n && e[n - 1] == '\n')
+            n--;
+        const char *last = n ? (const char *)memrchr(e, '\n', n) : NULL;
+        last = last ? last + 1 : e;
+        snprintf(why, whylen, "%s did not report a catalog (exit status %d)%s%.*s", python,
+                 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), n ? ": " : "", (int)(e + n - last), last);
+    } else {
+        res = json_incref(first);
+    }
+    json_decref(first);
+    abx_buf_release(&ob);
+    abx_buf_release(&eb);
+out:
+    for (int i = 0; i < 2; i++) {
+        if (out[i] >= 0)
+            close(out[i]);
+        if (err[i] >= 0)
+            close(err[i]);
+    }
+    return res;
+}
+
+/* ---- catalog → declarations ---- */
+
+static abx_type type_named(const char *t)
+{
+    static const struct { const char *n; abx_type t; } m[] = {
+        {"string", ABX_T_STRING}, {"int", ABX_T_INT},   {"number", ABX_T_NUMBER}, {"bool", ABX_T_BOOL},
+        {"bytes", ABX_T_BYTES},   {"list", ABX_T_LIST}, {"map", ABX_T_MAP},       {"enum", ABX_T_ENUM},
+        {"object", ABX_T_OBJECT},
+    };
+    for (size_t i = 0; t && i < ABX_ARRAY_LEN(m); i++)
+        if (strcmp(m[i].n, t) == 0)
+            return m[i].t;
+    return ABX_T_NONE;
+}
+
+static abx_param *params_of(abx_arena *a, const json_t *list, char *why, size_t whylen);
+
+static bool param_of(abx_arena *a, const json_t *j, abx_param *p, char *why, size_t whylen)
+{
+    const char *name = json_string_value(json_object_get(j, "name"));
+    p->name = name ? abx_arena_strdup(a, name) : NULL;
+    p->type = type_named(json_string_value(json_object_get(j, "type")));
+    p->item = type_named(json_string_value(json_object_get(j, "item")));
+    p->required = json_is_true(json_object_get(j, "required"));
+    p->nullable = json_is_true(json_object_get(j, "nullable"));
+    if (!name || p->type == ABX_T_NONE) {
+        snprintf(why, whylen, "parameter '%s' has no name or an unknown type", name ? name : "?");
+        return false;
+    }
+    const json_t *dflt = json_object_get(j, "default");
+    if (dflt) {
+        char *t = json_dumps(dflt, JSON_ENCODE_ANY | JSON_COMPACT);
+        p->dflt = t ? abx_arena_strdup(a, t) : NULL;
+        free(t);
+    }
+    const char *choices = json_string_value(json_object_get(j, "choices"));
+    p->choices = choices ? abx_arena_strdup(a, choices) : NULL;
+    const json_t *fields = json_object_get(j, "fields");
+    if (fields && !(p->fields = params_of(a, fields, why, whylen)))
+        return false;
+    const char *kind = json_string_value(json_object_get(j, "kind"));
+    if (kind) {
+        p->kind = strcmp(kind, "path") == 0 ? ABX_KIND_PATH
+                  : strcmp(kind, "command") == 0 ? ABX_KIND_COMMAND
+                  : strcmp(kind, "url") == 0 ? ABX_KIND_URL
+                                             : ABX_KIND_PLAIN;
+        const char *acc = json_string_value(json_object_get(j, "access"));
+        p->access = ABX_ACC_READ | (acc && strstr(acc, "write") ? ABX_ACC_WRITE : 0);
+    }
+    const json_t *roots = json_object_get(j, "roots");
+    if (json_is_array(roots) && json_array_size(roots)) {
+        abx_buf b;
+        abx_buf_init(&b, 4000);
+        size_t i;
+        json_t *r;
+        json_array_foreach(roots, i, r)
+        {
+            const char *g = json_string_value(r);
+            if (!g || strchr(g, '|')) {
+                abx_buf_release(&b);
+                snprintf(why, whylen, "parameter '%s': path roots must be patterns without '|'", name);
+                return false;
+            }
+            abx_buf_printf(&b, "%s%s", i ? "|" : "", g);
+        }
+        p->roots = b.failed ? NULL : abx_arena_strdup(a, b.data);
+        abx_buf_release(&b);
+    }
+    return true;
+}
+
+static abx_param *params_of(abx_arena *a, const json_t *list, char *why, size_t whylen)
+{
+    size_t n = json_array_size(list);
+    abx_param *out = abx_arena_alloc(a, (n + 1) * sizeof *out);
+    for (size_t i = 0; out && i < n; i++)
+        if (!param_of(a, json_array_get(list, i), &out[i], why, whylen))
+            return NULL;
+    return out;
+}
+
+static abx_err py_call(abx_ctx *ctx, const json_t *args, abx_reply *r);
+
+static abx_op_def *def_of(abx_arena *a, const json_t *j, abx_pyworker *w, char *why, size_t whylen)
+{
+    abx_op_def *d = abx_arena_alloc(a, 2 * sizeof *d);
+    const char *id = json_string_value(json_object_get(j, "id"));
+    if (!d || !id) {
+        snprintf(why, whylen, "an op has no id");
+        return NULL;
+    }
+    d->id = abx_arena_strdup(a, id);
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(j, "effects"), i, v)
+    {
+        unsigned bit = abx_effect_parse(json_string_value(v) ? json_string_value(v) : "");
+        if (!bit) {
+            snprintf(why, whylen, "op '%s': unknown effect", id);
+            return NULL;
+        }
+        d->effects |= bit;
+    }
+    const char *summary = json_string_value(json_object_get(j, "summary"));
+    d->summary = summary && *summary ? abx_arena_strdup(a, summary) : abx_arena_printf(a, "Python op %s", id);
+    const json_t *http = json_object_get(j, "http");
+    if (json_array_size(http) > ABX_MAX_BINDINGS) {
+        snprintf(why, whylen, "op '%s': at most %d http bindings", id, ABX_MAX_BINDINGS);
+        return NULL;
+    }
+    json_array_foreach(http, i, v)
+    {
+        d->http[i] = abx_arena_strdup(a, json_string_value(v) ? json_string_value(v) : "");
+    }
+    const json_t *params = json_object_get(j, "params");
+    if (json_array_size(params) && !(d->params = params_of(a, params, why, whylen))) {
+        char tmp[300];
+        snprintf(tmp, sizeof tmp, "op '%s': %s", id, why);
+        snprintf(why, whylen, "%s", tmp);
+        return NULL;
+    }
+    json_array_foreach(json_object_get(j, "limits"), i, v)
+    {
+        for (int b = 0; b < ABX_LIM__COUNT; b++)
+            if (json_string_value(v) && strcmp(abx_limit_name((enum abx_limit)(1u << b)), json_string_value(v)) == 0)
+                d->limits |= 1u << b;
+    }
+    const char *stream = json_string_value(json_object_get(j, "stream"));
+    if (stream && strcmp(stream, "none") != 0) {
+        snprintf(why, whylen, "op '%s': stream='%s' is not supported for Python ops (results are JSON)", id, stream);
+        return NULL;
+    }
+    const char *group = json_string_value(json_object_get(j, "group"));
+    d->group = group ? abx_arena_strdup(a, group) : NULL;
+    const char *since = json_string_value(json_object_get(j, "since"));
+    d->since = since ? abx_arena_strdup(a, since) : ABX_VERSION;
+    const char *dep = json_string_value(json_object_get(j, "deprecated"));
+    d->deprecated = dep ? abx_arena_strdup(a, dep) : NULL;
+    const json_t *aliases = json_object_get(j, "aliases"), *install = json_object_get(j, "install");
+    if (json_array_size(aliases) > ABX_MAX_ALIASES || json_array_size(install) > ABX_MAX_INSTALL) {
+        snprintf(why, whylen, "op '%s': at most %d aliases and %d install requirements", id, ABX_MAX_ALIASES,
+                 ABX_MAX_INSTALL);
+        return NULL;
+    }
+    json_array_foreach(aliases, i, v)
+    {
+        d->aliases[i] = abx_arena_strdup(a, json_string_value(v) ? json_string_value(v) : "");
+    }
+    json_array_foreach(install, i, v)
+    {
+        d->install[i] = abx_arena_strdup(a, json_string_value(v) ? json_string_value(v) : "");
+    }
+    d->requires_approval = json_is_true(json_object_get(j, "requires_approval"));
+    d->handler = py_call;
+    d->udata = w;
+    return d;
+}
+
+int abx__ext_python_load(abx_ext *e, abx_registry *reg, const abx_config *cfg, const char *module, int line,
+                         abx_diags *d)
+{
+    const char *code = "config.python";
+    if (!*module || strspn(module, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") !=
+                        strlen(module) || module[0] == '.' || strstr(module, "..")) {
+        abx_diag_add(d, "error", code, line, "'python:%s' must name a module (dotted names of letters, digits, _)",
+                     module);
+        return -1;
+    }
+    char why[600];
+    if (access(cfg->python, X_OK) != 0) {
+        abx_diag_add(d, "error", code, line, "the Python interpreter %s cannot be run: %s (set 'python')",
+                     cfg->python, strerror(errno));
+        return -1;
+    }
+    if (ensure_pydir(e, why, sizeof why) != 0) {
+        abx_diag_add(d, "error", code, line, "%s", why);
+        return -1;
+    }
+    json_t *cat = discover(cfg->python, e->pydir, module, cfg->config_dir, cfg->confine_set && cfg->confine_required,
+                           why, sizeof why);
+    if (!cat) {
+        abx_diag_add(d, "error", code, line, "python:%s: %s", module, why);
+        return -1;
+    }
+    abx_pyworker *w = abx_calloc(1, sizeof *w);
+    abx_pyworker **grown = w ? abx_realloc(e->workers, (e->n_workers + 1) * sizeof *grown) : NULL;
+    const json_t *ops = json_object_get(cat, "catalog");
+    if (!grown) {
+        abx_free(w);
+        json_decref(cat);
+        return -1;
+    }
+    e->workers = grown;
+    e->workers[e->n_workers++] = w;
+    w->module = abx_strdup(module);
+    w->ext = e;
+    w->python = abx_strdup(cfg->python);
+    w->config_dir = abx_strdup(cfg->config_dir);
+    w->op_ids = abx_calloc(json_array_size(ops) + 1, sizeof *w->op_ids);
+    w->per_call = cfg->python_per_call;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->roots_mu, NULL);
+    abx_buf_init(&w->ch.line, LINE_MAX_BYTES);
+    int rc = 0;
+    if (json_array_size(ops) == 0) {
+        abx_diag_add(d, "warning", code, line, "python:%s declares no operations (@op)", module);
+    }
+    size_t i;
+    json_t *o;
+    json_array_foreach(ops, i, o)
+    {
+        abx_op_def *def = def_of(e->arena, o, w, why, sizeof why);
+        char err[300];
+        if (!def) {
+            abx_diag_add(d, "error", code, line, "python:%s: %s", module, why);
+            rc = -1;
+            continue;
+        }
+        if (abx_registry_add(reg, def, err, sizeof err) != 0) {
+            abx_diag_add(d, "error", code, line, "python:%s: %s", module, err);
+            rc = -1;
+            continue;
+        }
+        w->op_ids[w->n_ops++] = (char *)def->id;
+        abx__ext_origin(e, def->id, line);
+    }
+    json_decref(cat);
+    return rc;
+}
+
+/* ---- the serving process ---- */
+
+static void free_list(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        abx_free(v[i]);
+    abx_free(v);
+}
+
+static bool list_add(char ***v, size_t *n, const char *s)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*v)[i], s) == 0)
+            return true;
+    char **g = abx_realloc(*v, (*n + 2) * sizeof *g);
+    if (!g)
+        return false;
+    *v = g;
+    g[*n] = abx_strdup(s);
+    g[*n + 1] = NULL;
+    return g[(*n)++] != NULL;
+}
+
+/* Stop a channel's process. */
+static void chan_stop(chan *c)
+{
+    if (!c->proc)
+        return;
+    if (abx_proc_running(c->proc)) {
+        abx_proc_kill(c->proc, SIGKILL, false);
+        abx_proc_wait(c->proc, abx_now_ms() + 2000, NULL, NULL);
+    }
+    abx_proc_unref(c->proc);
+    c->proc = NULL;
+    c->line.len = 0;
+}
+
+static void worker_stop(abx_pyworker *w) { chan_stop(&w->ch); }
+
+/* Start a process for w on channel c, confined to read roots ro (plus abx_ops's and the
+ * config's folders), write roots rw and masks (the caller holds w->mu). */
+static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_in, char *const *rw, size_t n_rw,
+                      char *const *masks, size_t n_masks, bool net, char *why, size_t whylen)
+{
+    abx_server *s = w->server;
+    if (!s || !s->procs) {
+        snprintf(why, whylen, "the server is not started");
+        return -1;
+    }
+    char script[128], home[96], tmpdir[128], tmpenv[160];
+    snprintf(script, sizeof script, "%s/abx_ops.py", w->ext->pydir);
+    snprintf(home, sizeof home, "HOME=%s", w->ext->pydir);
+    /* a private TMPDIR (tempfile works), granted read-write to this process only and
+     * removed with its record, as for every process abx starts */
+    snprintf(tmpdir, sizeof tmpdir, "%s/tmp-XXXXXX", s->runtime_dir);
+    if ((mkdir(s->runtime_dir, 0711) != 0 && errno != EEXIST) || !mkdtemp(tmpdir) ||
+        chown(tmpdir, s->run_uid, s->run_gid) != 0) {
+        snprintf(why, whylen, "cannot create a private TMPDIR: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmpdir);
+    char *argv[] = {w->python, "-B", "-I", script, w->module, w->config_dir, NULL};
+    char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", home, tmpenv, NULL};
+    char **ro = NULL;
+    size_t n_ro = 0;
+    bool ok = list_add(&ro, &n_ro, w->ext->pydir) && list_add(&ro, &n_ro, w->config_dir);
+    for (size_t i = 0; ok && i < n_ro_in; i++)
+        ok = list_add(&ro, &n_ro, ro_in[i]);
+    int cwd = open(w->config_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (!ok || cwd < 0) {
+        free_list(ro, n_ro);
+        if (cwd >= 0)
+            close(cwd);
+        snprintf(why, whylen, "cannot prepare the worker: %s", ok ? strerror(errno) : "out of memory");
+        abx_rm_tree(tmpdir);
+        return -1;
+    }
+    abx_confine conf = {
+        .read_roots = (const char *const *)ro, .n_read = n_ro,
+        .write_roots = (const char *const *)rw, .n_write = n_rw,
+        .masks = (const char *const *)masks, .n_masks = n_masks,
+        .net = net, .uid = s->run_uid, .gid = s->run_gid, .set_ids = true,
+        .required = abx_server_confine_required(s),
+    };
+    char tag[160];
+    snprintf(tag, sizeof tag, "python worker %s", w->module);
+    abx_proc_spec spec = {
+        .spawn = {.argv = argv, .envp = envp, .cwd_fd = cwd, .cwd_path = w->config_dir, .confine = &conf,
+                  .tmpdir = tmpdir},
+        .owner = "abx:worker",
+        .tag = tag,
+        .keep_stdin = true,
+    };
+    c->proc = abx_proc_start(s->procs, &spec, why, whylen);
+    if (c->proc)
+        abx_proc_set_tmpdir(c->proc, tmpdir);
+    else
+        abx_rm_tree(tmpdir);
+    close(cwd);
+    free_list(ro, n_ro);
+    c->out_off = c->err_off = 0;
+    c->line.len = 0;
+    return c->proc ? 0 : -1;
+}
+
+static int worker_spawn(abx_pyworker *w, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&w->roots_mu);
+    w->ch_gen = w->roots_gen;
+    int rc = chan_spawn(w, &w->ch, w->ro, w->n_ro, w->rw, w->n_rw, NULL, 0, w->net, why, whylen);
+    pthread_mutex_unlock(&w->roots_mu);
+    return rc;
+}
+
+enum { LINE_OK, LINE_EXITED, LINE_TIMEOUT, LINE_CANCELLED, LINE_TOO_LONG };
+
+/* Drain the worker's stderr into the log (handlers' print() and tracebacks). */
+static void drain_stderr(abx_pyworker *w, chan *c, const char *request_id)
+{
+    for (;;) {
+        char *data = NULL;
+        uint64_t start, total;
+        bool dropped;
+        size_t n = abx_proc_read(c->proc, ABX_STDERR, c->err_off, 16384, &data, &start, &dropped, &total);
+        if (n)
+            abx_log("info", request_id, "python:%s: %.*s", w->module,
+                    (int)(n && data[n - 1] == '\n' ? n - 1 : n), data);
+        abx_free(data);
+        c->err_off = start + n;
+        if (n == 0)
+            return;
+    }
+}
+
+/* The next stdout line (owned), waiting until deadline_ms. */
+static int read_line(abx_pyworker *w, chan *c, int64_t deadline_ms, abx_ctx *ctx, char **out)
+{
+    *out = NULL;
+    for (;;) {
+        char *nl = c->line.len ? memchr(c->line.data, '\n', c->line.len) : NULL;
+        if (nl) {
+            size_t n = (size_t)(nl - c->line.data);
+            *out = abx_strndup(c->line.data, n);
+            memmove(c->line.data, nl + 1, c->line.len - n - 1);
+            c->line.len -= n + 1;
+            return LINE_OK;
+        }
+        char *data = NULL;
+        uint64_t start, total;
+        bool dropped;
+        size_t n = abx_proc_read(c->proc, ABX_STDOUT, c->out_off, 65536, &data, &start, &dropped, &total);
+        if (dropped) {
+            abx_free(data);
+            return LINE_TOO_LONG;
+        }
+        if (n) {
+            bool fits = abx_buf_append(&c->line, data, n);
+            abx_free(data);
+            c->out_off = start + n;
+            if (!fits || c->line.failed)
+                return LINE_TOO_LONG;
+            continue;
+        }
+        abx_free(data);
+        drain_stderr(w, c, ctx ? abx_ctx_request_id(ctx) : NULL);
+        if (!abx_proc_running(c->proc)) {
+            /* exited: what it wrote before is in the ring; one more read, then stop */
+            n = abx_proc_read(c->proc, ABX_STDOUT, c->out_off, 65536, &data, &start, &dropped, &total);
+            if (n) {
+                abx_buf_append(&c->line, data, n);
+                c->out_off = start + n;
+                abx_free(data);
+                continue;
+            }
+            abx_free(data);
+            return LINE_EXITED;
+        }
+        int64_t now = abx_now_ms();
+        if (now >= deadline_ms)
+            return LINE_TIMEOUT;
+        if (ctx && abx_ctx_cancelled(ctx))
+            return LINE_CANCELLED;
+        abx_proc_wait_output(c->proc, c->out_off, c->err_off, now + 200 < deadline_ms ? now + 200 : deadline_ms);
+    }
+}
+
+/* After a start: the first line is the catalog (or a fatal error). */
+static int await_ready(abx_pyworker *w, chan *c, char *why, size_t whylen)
+{
+    char *line = NULL;
+    int st = read_line(w, c, abx_now_ms() + DISCOVER_TIMEOUT_MS, NULL, &line);
+    json_t *j = line ? json_loads(line, 0, NULL) : NULL;
+    abx_free(line);
+    int rc = 0;
+    if (st != LINE_OK || !json_is_array(json_object_get(j, "catalog"))) {
+        const char *fatal = json_string_value(json_object_get(j, "fatal"));
+        snprintf(why, whylen, "the worker for python:%s did not start: %s", w->module,
+                 fatal ? fatal : st == LINE_EXITED ? "it exited (see the log for its stderr)" : "no catalog line");
+        drain_stderr(w, c, NULL);
+        chan_stop(c);
+        rc = -1;
+    }
+    json_decref(j);
+    return rc;
+}
+
+static int worker_restart(abx_pyworker *w, char *why, size_t whylen)
+{
+    worker_stop(w);
+    if (worker_spawn(w, why, whylen) != 0)
+        return -1;
+    return await_ready(w, &w->ch, why, whylen);
+}
+
+/* Record a crash; decide whether to restart now or wait (repeated crashes). */
+static void note_crash(abx_pyworker *w)
+{
+    int64_t now = abx_now_ms();
+    w->crashes[w->n_crashes++ % CRASH_BURST] = now;
+    size_t recent = 0;
+    for (size_t i = 0; i < CRASH_BURST && i < w->n_crashes; i++)
+        recent += now - w->crashes[i] < CRASH_WINDOW_MS;
+    if (recent >= CRASH_BURST) {
+        w->backoff_ms = w->backoff_ms ? (w->backoff_ms * 2 > 30000 ? 30000 : w->backoff_ms * 2) : 1000;
+        w->backoff_until_ms = now + w->backoff_ms;
+    } else {
+        w->backoff_ms = 0;
+        w->backoff_until_ms = 0;
+    }
+}
+
+/* Compute the union of the roots of the statements mounting any of w's ops under p,
+ * and install it (a new generation) when it differs. */
+static int compute_roots(abx_pyworker *w, abx_server *s, const abx_policy *p)
+{
+    char **ro = NULL, **rw = NULL;
+    size_t n_ro = 0, n_rw = 0;
+    bool net = false;
+    abx_registry *reg = s->reg;
+    bool *seen = abx_calloc(p->n_allow + 1, sizeof *seen);
+    if (!seen)
+        return -1;
+    for (size_t k = 0; k < w->n_ops; k++) {
+        const abx_op *op = abx_registry_get(reg, w->op_ids[k]);
+        if (!op)
+            continue;
+        size_t oi = abx_registry_index_of(reg, op);
+        for (size_t slot = 0; slot <= p->n_principals; slot++) {
+            size_t base = slot * p->n_ops + oi;
+            for (uint32_t m = 0; m < p->mount_cnt[base]; m++)
+                seen[p->mount_stmts[p->mount_off[base] + m]] = true;
+        }
+    }
+    bool ok = true;
+    for (size_t i = 0; i < p->n_allow && ok; i++) {
+        if (!seen[i])
+            continue;
+        const abx_stmt *st = &p->allow[i];
+        for (int a = 0; a < ABX_ACC_IDX__N && ok; a++)
+            for (size_t j = 0; j < st->n_paths[a] && ok; j++)
+                ok = a == ABX_ACC_IDX_READ ? list_add(&ro, &n_ro, p->roots[st->paths[a][j].root])
+                                           : list_add(&rw, &n_rw, p->roots[st->paths[a][j].root]);
+        if (st->has_net && st->net)
+            net = true;
+    }
+    abx_free(seen);
+    if (!ok) {
+        free_list(ro, n_ro);
+        free_list(rw, n_rw);
+        return -1;
+    }
+    pthread_mutex_lock(&w->roots_mu);
+    char **old_ro = w->ro, **old_rw = w->rw;
+    size_t old_n_ro = w->n_ro, old_n_rw = w->n_rw;
+    w->ro = ro;
+    w->rw = rw;
+    w->n_ro = n_ro;
+    w->n_rw = n_rw;
+    w->net = net;
+    w->roots_gen++;
+    pthread_mutex_unlock(&w->roots_mu);
+    free_list(old_ro, old_n_ro);
+    free_list(old_rw, old_n_rw);
+    return 0;
+}
+
+static void log_started(abx_pyworker *w)
+{
+    pthread_mutex_lock(&w->roots_mu);
+    abx_log("info", NULL, "python:%s: worker started (pid %d; %zu read and %zu write roots%s)", w->module,
+            abx_proc_pid(w->ch.proc), w->n_ro, w->n_rw, w->net ? ", network" : "");
+    pthread_mutex_unlock(&w->roots_mu);
+}
+
+/* At start: start every worker (an error fails the start). At reload: install the new
+ * roots and restart idle workers now; a worker busy with a call is restarted by the next
+ * call (a reload never waits for a call to finish). */
+int abx_ext_workers_start(struct abx_server *s, const struct abx_policy *p, char *err, size_t errlen)
+{
+    abx_ext *e = s->ext;
+    int rc = 0;
+    for (size_t i = 0; e && i < e->n_workers && rc == 0; i++) {
+        abx_pyworker *w = e->workers[i];
+        if (w->per_call) { /* a process per call, confined to that call's statement */
+            pthread_mutex_lock(&w->mu);
+            w->server = s;
+            pthread_mutex_unlock(&w->mu);
+            continue;
+        }
+        bool first = !w->server;
+        if (compute_roots(w, s, p) != 0) {
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+            break;
+        }
+        if (first)
+            pthread_mutex_lock(&w->mu);
+        else if (pthread_mutex_trylock(&w->mu) != 0)
+            continue; /* busy: py_call sees the new generation and restarts */
+        w->server = s;
+        if (worker_restart(w, err, errlen) != 0) {
+            rc = -1;
+        } else {
+            w->n_crashes = 0;
+            w->backoff_ms = w->backoff_until_ms = 0;
+            log_started(w);
+        }
+        pthread_mutex_unlock(&w->mu);
+    }
+    return rc;
+}
+
+void abx_ext_workers_stop(abx_ext *e)
+{
+    for (size_t i = 0; e && i < e->n_workers; i++) {
+        pthread_mutex_lock(&e->workers[i]->mu);
+        worker_stop(e->workers[i]);
+        pthread_mutex_unlock(&e->workers[i]->mu);
+    }
+}
+
+void abx__pyworker_free(abx_pyworker *w)
+{
+    if (!w)
+        return;
+    worker_stop(w);
+    abx_buf_release(&w->ch.line);
+    free_list(w->ro, w->n_ro);
+    free_list(w->rw, w->n_rw);
+    pthread_mutex_destroy(&w->roots_mu);
+    abx_free(w->op_ids);
+    abx_free(w->module);
+    abx_free(w->python);
+    abx_free(w->config_dir);
+    pthread_mutex_destroy(&w->mu);
+    abx_free(w);
+}
+
+/* ---- a call ---- */
+
+static json_t *request_line(abx_pyworker *w, abx_ctx *ctx, const json_t *args, uint64_t id, int64_t deadline)
+{
+    abx_request *q = ctx->req;
+    json_t *paths = json_object();
+    for (size_t i = 0; i < q->decision.n_paths; i++) {
+        const abx_path_value *pv = &q->decision.paths[i];
+        const abx_param *pa = abx_op_param(q->op, pv->param);
+        if (pa->type == ABX_T_LIST) {
+            json_t *arr = json_object_get(paths, pv->param);
+            if (!arr)
+                json_object_set_new(paths, pv->param, arr = json_array());
+            json_array_append_new(arr, json_string(pv->canonical));
+        } else {
+            json_object_set_new(paths, pv->param, json_string(pv->canonical));
+        }
+    }
+    json_t *argv = json_array();
+    size_t n;
+    char *const *av = abx_ctx_argv(ctx, &n);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(argv, json_string(av[i]));
+    json_t *limits = json_object();
+    for (int b = 0; b < ABX_LIM__COUNT; b++)
+        if (q->decision.limits[b] >= 0)
+            json_object_set_new(limits, abx_limit_name((enum abx_limit)(1u << b)), json_integer(q->decision.limits[b]));
+    (void)w;
+    return json_pack("{s:I, s:s, s:O, s:o, s:o, s:s, s:s?, s:I, s:o}", "id", (json_int_t)id, "op", q->op->id, "args",
+                     args, "paths", paths, "argv", argv, "request_id", q->id, "principal", abx_ctx_principal(ctx),
+                     "deadline_ms", (json_int_t)deadline, "limits", limits);
+}
+
+/* A crash of the shared worker: note it, restart at once unless it keeps crashing. */
+static abx_err worker_failed(abx_pyworker *w, abx_ctx *ctx, abx_reply *r, const char *what)
+{
+    if (!w->per_call) {
+        note_crash(w);
+        char why[300] = "";
+        if (!w->backoff_until_ms && worker_restart(w, why, sizeof why) != 0)
+            abx_ctx_log(ctx, "error", "python:%s: restart failed: %s", w->module, why);
+        else if (w->backoff_until_ms)
+            abx_ctx_log(ctx, "warn", "python:%s: crashed %d times in %d s; next restart in %lld ms", w->module,
+                        CRASH_BURST, CRASH_WINDOW_MS / 1000, (long long)w->backoff_ms);
+    }
+    return abx_reply_error(r, ABX_E_OP_WORKER_FAILED, NULL, "the worker for python:%s %s", w->module, what);
+}
+
+/* Send one call on c and read its answer into r. */
+static abx_err exchange(abx_pyworker *w, chan *c, abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    int64_t deadline = abx_ctx_deadline_ms(ctx);
+    if (deadline <= 0)
+        deadline = abx_now_ms() + CALL_DEFAULT_TIMEOUT_MS;
+    uint64_t id = atomic_fetch_add(&w->next_id, 1) + 1;
+    json_t *req = request_line(w, ctx, args, id, deadline);
+    char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    if (!text)
+        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    size_t len = strlen(text);
+    abx_buf msg;
+    abx_buf_init(&msg, len + 2);
+    abx_buf_append(&msg, text, len);
+    abx_buf_putc(&msg, '\n');
+    free(text);
+    /* per call: stdin ends after the one request, so the process exits after answering */
+    long wrote = abx_proc_write_stdin(c->proc, msg.data, msg.len, w->per_call, deadline);
+    bool sent = wrote == (long)msg.len;
+    abx_buf_release(&msg);
+    if (!sent)
+        return worker_failed(w, ctx, r, "could not be sent the call (it exited)");
+    for (;;) {
+        char *line = NULL;
+        int st = read_line(w, c, deadline, ctx, &line);
+        if (st != LINE_OK) {
+            abx_free(line);
+            if (st == LINE_EXITED)
+                return worker_failed(w, ctx, r, "exited during the call");
+            if (st == LINE_TOO_LONG)
+                return worker_failed(w, ctx, r, "answered more than 1 MiB at once");
+            if (st == LINE_TIMEOUT)
+                return worker_failed(w, ctx, r, "did not answer before the call's deadline");
+            return worker_failed(w, ctx, r, "was interrupted: the caller went away");
+        }
+        json_t *j = json_loads(line, 0, NULL);
+        abx_free(line);
+        const json_t *log = json_object_get(j, "log");
+        if (log) {
+            const char *lv = json_string_value(json_object_get(log, "level"));
+            const char *lm = json_string_value(json_object_get(log, "message"));
+            abx_ctx_log(ctx, lv ? lv : "info", "%s", lm ? lm : "");
+            json_decref(j);
+            continue;
+        }
+        if (json_object_get(j, "catalog")) { /* the greeting of a fresh process */
+            json_decref(j);
+            continue;
+        }
+        if (!j || json_integer_value(json_object_get(j, "id")) != (json_int_t)id) {
+            json_decref(j);
+            continue; /* not this call's answer: skip */
+        }
+        abx_err rc = ABX_OK;
+        const json_t *err = json_object_get(j, "error");
+        if (err) {
+            const char *code = json_string_value(json_object_get(err, "code"));
+            const char *m = json_string_value(json_object_get(err, "message"));
+            const char *trace = json_string_value(json_object_get(err, "trace"));
+            int e = code ? abx_err_by_code(code) : -1;
+            if (e <= 0 || e == ABX_E_SERVER_INTERNAL) {
+                abx_ctx_log(ctx, "error", "python:%s: %s: %s%s%s", w->module, code ? code : "?", m ? m : "",
+                            trace ? "\n" : "", trace ? trace : "");
+                rc = abx_reply_error(r, ABX_E_SERVER_INTERNAL, NULL, "%s", m ? m : "handler failed");
+            } else {
+                const json_t *det = json_object_get(err, "details");
+                json_t *details = json_is_object(det) && json_object_size(det) ? json_incref((json_t *)det) : NULL;
+                rc = abx_reply_error(r, (abx_err)e, details, "%s", m ? m : abx_err_meaning((abx_err)e));
+            }
+        } else {
+            json_t *res = json_object_get(j, "result");
+            abx_reply_json(r, res ? json_incref(res) : json_null());
+        }
+        json_decref(j);
+        return rc;
+    }
+}
+
+/* python_isolation: per_call — a fresh process confined to this call's own view (the
+ * admitting statement's roots, deny masks), which ends after the one answer. */
+static abx_err call_per_process(abx_pyworker *w, abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_request *q = ctx->req;
+    abx_fs_view v;
+    if (abx_policy_fs_view(q->policy, q->slot, q->op, &q->decision, &v) != 0)
+        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    chan c = {0};
+    abx_buf_init(&c.line, LINE_MAX_BYTES);
+    char why[300];
+    abx_err rc;
+    pthread_mutex_lock(&w->mu); /* the server pointer */
+    abx_server *s = w->server;
+    pthread_mutex_unlock(&w->mu);
+    if (!s || chan_spawn(w, &c, v.ro, v.n_ro, v.rw, v.n_rw, v.masks, v.n_masks, q->decision.net, why, sizeof why) != 0) {
+        abx_ctx_log(ctx, "error", "python:%s: %s", w->module, s ? why : "not started");
+        rc = abx_reply_error(r, ABX_E_OP_WORKER_FAILED, NULL, "the worker for python:%s cannot be started", w->module);
+    } else {
+        rc = exchange(w, &c, ctx, args, r);
+        drain_stderr(w, &c, abx_ctx_request_id(ctx));
+    }
+    chan_stop(&c);
+    abx_buf_release(&c.line);
+    abx_fs_view_release(&v);
+    return rc;
+}
+
+static abx_err py_call(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_pyworker *w = abx_ctx_udata(ctx);
+    if (w->per_call)
+        return call_per_process(w, ctx, args, r);
+    pthread_mutex_lock(&w->mu);
+    abx_err rc;
+    char why[300];
+    pthread_mutex_lock(&w->roots_mu);
+    bool stale = w->ch_gen != w->roots_gen; /* a reload changed the roots while it was busy */
+    pthread_mutex_unlock(&w->roots_mu);
+    if (stale && w->ch.proc && abx_proc_running(w->ch.proc)) {
+        if (worker_restart(w, why, sizeof why) != 0) {
+            abx_ctx_log(ctx, "error", "%s", why);
+            rc = abx_reply_error(r, ABX_E_OP_WORKER_FAILED, NULL, "the worker for python:%s cannot be started",
+                                 w->module);
+            goto out;
+        }
+        log_started(w);
+    }
+    if (!w->ch.proc || !abx_proc_running(w->ch.proc)) {
+        int64_t now = abx_now_ms();
+        if (w->backoff_until_ms > now) {
+            rc = abx_reply_error(r, ABX_E_OP_WORKER_FAILED, NULL,
+                                 "the worker for python:%s keeps crashing; it restarts in %lld ms", w->module,
+                                 (long long)(w->backoff_until_ms - now));
+            goto out;
+        }
+        if (w->ch.proc) /* it died between calls */
+            note_crash(w);
+        if (worker_restart(w, why, sizeof why) != 0) {
+            abx_ctx_log(ctx, "error", "%s", why);
+            rc = abx_reply_error(r, ABX_E_OP_WORKER_FAILED, NULL, "the worker for python:%s cannot be started",
+                                 w->module);
+            goto out;
+        }
+    }
+    rc = exchange(w, &w->ch, ctx, args, r);
+out:
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}

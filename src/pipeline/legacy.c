@@ -1,0 +1,29 @@
+/* legacy.c — GET /commands, the legacy command registry's listing: a front door like
+ * POST /batch (authenticated once, no op of its own, audited in step 10) that lists the
+ * declarative commands mounted for the caller by their original names. Calls go
+ * through POST /commands/{name}, which dispatch.c resolves by that name to the op
+ * custom.<mangled> and runs through the whole pipeline. */
+#include "pipeline/pipeline.h"
+
+void abx_commands_list(abx_request *r)
+{
+    if (r->slot == (int)r->policy->n_principals) {
+        abx_fail(r, ABX_E_AUTH_REQUIRED, "credentials are required: Authorization: Bearer <token>");
+        return;
+    }
+    const abx_ext *e = r->server->ext;
+    const abx_registry *reg = r->server->reg;
+    json_t *list = json_array();
+    for (size_t i = 0; e && list && i < e->n_commands; i++) {
+        const abx_op *op = abx_registry_get(reg, e->commands[i].id);
+        if (!op || !abx_policy_mounted(r->policy, r->slot, abx_registry_index_of(reg, op)))
+            continue;
+        json_array_append_new(list, json_pack("{s:s, s:s, s:s?, s:o}", "name", e->commands[i].name, "op", op->id,
+                                              "summary", op->def->summary, "params", abx_op_args_schema(op)));
+    }
+    if (!list) {
+        abx_fail(r, ABX_E_SERVER_UNAVAILABLE, "out of memory");
+        return;
+    }
+    abx_reply_json(&r->reply, json_pack("{s:o}", "commands", list));
+}
