@@ -3,7 +3,7 @@
 #
 #   bash bench/discovery.sh
 #
-# bench/discovery_bench.c, linked against build-bench/libabx_static.a, embeds abx through
+# bench/discovery_bench.c, linked against build-bench/libabx.a, embeds abx through
 # the public API and registers BENCH_DISCOVERY_OPS (default 200) extra ops, three
 # parameters each. Eight principals p0..p7 each have a view of their own (core.*,
 # bench.* and one more op), so each one's first request builds its documents: that is
@@ -31,28 +31,7 @@ bench_init
 need_pkg pkg-config pkg-config
 bench_build --static
 
-LIB="$BUILD_DIR/libabx_static.a"
-[ -f "$LIB" ] || die "no $LIB"
-# the libraries abx links with (after libabx_static.a on its link line), as policy.sh does
-LIBS=()
-LINK_TXT="$BUILD_DIR/CMakeFiles/abx.dir/link.txt"
-if [ -f "$LINK_TXT" ]; then
-    read -ra WORDS <"$LINK_TXT"
-    take=0
-    for w in "${WORDS[@]}"; do
-        [ "$take" = 1 ] && LIBS+=("$w")
-        [[ $w == *libabx_static.a ]] && take=1
-    done
-fi
-if [ ${#LIBS[@]} -eq 0 ]; then
-    read -ra LIBS < <(pkg-config --libs libmicrohttpd jansson yaml-0.1 sqlite3 zlib)
-    LIBS+=(-lwslay)
-fi
-LIBS+=(-lpthread)
-read -ra JANSSON_CFLAGS < <(pkg-config --cflags jansson)
-cc -O2 -Wall -D_GNU_SOURCE -I"$ROOT/include" "${JANSSON_CFLAGS[@]}" -o "$TMP/discovery_bench" \
-    "$BENCH_DIR/discovery_bench.c" "$LIB" "${LIBS[@]}" 2>"$TMP/cc-discovery_bench.log" ||
-    die "cannot build bench/discovery_bench.c against $LIB: $(grep -m 3 -i 'error\|undefined' "$TMP/cc-discovery_bench.log")"
+bench_cc_libabx "$TMP/discovery_bench" "$BENCH_DIR/discovery_bench.c"
 cc -O2 -Wall -o "$TMP/http_loop" "$BENCH_DIR/http_loop.c" || die "cannot compile bench/http_loop.c"
 
 WS="$TMP/ws"

@@ -3,7 +3,8 @@
 # results file name and the timeout guard) before sourcing, and calls, in this order:
 #   bench_under_timeout SECONDS "$@"   re-exec under timeout(1) (once)
 #   bench_init                         log fd, cleanup trap, tools, TMP, freeport
-#   bench_build [--static]             a Release abx (and libabx_static.a) in BUILD_DIR
+#   bench_build [--static]             a Release abx (and libabx.a) in BUILD_DIR
+#   bench_cc_libabx OUT SRC            compile a C helper against BUILD_DIR/libabx.a
 # Every process started with bench_start / run_bg is stopped by the EXIT trap, and the
 # temporary directory is removed (unless BENCH_KEEP_TMP=1).
 # shellcheck shell=bash
@@ -133,12 +134,12 @@ bench_init() {
 }
 
 # bench_build --abx-only | --static: configure and build a Release abx in BUILD_DIR
-# when it is missing or BENCH_REBUILD=1; --static also needs BUILD_DIR/libabx_static.a.
+# when it is missing or BENCH_REBUILD=1; --static also needs BUILD_DIR/libabx.a.
 bench_build() {
     local targets=(abx) need=0
     [ "${1:-}" = --static ] && targets+=(abx_static)
     [ -x "$ABX" ] || need=1
-    [ "${1:-}" = --static ] && [ ! -f "$BUILD_DIR/libabx_static.a" ] && need=1
+    [ "${1:-}" = --static ] && [ ! -f "$BUILD_DIR/libabx.a" ] && need=1
     if [ "$need" = 1 ] || [ "${BENCH_REBUILD:-0}" = 1 ]; then
         log "building a Release ${targets[*]} in $BUILD_DIR"
         run_bg timeout 900 cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >&2 || die "cmake configure failed"
@@ -155,6 +156,35 @@ bench_build() {
         [ "$BUILD_TYPE" = Release ] || log "warning: $BUILD_DIR is a '$BUILD_TYPE' build, not Release"
     fi
     log "$ABX_VERSION ($ABX, build type $BUILD_TYPE)"
+}
+
+# bench_cc_libabx OUT SRC: compile the C program SRC against the static libabx of
+# BUILD_DIR (bench_build --static first). The libraries come from abx's own link line
+# (everything after libabx.a), so a dependency added to CMakeLists.txt needs no change
+# here; without that file, the documented set.
+bench_cc_libabx() {
+    local out=$1 src=$2 lib="$BUILD_DIR/libabx.a" libs=() words=() take=0 w
+    [ -f "$lib" ] || die "no $lib"
+    local link_txt="$BUILD_DIR/CMakeFiles/abx.dir/link.txt"
+    if [ -f "$link_txt" ]; then
+        read -ra words <"$link_txt"
+        for w in "${words[@]}"; do
+            [ "$take" = 1 ] && libs+=("$w")
+            [[ $w == */libabx.a || $w == libabx.a ]] && take=1
+        done
+    fi
+    if [ ${#libs[@]} -eq 0 ]; then
+        read -ra libs < <(pkg-config --libs libmicrohttpd jansson yaml-0.1 sqlite3 zlib)
+        libs+=(-lwslay -ldl)
+    fi
+    libs+=(-lpthread)
+    local jansson_cflags=()
+    read -ra jansson_cflags < <(pkg-config --cflags jansson)
+    local name
+    name=$(basename "$src" .c)
+    cc -O2 -Wall -Wno-format-truncation -D_GNU_SOURCE -I"$ROOT/include" -I"$ROOT/src" "${jansson_cflags[@]}" \
+        -o "$out" "$src" "$lib" "${libs[@]}" 2>"$TMP/cc-$name.log" ||
+        die "cannot build ${src#"$ROOT"/} against $lib: $(grep -m 3 -i 'error\|undefined' "$TMP/cc-$name.log")"
 }
 
 # has_op ID: whether the abx binary's catalog lists the op (the catalog is read once;

@@ -3,7 +3,7 @@
 #
 #   bash bench/mcp.sh
 #
-# bench/mcp_bench.c, linked against build-bench/libabx_static.a, embeds a server with
+# bench/mcp_bench.c, linked against build-bench/libabx.a, embeds a server with
 # BENCH_MCP_OPS (default 200) extra operations registered through the public API
 # (include/abx/abx.h), mounted with core.* for one principal, on a loopback port; then
 # (a) server side, in process: the MCP core plus the JSON encoding a transport does —
@@ -30,28 +30,7 @@ bench_init
 need_pkg pkg-config pkg-config
 bench_build --static
 
-LIB="$BUILD_DIR/libabx_static.a"
-[ -f "$LIB" ] || die "no $LIB"
-# the libraries abx links with (everything after libabx_static.a on its link line)
-LIBS=()
-LINK_TXT="$BUILD_DIR/CMakeFiles/abx.dir/link.txt"
-if [ -f "$LINK_TXT" ]; then
-    read -ra WORDS <"$LINK_TXT"
-    take=0
-    for w in "${WORDS[@]}"; do
-        [ "$take" = 1 ] && LIBS+=("$w")
-        [[ $w == *libabx_static.a ]] && take=1
-    done
-fi
-if [ ${#LIBS[@]} -eq 0 ]; then
-    read -ra LIBS < <(pkg-config --libs libmicrohttpd jansson yaml-0.1 sqlite3 zlib)
-    LIBS+=(-lwslay)
-fi
-LIBS+=(-lpthread)
-read -ra JANSSON_CFLAGS < <(pkg-config --cflags jansson)
-cc -O2 -Wall -Wno-format-truncation -D_GNU_SOURCE -I"$ROOT/include" -I"$ROOT/src" "${JANSSON_CFLAGS[@]}" \
-    -o "$TMP/mcp_bench" "$BENCH_DIR/mcp_bench.c" "$LIB" "${LIBS[@]}" 2>"$TMP/cc-mcp_bench.log" ||
-    die "cannot build bench/mcp_bench.c against $LIB: $(grep -m 3 -i 'error\|undefined' "$TMP/cc-mcp_bench.log")"
+bench_cc_libabx "$TMP/mcp_bench" "$BENCH_DIR/mcp_bench.c"
 mkdir -p "$TMP/run"
 log "mcp_bench: $N_OPS extra operations, $ITERS iterations per case"
 run_bg timeout 600 "$TMP/mcp_bench" "$TMP/run" "$N_OPS" "$ITERS" >"$TMP/table.txt" 2>"$TMP/mcp_bench.log" ||

@@ -3,7 +3,7 @@
 #
 #   bash bench/policy.sh
 #
-# (a) bench/policy_bench.c, linked against build-bench/libabx_static.a: a generated
+# (a) bench/policy_bench.c, linked against build-bench/libabx.a: a generated
 #     200-statement policy compiled in-process, then abx_decide for files.stat and
 #     files.read in a single-threaded loop (decisions/s, ns/decision).
 # (b) two Release abx servers side by side: A with a 200-statement policy (deny
@@ -44,30 +44,7 @@ need_pkg pkg-config pkg-config
 bench_build --static
 
 # ---------------------------------------------------------------- (a) microbenchmark
-LIB="$BUILD_DIR/libabx_static.a"
-[ -f "$LIB" ] || die "no $LIB"
-# The libraries the library needs: those CMake links abx with (everything after
-# libabx_static.a on abx's link line), so that a dependency added to CMakeLists.txt
-# needs no change here; without that file, the documented set.
-LIBS=()
-LINK_TXT="$BUILD_DIR/CMakeFiles/abx.dir/link.txt"
-if [ -f "$LINK_TXT" ]; then
-    read -ra WORDS <"$LINK_TXT"
-    take=0
-    for w in "${WORDS[@]}"; do
-        [ "$take" = 1 ] && LIBS+=("$w")
-        [[ $w == *libabx_static.a ]] && take=1
-    done
-fi
-if [ ${#LIBS[@]} -eq 0 ]; then
-    read -ra LIBS < <(pkg-config --libs libmicrohttpd jansson yaml-0.1)
-    LIBS+=(-lwslay)
-fi
-LIBS+=(-lpthread)
-read -ra JANSSON_CFLAGS < <(pkg-config --cflags jansson)
-cc -O2 -Wall -Wno-format-truncation -D_GNU_SOURCE -I"$ROOT/include" -I"$ROOT/src" "${JANSSON_CFLAGS[@]}" \
-    -o "$TMP/policy_bench" "$BENCH_DIR/policy_bench.c" "$LIB" "${LIBS[@]}" 2>"$TMP/cc-policy_bench.log" ||
-    die "cannot build bench/policy_bench.c against $LIB: $(grep -m 3 -i 'error\|undefined' "$TMP/cc-policy_bench.log")"
+bench_cc_libabx "$TMP/policy_bench" "$BENCH_DIR/policy_bench.c"
 mkdir -p "$TMP/micro"
 log "policy_bench: $STATEMENTS statements, $MICRO_S s mixed, then $MICRO_S/4 s per case"
 run_bg timeout $((4 * MICRO_S + 120)) "$TMP/policy_bench" "$TMP/micro" "$MICRO_S" "$STATEMENTS" >"$TMP/micro.txt" 2>"$TMP/policy_bench.log" ||
