@@ -11,6 +11,7 @@ import atexit
 import hashlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -466,3 +467,34 @@ def multi_config(extra_allow="", deny="", top=""):
 @pytest.fixture
 def multi(abx):
     return abx(multi_config())
+
+
+# -- helpers shared by the test files (processes and polling) ---------------------------------
+
+def uniq_sleep():
+    """A sleep duration no other process on the machine will carry in its argv."""
+    return "%d.%03d" % (random.randint(300, 999), random.randint(0, 999))
+
+
+def pgrep(pattern):
+    r = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, timeout=10)
+    return [int(x) for x in r.stdout.split()]
+
+
+def wait_for(pred, timeout=8.0, step=0.1):
+    """Poll pred until it returns something true or timeout passes; its last value."""
+    deadline = time.time() + timeout
+    while True:
+        v = pred()
+        if v or time.time() >= deadline:
+            return v
+        time.sleep(step)
+
+
+def proc_alive(pid):
+    """The process exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -4,16 +4,15 @@ the env allowlist, cwd, soft and hard timeouts, output caps, cancellation on dis
 SSE framing, and sessions that keep cwd and env per principal."""
 import json
 import os
-import random
 import shutil
 import socket
-import subprocess
 import time
 
 import pytest
 import requests
 
-from conftest import ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, sha256_hex
+from conftest import (ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, pgrep, proc_alive, sha256_hex, uniq_sleep,
+                      wait_for)
 
 CMDS = ["echo *", "cat *", "ls *", "python3 *", "sh *", "sleep *", "pwd"]
 ENV_ALLOW = ["FOO", "BAR_OK"]
@@ -58,31 +57,12 @@ def ok(r):
     return r.json()
 
 
-def uniq():
-    """A sleep duration no other process on the machine will carry in its argv."""
-    return "%d.%03d" % (random.randint(300, 999), random.randint(0, 999))
 
 
-def pgrep(pattern):
-    r = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, timeout=10)
-    return [int(x) for x in r.stdout.split()]
 
 
-def wait_for(pred, timeout=8.0, step=0.1):
-    deadline = time.time() + timeout
-    while True:
-        v = pred()
-        if v or time.time() >= deadline:
-            return v
-        time.sleep(step)
 
 
-def proc_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def parse_sse(text):
@@ -334,7 +314,7 @@ def test_cwd_outside_scope_refused(srv):
 # -- timeouts ---------------------------------------------------------------------------------
 
 def test_soft_timeout_answers_running_and_process_continues(srv):
-    d = uniq()
+    d = uniq_sleep()
     t0 = time.time()
     j = ok(run(srv, {"command": "sleep " + d, "timeout": 0.3}))
     elapsed = time.time() - t0
@@ -356,7 +336,7 @@ def test_soft_timeout_answers_running_and_process_continues(srv):
 
 
 def test_hard_timeout_kills_and_reports_timed_out(srv):
-    d = uniq()
+    d = uniq_sleep()
     t0 = time.time()
     j = ok(run(srv, {"command": "sleep " + d, "hard_timeout": 0.5}))
     elapsed = time.time() - t0
@@ -369,7 +349,7 @@ def test_hard_timeout_kills_and_reports_timed_out(srv):
 
 def test_statement_timeout_caps_the_call(abx, workspace):
     s = abx(make_config(workspace, limits={"timeout": "1s"}))
-    d = uniq()
+    d = uniq_sleep()
     t0 = time.time()
     j = ok(run(s, {"command": "sleep " + d, "hard_timeout": 30}))
     assert j["status"] == "timed_out", j
@@ -379,7 +359,7 @@ def test_statement_timeout_caps_the_call(abx, workspace):
 
 def test_statement_timeout_caps_detached_process(abx, workspace):
     s = abx(make_config(workspace, limits={"timeout": "1s"}))
-    d = uniq()
+    d = uniq_sleep()
     j = ok(run(s, {"command": "sleep " + d, "timeout": 0.2}))
     assert j["status"] == "running", j
     pid = j["pid"]
@@ -432,7 +412,7 @@ def test_invalid_limit_arguments(srv):
 # -- cancellation -------------------------------------------------------------------------------
 
 def test_client_disconnect_cancels_run(srv):
-    d = uniq()
+    d = uniq_sleep()
     body = json.dumps({"command": "sleep " + d}).encode()
     c = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
     try:
@@ -506,7 +486,7 @@ def test_stream_frames_offsets_and_exit(srv):
 
 
 def test_stream_hard_timeout(srv):
-    d = uniq()
+    d = uniq_sleep()
     t0 = time.time()
     r = stream(srv, {"command": "sleep " + d, "hard_timeout": 0.5})
     assert r.status_code == 200, r.text
@@ -524,7 +504,7 @@ def test_stream_refuses_shell_syntax_before_streaming(srv):
 
 
 def test_stream_disconnect_kills_command(srv):
-    d = uniq()
+    d = uniq_sleep()
     r = stream(srv, {"command": "sleep " + d})
     assert r.status_code == 200
     it = r.iter_lines()

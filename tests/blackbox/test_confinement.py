@@ -5,12 +5,11 @@ namespace unless `net: true`, cgroup pids and memory limits, hard timeouts that 
 grandchildren, no leaked descriptors, deny rules masked inside granted roots, TIOCSTI."""
 import os
 import random
-import subprocess
 import time
 
 import pytest
 
-from conftest import ALICE_TOKEN, sha256_hex
+from conftest import pgrep, uniq_sleep, wait_for, ALICE_TOKEN, sha256_hex
 
 CMDS = ["cat *", "ls *", "python3 *", "sh *"]
 
@@ -52,22 +51,10 @@ def succeeded(j):
     return j["status"] == "completed" and j["exit_code"] == 0
 
 
-def uniq():
-    return "%d.%03d" % (random.randint(300, 999), random.randint(0, 999))
 
 
-def pgrep(pattern):
-    r = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, timeout=10)
-    return [int(x) for x in r.stdout.split()]
 
 
-def wait_for(pred, timeout=8.0, step=0.1):
-    deadline = time.time() + timeout
-    while True:
-        v = pred()
-        if v or time.time() >= deadline:
-            return v
-        time.sleep(step)
 
 
 @pytest.fixture
@@ -390,7 +377,7 @@ def test_memory_limit_allows_small_use(abx, workspace):
 # -- process groups --------------------------------------------------------------------------------
 
 def test_hard_timeout_kills_grandchildren(srv):
-    d = uniq()
+    d = uniq_sleep()
     t0 = time.time()
     j = run(srv, {"argv": ["sh", "-c", "sleep %s & sleep %s" % (d, d)], "hard_timeout": 1})
     assert j["status"] == "timed_out", j
@@ -400,7 +387,7 @@ def test_hard_timeout_kills_grandchildren(srv):
 
 def test_setsid_escapee_killed_by_hard_timeout(srv):
     # a grandchild that leaves the process group still dies with the call
-    d = uniq()
+    d = uniq_sleep()
     code = ("import os, subprocess\n"
             "subprocess.Popen(['sleep', %r], start_new_session=True)\n"
             "os.execvp('sleep', ['sleep', %r])\n") % (d, d)

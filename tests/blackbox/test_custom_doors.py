@@ -5,14 +5,12 @@ policy (an op's own jail intersected with the statement's scope refuses the same
 every door), and recorded in the ledger like built-ins, with the door that carried them."""
 import json
 import os
-import shutil
 import sqlite3
 import sys
 import time
 
 import pytest
 
-import conftest
 from conftest import ALICE_TOKEN, assert_error, sha256_hex
 from test_custom_plugins import compile_plugin
 from test_mcp import Mcp, text_of

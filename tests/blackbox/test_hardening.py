@@ -58,7 +58,6 @@ def run_py(s, code):
 
 def test_cpu_limit_holds(abx, workspace):
     s = abx(config(workspace, "a"))
-    info = s.get("/system/info", token=ADMIN_TOKEN)
     out = run_py(s, "import time,resource\n"
                     "t=time.time()\n"
                     "while time.time()-t<1.5: pass\n"

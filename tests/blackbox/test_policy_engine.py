@@ -5,13 +5,12 @@ at check-config and start."""
 import json
 import os
 import random
-import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import (ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, run_abx, sha256_hex)
+from conftest import (pgrep, wait_for, ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, run_abx, sha256_hex)
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 APPROVER_TOKEN = "approver-token-0123456789abcd"
@@ -68,18 +67,8 @@ def check(tmp_path, cfg):
     return run_abx(["check-config", write_cfg(tmp_path, cfg)])
 
 
-def pgrep(pattern):
-    r = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, timeout=10)
-    return [int(x) for x in r.stdout.split()]
 
 
-def wait_for(pred, timeout=8.0, step=0.05):
-    deadline = time.time() + timeout
-    while True:
-        v = pred()
-        if v or time.time() >= deadline:
-            return v
-        time.sleep(step)
 
 
 def explain(s, op, args, principal="alice", token=ADMIN_TOKEN):

@@ -4,14 +4,12 @@ ring that says when an offset fell off, resumable SSE, signals to the process gr
 reaping and record retention."""
 import json
 import os
-import random
-import subprocess
 import time
 
 import pytest
 import requests
 
-from conftest import ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, sha256_hex
+from conftest import pgrep, uniq_sleep, wait_for, ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, sha256_hex
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 CMDS = ["echo *", "cat *", "python3 *", "sh *", "sleep *", "pwd"]
@@ -65,22 +63,10 @@ def signal_(s, pid, sig, token=ALICE_TOKEN):
     return s.post("/process/%d/signal" % pid, token=token, json_body={"signal": sig})
 
 
-def uniq():
-    return "%d.%03d" % (random.randint(300, 999), random.randint(0, 999))
 
 
-def pgrep(pattern):
-    r = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, timeout=10)
-    return [int(x) for x in r.stdout.split()]
 
 
-def wait_for(pred, timeout=8.0, step=0.1):
-    deadline = time.time() + timeout
-    while True:
-        v = pred()
-        if v or time.time() >= deadline:
-            return v
-        time.sleep(step)
 
 
 def proc_state(pid):
@@ -152,7 +138,7 @@ ECHOER = ["python3", "-u", "-c",
 # -- start / get / list ----------------------------------------------------------------------
 
 def test_start_returns_pid_and_state(srv):
-    d = uniq()
+    d = uniq_sleep()
     j = start(srv, {"command": "sleep " + d, "tag": "my-tag"})
     try:
         assert isinstance(j["pid"], int) and j["pid"] > 0
@@ -169,8 +155,8 @@ def test_start_returns_pid_and_state(srv):
 
 
 def test_list_only_own_admin_sees_all(srv):
-    a = start(srv, {"command": "sleep " + uniq(), "tag": "alice-proc"})
-    c = start(srv, {"command": "sleep " + uniq(), "tag": "carol-proc"}, token=CAROL_TOKEN)
+    a = start(srv, {"command": "sleep " + uniq_sleep(), "tag": "alice-proc"})
+    c = start(srv, {"command": "sleep " + uniq_sleep(), "tag": "carol-proc"}, token=CAROL_TOKEN)
     try:
         la = [p["pid"] for p in ok(srv.get("/process/list", token=ALICE_TOKEN))["processes"]]
         lc = [p["pid"] for p in ok(srv.get("/process/list", token=CAROL_TOKEN))["processes"]]
@@ -189,7 +175,7 @@ def test_list_only_own_admin_sees_all(srv):
 def test_list_running_filter(srv):
     done = start(srv, {"command": "echo done"})
     wait_exit(srv, done["pid"])
-    live = start(srv, {"command": "sleep " + uniq()})
+    live = start(srv, {"command": "sleep " + uniq_sleep()})
     try:
         allp = [p["pid"] for p in ok(srv.get("/process/list", token=ALICE_TOKEN))["processes"]]
         run = [p["pid"] for p in ok(srv.get("/process/list", token=ALICE_TOKEN, params={"running": "true"}))
@@ -288,7 +274,7 @@ def test_write_and_output_offsets(srv):
 
 
 def test_output_long_poll_is_bounded(srv):
-    pid = start(srv, {"command": "sleep " + uniq()})["pid"]
+    pid = start(srv, {"command": "sleep " + uniq_sleep()})["pid"]
     try:
         t0 = time.time()
         o = ok(output(srv, pid, wait=1))
@@ -336,7 +322,7 @@ def test_ring_buffer_reports_dropped_offsets(srv):
 
 
 def test_write_after_eof_and_after_exit(srv):
-    pid = start(srv, {"command": "sleep " + uniq()})["pid"]
+    pid = start(srv, {"command": "sleep " + uniq_sleep()})["pid"]
     try:
         ok(write(srv, pid, {"data": "x", "eof": True}))
         assert_error(write(srv, pid, {"data": "y"}), 409, "process.stdin_closed")
@@ -349,7 +335,7 @@ def test_write_after_eof_and_after_exit(srv):
 # -- signals ---------------------------------------------------------------------------------------
 
 def test_signal_term(srv):
-    d = uniq()
+    d = uniq_sleep()
     pid = start(srv, {"command": "sleep " + d})["pid"]
     r = ok(signal_(srv, pid, "TERM"))
     assert r["pid"] == pid and r["signal"] == "TERM"
@@ -360,7 +346,7 @@ def test_signal_term(srv):
 
 
 def test_signal_default_is_term(srv):
-    pid = start(srv, {"command": "sleep " + uniq()})["pid"]
+    pid = start(srv, {"command": "sleep " + uniq_sleep()})["pid"]
     r = srv.post("/process/%d/signal" % pid, token=ALICE_TOKEN, json_body={})
     assert ok(r)["signal"] == "TERM"
     assert wait_exit(srv, pid)["signal"] == "TERM"
@@ -390,7 +376,7 @@ def test_signal_by_name_reaches_handler(srv):
 
 
 def test_signal_reaches_whole_process_group(srv):
-    d = uniq()
+    d = uniq_sleep()
     pid = start(srv, {"argv": ["sh", "-c", "sleep %s & sleep %s; wait" % (d, d)]})["pid"]
     try:
         # sh itself and its two sleeps carry the marker in their argv
@@ -404,7 +390,7 @@ def test_signal_reaches_whole_process_group(srv):
 
 
 def test_unknown_signal_invalid(srv):
-    pid = start(srv, {"command": "sleep " + uniq()})["pid"]
+    pid = start(srv, {"command": "sleep " + uniq_sleep()})["pid"]
     try:
         for sig in ("BOGUS", "", "SIGNOPE", "99"):
             assert_error(signal_(srv, pid, sig), 400, "args.invalid")
@@ -461,7 +447,7 @@ def test_stream_resumes_from_last_event_id(srv):
 
 
 def test_stream_disconnect_does_not_kill_background_process(srv):
-    pid = start(srv, {"command": "sleep " + uniq()})["pid"]
+    pid = start(srv, {"command": "sleep " + uniq_sleep()})["pid"]
     try:
         r = sse_get(srv, pid)
         assert next(r.iter_lines()) == b"event: start"
@@ -488,7 +474,7 @@ def test_exited_process_is_reaped_and_record_kept(srv):
 
 
 def test_killed_process_is_reaped(srv):
-    pid = start(srv, {"command": "sleep " + uniq()})["pid"]
+    pid = start(srv, {"command": "sleep " + uniq_sleep()})["pid"]
     ok(signal_(srv, pid, "KILL"))
     wait_exit(srv, pid)
     assert wait_for(lambda: proc_state(pid) != "Z", timeout=5), "killed process %d left a zombie" % pid
@@ -496,7 +482,7 @@ def test_killed_process_is_reaped(srv):
 
 def test_statement_timeout_caps_process_life(abx, workspace):
     s = abx(make_config(workspace, limits={"timeout": "1s"}))
-    d = uniq()
+    d = uniq_sleep()
     pid = start(s, {"command": "sleep " + d})["pid"]
     g = wait_exit(s, pid, timeout=6)
     assert g["status"] == "timed_out", g

@@ -3,14 +3,12 @@ held call through the RPC binding of approvals.get."""
 import io
 import json
 import os
-import socket
 import tarfile
 import threading
 import time
 
-import requests
 
-from conftest import ALICE_TOKEN, sha256_hex
+from conftest import ALICE_TOKEN
 from test_approvals import ANN_TOKEN, make_config
 
 

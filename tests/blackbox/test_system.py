@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import ALICE_TOKEN, BOB_TOKEN, assert_error, run_abx, sha256_hex
+from conftest import wait_for, ALICE_TOKEN, BOB_TOKEN, assert_error, run_abx, sha256_hex
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 DAVE_TOKEN = "dave-token-0123456789abcdefgh"
@@ -66,13 +66,6 @@ def reload_(s, token=ADMIN_TOKEN):
     return s.post("/system/policy/reload", token=token)
 
 
-def wait_for(pred, timeout=8.0, step=0.1):
-    deadline = time.time() + timeout
-    while True:
-        v = pred()
-        if v or time.time() >= deadline:
-            return v
-        time.sleep(step)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import time
 import pytest
 import websocket
 
-from conftest import ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, sha256_hex
+from conftest import wait_for, ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, sha256_hex
 
 CMDS = ["bash *", "sh *", "python3 *", "cat *"]
 
@@ -79,13 +79,6 @@ def delete(s, tid, token=ALICE_TOKEN):
     return s.request("DELETE", "/terminal/%d" % tid, token=token)
 
 
-def wait_for(pred, timeout=8.0, step=0.1):
-    deadline = time.time() + timeout
-    while True:
-        v = pred()
-        if v or time.time() >= deadline:
-            return v
-        time.sleep(step)
 
 
 def test_create_result(srv):

@@ -2,10 +2,12 @@
 plus configs, raw-socket HTTP and small predicates the attack files all use."""
 import os
 import socket
-import subprocess
 import time
 
 import abx_blackbox_conftest as bb
+
+pgrep = bb.pgrep
+wait_for = bb.wait_for
 
 ALICE_TOKEN = bb.ALICE_TOKEN
 BOB_TOKEN = bb.BOB_TOKEN
@@ -96,18 +98,6 @@ def responses(data):
     return out
 
 
-def pgrep(pattern):
-    r = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, timeout=10)
-    return [int(x) for x in r.stdout.split()]
-
-
-def wait_for(pred, timeout=8.0, step=0.05):
-    deadline = time.time() + timeout
-    while True:
-        v = pred()
-        if v or time.time() >= deadline:
-            return v
-        time.sleep(step)
 
 
 def world_readable_dir(tmp_path, name):
