@@ -404,12 +404,15 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
         /* default: .abx/ledger.db beside the config file; without a config, ledger.db in
          * abx's home beside the token (the workspace is the agent's: abx's own audit
          * trail does not belong in it) */
+        /* abx mcp (no listener) keeps a chain of its own by default, so it can run beside
+         * an abx serve on the same config (one writer per ledger file) */
+        const char *ledger_name = s->no_listen ? "ledger-mcp.db" : "ledger.db";
         if (s->cfg.ledger_path) {
             s->ledger_path = abx_strdup(s->cfg.ledger_path);
         } else if (!s->cfg.path) {
             char *home = abx_home();
             mkdir(home, 0700);
-            s->ledger_path = abx_asprintf("%s/ledger.db", home);
+            s->ledger_path = abx_asprintf("%s/%s", home, ledger_name);
             abx_free(home);
         } else {
             char *dir = s->cfg.path ? abx_strdup(s->cfg.path) : NULL;
@@ -419,7 +422,7 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
                 base = "/";
             char *abxdir = abx_asprintf("%s/.abx", base);
             mkdir(abxdir, 0700);
-            s->ledger_path = abx_asprintf("%s/ledger.db", abxdir);
+            s->ledger_path = abx_asprintf("%s/%s", abxdir, ledger_name);
             abx_free(abxdir);
             abx_free(dir);
         }

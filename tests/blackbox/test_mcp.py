@@ -21,7 +21,7 @@ import pytest
 import requests
 
 import conftest
-from conftest import ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, sanitizer_report, sha256_hex
+from conftest import ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, run_abx, sanitizer_report, sha256_hex
 
 ANN_TOKEN = "ann-approver-token-0123456789"
 VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26"]
@@ -681,6 +681,26 @@ class Stdio:
         rep = sanitizer_report(err)
         assert rep is None, "%s in abx mcp:\n%s" % (rep, err[-4000:])
         return rc, err
+
+
+def test_stdio_beside_a_running_embedded_default_has_its_own_ledger(abx, workspace, tmp_path):
+    """abx serve and abx mcp on the embedded default, same ABX_HOME: both run, each with its
+    own chain (ledger.db and ledger-mcp.db), each verifiable."""
+    home = str(tmp_path / "home-both")
+    os.makedirs(home)
+    srv = abx(None, home=home)
+    assert srv.get("/health").status_code == 200
+    s = Stdio(["--workspace", workspace], home=home, cwd=workspace)
+    s.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}})
+    assert s.reply(1)["result"]["protocolVersion"] == "2025-06-18"
+    s.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "core__health", "arguments": {}}})
+    assert not s.reply(2)["result"].get("isError")
+    rc, err = s.close()
+    assert rc == 0, err
+    assert os.path.exists(os.path.join(home, "ledger.db")) and os.path.exists(os.path.join(home, "ledger-mcp.db"))
+    r = run_abx(["ledger", "verify", "--path", os.path.join(home, "ledger-mcp.db")])
+    assert r.returncode == 0 and r.stdout.startswith("ok: "), r.stdout + r.stderr
 
 
 def test_stdio_serves_the_same_pipeline(srv, workspace, tmp_path):
