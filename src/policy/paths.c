@@ -266,10 +266,10 @@ int abx_path_canon(const char *anchor, const char *input, char **out)
         return -ENAMETOOLONG;
 
     /* rem: what is still to be walked; res: the resolved prefix, stored as
-     * "/a/b" (empty string = "/"); lnk: readlink's scratch. One allocation. */
-    char *mem = malloc(3 * (CANON_MAX + 1));
-    if (!mem)
-        return -ENOMEM;
+     * "/a/b" (empty string = "/"); lnk: readlink's scratch. On the stack (12 KiB): a
+     * heap block this size per call made glibc consolidate its fast bins on every
+     * policy check (7% of a files.stat request in a profile). */
+    char mem[3 * (CANON_MAX + 1)];
     char *rem = mem, *res = mem + CANON_MAX + 1, *lnk = mem + 2 * (CANON_MAX + 1);
     size_t remlen, rlen = 0, pos = 0;
     int rc = 0;
@@ -399,7 +399,6 @@ int abx_path_canon(const char *anchor, const char *input, char **out)
     if (!*out)
         rc = -ENOMEM;
 done:
-    free(mem);
     return rc;
 }
 
