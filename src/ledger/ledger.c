@@ -191,9 +191,14 @@ static bool item_events(item *it, const json_t *events)
         return false;
     for (size_t i = 0; i < n; i++) {
         const json_t *ev = json_array_get(events, i);
-        json_t *data = json_deep_copy(ev);
-        json_object_del(data, "kind");
-        json_object_del(data, "at");
+        json_t *data = json_object(); /* a shallow copy without kind and at: values are shared */
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)ev, k, v)
+        {
+            if (strcmp(k, "kind") != 0 && strcmp(k, "at") != 0)
+                json_object_set(data, k, v);
+        }
         it->ev_kind[i] = abx_strdup(json_string_value(json_object_get(ev, "kind")) ?: "?");
         it->ev_at[i] = abx_strdup(json_string_value(json_object_get(ev, "at")) ?: it->at);
         it->ev_data[i] = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
