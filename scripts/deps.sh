@@ -8,7 +8,10 @@ what=${1:-build}
 pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libyaml-dev libcurl4-openssl-dev libwslay-dev libsqlite3-dev zlib1g-dev ca-certificates)
 case "$what" in
   build) ;;
-  test) pkgs+=(libcmocka-dev python3 python3-pytest python3-requests python3-websocket clang libclang-rt-14-dev openssl) ;;
+  test) pkgs+=(libcmocka-dev python3 python3-pytest python3-requests python3-websocket clang libclang-rt-14-dev openssl)
+        # the Node-based tests (MCP SDK, OpenAPI lint, tsc) use the machine's Node.js; without
+        # one, Debian's (Node 18: enough for the MCP SDK and tsc; @redocly/cli 2.77 needs 20.19)
+        command -v node >/dev/null || pkgs+=(nodejs npm) ;;
   bench) pkgs+=(wrk nginx-light) ;;
   *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
 esac
