@@ -156,10 +156,16 @@ static bool load_limits(abx_config *c, abx_diags *d)
                 return false;
             }
             c->approval_ttl_ms = x;
+        } else if (strcmp(k, "auth_failures") == 0) {
+            if (!json_is_integer(val) || json_integer_value(val) < 10 || json_integer_value(val) > 1000000) {
+                abx_diag_add(d, "error", "config.bad_value", line, "'limits.auth_failures' must be 10..1000000");
+                return false;
+            }
+            c->auth_failures = (int)json_integer_value(val);
         } else {
             abx_diag_add(d, "error", "config.unknown_key", line,
                          "unknown key 'limits.%s' (request_max_bytes, upload_max_bytes, connections, read_timeout, "
-                         "approval_ttl)", k);
+                         "approval_ttl, auth_failures)", k);
             return false;
         }
     }
@@ -174,6 +180,7 @@ static void set_defaults(abx_config *c)
     c->terminal_port = 9001;
     c->request_max_bytes = 16 * 1024 * 1024;
     c->approval_ttl_ms = 15 * 60 * 1000;
+    c->auth_failures = 100;
     c->upload_max_bytes = 4LL * 1024 * 1024 * 1024;
     c->connections = 256;
     c->read_timeout_ms = 3000;

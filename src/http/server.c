@@ -373,7 +373,7 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     abx_registry_freeze(s->reg);
     s->router = abx_router_build(s->reg);
     s->metrics = abx_metrics_new(abx_registry_count(s->reg));
-    s->limiter = abx_auth_limiter_new();
+    s->limiter = abx_auth_limiter_new(s->cfg.auth_failures);
     if (!s->router || !s->metrics || !s->limiter) {
         snprintf(errbuf, errlen, "out of memory");
         return -1;

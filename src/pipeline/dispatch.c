@@ -399,6 +399,7 @@ static abx_err step3_authenticate(abx_request *r)
         abx_fail(r, ABX_E_AUTH_INVALID_TOKEN, "the token is unknown or expired");
         return ABX_E_AUTH_INVALID_TOKEN;
     }
+    abx_auth_succeeded(r->server->limiter, r->client, now);
     return ABX_OK;
 }
 

@@ -325,11 +325,14 @@ void abx_metrics_observe(abx_metrics *m, size_t op_index, bool has_op, int statu
 char *abx_metrics_render(abx_metrics *m, const abx_registry *reg, int conns, size_t *len);
 
 /* auth failure limiter (auth.c) */
-abx_auth_limiter *abx_auth_limiter_new(void);
+/* global_max: failures per minute from all addresses before unknown addresses wait */
+abx_auth_limiter *abx_auth_limiter_new(int global_max);
 void abx_auth_limiter_free(abx_auth_limiter *l);
 /* Seconds to wait when this credential fingerprint or client is over the limit, else 0. */
 int abx_auth_limited(abx_auth_limiter *l, const char *fingerprint, const char *client, int64_t now_ms);
 void abx_auth_failed(abx_auth_limiter *l, const char *fingerprint, const char *client, int64_t now_ms);
+/* A token was accepted from client: it keeps its own budget when failures flood in globally. */
+void abx_auth_succeeded(abx_auth_limiter *l, const char *client, int64_t now_ms);
 
 /* structured logs (log.c) */
 void abx_log(const char *level, const char *request_id, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -118,6 +118,14 @@ def test_check_config_ledger_rotation_bad_values(tmp_path, value):
     assert "ledger." in d[0]["msg"]
 
 
+@pytest.mark.parametrize("value", ["5", "2000000", "lots", "{a: 1}"])
+def test_check_config_auth_failures_bad_values(tmp_path, value):
+    r, diags, _ = check(tmp_path, GOOD + "limits: {auth_failures: %s}\n" % value)
+    assert r.returncode == 1, r.stdout
+    d = [x for x in diags if x["code"] == "config.bad_value"]
+    assert d and "auth_failures" in d[0]["msg"], r.stdout
+
+
 def test_check_config_ledger_rotation_accepted(tmp_path):
     r, diags, _ = check(tmp_path, GOOD + "ledger: {retention: 30d, max_size: 256MiB}\n")
     assert r.returncode == 0, r.stdout
