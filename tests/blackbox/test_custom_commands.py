@@ -334,3 +334,23 @@ def test_ledger_records_custom_calls_like_builtins(abx, workspace, tmp_path):
     assert_error(r, 403, "policy.path_not_allowed")
     (_, _, op, _), evs = _group(led, r.headers["X-Request-Id"])
     assert op == "custom.show" and [d for k, d in evs if k == "denied"][0]["code"] == "policy.path_not_allowed"
+
+
+def test_example_commands(abx, workspace):
+    """examples/commands/abx.yaml as shipped (paths moved to this test's workspace)."""
+    os.makedirs(os.path.join(workspace, "docs"))
+    with open(os.path.join(workspace, "docs", "notes.txt"), "w") as f:
+        f.write("a\nb\n")
+    with open(os.path.join(workspace, "top.txt"), "w") as f:
+        f.write("x\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    text = open(os.path.join(root, "examples", "commands", "abx.yaml")).read()
+    s = abx(text.replace("/tmp/abx-commands", workspace).replace("127.0.0.1:8092", "127.0.0.1:0"))
+    assert ok(s.post("/commands/Hello-World.v2", token=ALICE_TOKEN, json_body={"who": "world"}))["stdout"] == \
+        "hello world\n"
+    assert ok(call(s, "custom.hello_world_v2", {"who": "again"}))["stdout"] == "hello again\n"
+    j = ok(call(s, "custom.line_count", {"file": "docs/notes.txt"}))
+    assert j["stdout"].split() == ["2", workspace + "/docs/notes.txt"]
+    assert_error(call(s, "custom.line_count", {"file": "top.txt"}), 403, "policy.path_not_allowed")
+    names = json.dumps(ok(s.get("/commands", token=ALICE_TOKEN)))
+    assert "Hello-World.v2" in names and "line-count" in names
