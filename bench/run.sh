@@ -14,28 +14,14 @@
 # a failed sanity check, a server that did not start).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BENCH_DIR="$ROOT/bench"
-BUILD_DIR=${BENCH_BUILD_DIR:-$ROOT/build-bench}
-ABX=${BENCH_ABX:-$BUILD_DIR/abx}
+BENCH_NAME="bench"
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # ROOT, BUILD_DIR, ABX, log/die/fail, run_bg, need_pkg, JSON helpers
 DURATION=${BENCH_DURATION:-10s}
 STARTUP_RUNS=${BENCH_STARTUP_RUNS:-20}
-STRICT=${BENCH_STRICT:-0}
-KEEP_TMP=${BENCH_KEEP_TMP:-0}
 WRK_THREADS=2
 WRK_CONNS=64
-export PATH="$PATH:/usr/sbin:/sbin"
 
-# wrk durations: "10", "10s", "2m", "1h" -> seconds
-dur_seconds() {
-    local d=$1
-    case $d in
-    *h) echo $((${d%h} * 3600)) ;;
-    *m) echo $((${d%m} * 60)) ;;
-    *s) echo "${d%s}" ;;
-    *) echo "$d" ;;
-    esac
-}
 if ! [[ $DURATION =~ ^[0-9]+[smh]?$ ]] || [ "$(dur_seconds "$DURATION")" -lt 1 ]; then
     echo "bench: BENCH_DURATION must read like 10s, 30, 1m (got '$DURATION')" >&2
     exit 2
@@ -54,15 +40,8 @@ fi
 # progress and errors go to the original stderr, even from a trap that fires while
 # a function's output is redirected
 exec {LOGFD}>&2
-log() { printf 'bench: %s\n' "$*" >&"$LOGFD"; }
-die() {
-    log "error: $*"
-    exit 1
-}
 
 # ---------------------------------------------------------------- cleanup
-TMP=""
-PIDS=()
 # shellcheck disable=SC2317 # invoked by the trap
 cleanup() {
     local rc=$?
@@ -98,42 +77,8 @@ trap cleanup EXIT
 trap 'log "interrupted"; exit 130' INT
 trap 'log "stopped (SIGTERM or the BENCH_TIMEOUT limit)"; exit 143' TERM
 
-forget_pid() {
-    local keep=() p
-    for p in "${PIDS[@]}"; do
-        [ "$p" = "$1" ] || keep+=("$p")
-    done
-    PIDS=("${keep[@]}")
-}
 
-# Run a command in the background and wait for it, so a signal to this script is
-# handled at once (bash defers traps while a foreground child runs).
-run_bg() {
-    "$@" &
-    local pid=$!
-    PIDS+=("$pid")
-    local rc=0
-    wait "$pid" || rc=$?
-    forget_pid "$pid"
-    return "$rc"
-}
 
-# ---------------------------------------------------------------- tools
-need_pkg() { # command package...
-    local cmd=$1
-    shift
-    command -v "$cmd" >/dev/null 2>&1 && return 0
-    log "$cmd is missing: installing ${*} with apt-get"
-    if [ -z "${APT_UPDATED:-}" ]; then
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || true
-        APT_UPDATED=1
-    fi
-    local p
-    for p in "$@"; do
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$p" >&2 && break
-    done
-    command -v "$cmd" >/dev/null 2>&1 || die "cannot install $cmd"
-}
 need_pkg wrk wrk
 need_pkg nginx nginx-light nginx
 need_pkg cc gcc
@@ -239,12 +184,6 @@ EOF
 NGX="$TMP/nginx"
 write_ngx_conf "$NGX" "$NGX_PORT"
 
-# ---------------------------------------------------------------- helpers
-port_listening() { # port
-    local hex
-    hex=$(printf '%04X' "$1")
-    awk -v p=":$hex\$" '$2 ~ p && $4 == "0A" { f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
 wait_listening() { # pid port name
     local i
     for i in $(seq 1 200); do
@@ -255,7 +194,6 @@ wait_listening() { # pid port name
     die "$3 is not listening on port $2 after 10 s"
 }
 # status_field PID FIELD -> the value in kB (VmRSS, VmHWM) or count (Threads)
-proc_field() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 
 # http_get PORT PATH [TOKEN] -> full response (headers and body) on stdout
 http_get() {
@@ -272,10 +210,6 @@ http_get() {
 status_of() { head -n 1 | awk '{ print $2 }'; }
 
 FAILURES=()
-fail() {
-    log "FAIL: $*"
-    FAILURES+=("$*")
-}
 
 # ---------------------------------------------------------------- start the servers
 log "$ABX_VERSION ($ABX, build type $BUILD_TYPE)"
@@ -312,14 +246,6 @@ r=$(http_get "$NGX_PORT" /f1k.txt)
 [ "${r#*$'\r\n\r\n'}" = "$EXPECT" ] || fail "nginx did not return the file content"
 [ ${#FAILURES[@]} -eq 0 ] || die "sanity checks failed; not benchmarking"
 
-# ---------------------------------------------------------------- wrk
-# to_ms VALUE -> milliseconds (wrk prints 812.00us, 1.23ms, 1.02s, 1.00m)
-to_ms() {
-    awk -v v="$1" 'BEGIN {
-        n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
-        if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
-        printf "%.3f", n }'
-}
 
 NAMES=() URLS=() RPS=() P50=() P99=() REQS=() NON2XX=() SOCKERR=()
 bench_one() { # name url [token]
@@ -407,8 +333,6 @@ mapfile -t NGX_SAMPLES <"$TMP/startup-nginx.txt"
 
 # ---------------------------------------------------------------- report
 NGX_RPS=${RPS[3]}
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "0.00" }'; }
-mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 READ_RATIO=$(ratio "${RPS[2]}" "$NGX_RPS")
 IDLE_MIB=$(mib "$IDLE_RSS_KB")
 AFTER_MIB=$(mib "$AFTER_RSS_KB")
@@ -433,22 +357,6 @@ awk -v r="$READ_RATIO" 'BEGIN { exit !(r >= 0.50) }' || MISSED+=("files.read/ngi
 awk -v m="$ST_MEDIAN" 'BEGIN { exit !(m <= 20) }' || MISSED+=("start-to-serving median $ST_MEDIAN ms > 20 ms")
 awk -v k="$IDLE_RSS_KB" 'BEGIN { exit !(k <= 10 * 1024) }' || MISSED+=("idle RSS $IDLE_MIB MiB > 10 MiB")
 
-# ---------------------------------------------------------------- JSON
-json_str() { # escape for a JSON string (no control characters expected)
-    local s=${1//\\/\\\\}
-    s=${s//\"/\\\"}
-    printf '"%s"' "$s"
-}
-json_list() { # strings... -> ["a","b"]
-    local first=1 s
-    printf '['
-    for s in "$@"; do
-        [ $first = 1 ] || printf ', '
-        first=0
-        json_str "$s"
-    done
-    printf ']'
-}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$BENCH_DIR/out"
 OUT="$BENCH_DIR/out/core-$STAMP.json"
