@@ -36,7 +36,7 @@ typedef struct conn_req {
 
 /* ---- embedded default: token file ---- */
 
-static char *abx_home(void)
+char *abx_home_dir(void)
 {
     const char *h = getenv("ABX_HOME");
     if (h && *h)
@@ -47,7 +47,7 @@ static char *abx_home(void)
 
 static int ensure_default_token(abx_server *s, char *err, size_t errlen, bool *created, char token_out[65])
 {
-    char *home = abx_home();
+    char *home = abx_home_dir();
     if (!home)
         return -1;
     mkdir(home, 0700);
@@ -100,6 +100,8 @@ static int ensure_default_token(abx_server *s, char *err, size_t errlen, bool *c
 }
 
 /* ---- server lifecycle ---- */
+
+static void state_precheck(abx_server *s, abx_diags *d);
 
 abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char *errbuf, size_t errlen);
 
@@ -158,7 +160,8 @@ abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char 
     abx_diags ed = {0};
     abx_diags *dd = diags ? diags : &ed;
     size_t before = dd->errors;
-    s->ext = abx_ext_load(s->reg, &s->cfg, s->workspace, dd);
+    state_precheck(s, dd); /* before plugins and Python modules run any code */
+    s->ext = dd->errors > before ? NULL : abx_ext_load(s->reg, &s->cfg, s->workspace, dd);
     if (!s->ext || dd->errors > before) {
         size_t off = (size_t)snprintf(errbuf, errlen, "config errors:");
         for (size_t i = 0; i < dd->n && off < errlen; i++)
@@ -166,7 +169,7 @@ abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char 
                 off += (size_t)snprintf(errbuf + off, errlen - off, "\n  %s:%d: %s: %s",
                                         o.config_path ? o.config_path : "-", dd->items[i].line, dd->items[i].code,
                                         dd->items[i].message);
-        if (!s->ext)
+        if (!s->ext && dd->errors == before)
             snprintf(errbuf, errlen, "out of memory");
         abx_diags_release(&ed);
         abx_server_free(s);
@@ -281,17 +284,123 @@ static void run_policy_tests(const abx_policy *p, const abx_registry *reg, const
     }
 }
 
+/* Where the ledger lives when ledger.path is not set: .abx/ledger.db beside the config
+ * file; without a config, ledger.db in abx's home beside the token (the workspace is
+ * the agent's: abx's own audit trail does not belong in it). abx mcp (no listener)
+ * keeps a chain of its own by default, so it can run beside an abx serve on the same
+ * config (one writer per ledger file). mkdirs: create the folder. */
+static char *ledger_path_of(bool mcp, const abx_config *cfg, bool mkdirs)
+{
+    const char *ledger_name = mcp ? "ledger-mcp.db" : "ledger.db";
+    if (cfg->ledger_path)
+        return abx_strdup(cfg->ledger_path);
+    char *dir;
+    if (!cfg->path) {
+        dir = abx_home_dir();
+    } else {
+        char *cd = abx_strdup(cfg->path);
+        char *slash = cd ? strrchr(cd, '/') : NULL;
+        const char *base = slash ? (*slash = '\0', cd) : ".";
+        if (slash && !*cd)
+            base = "/";
+        dir = abx_asprintf("%s/.abx", base);
+        abx_free(cd);
+    }
+    if (dir && mkdirs)
+        mkdir(dir, 0700);
+    char *path = dir ? abx_asprintf("%s/%s", dir, ledger_name) : NULL;
+    abx_free(dir);
+    return path;
+}
+
+/* Everything abx keeps for itself, with what it is: the layout rule (no statement may
+ * write where any of it lies) and the protected areas (masked from processes, refused
+ * to abx's own file ops) are both built from this one list. */
+typedef struct state_list {
+    const char *path[32];
+    const char *what[32];
+    char *owned[32];
+    size_t n, n_owned;
+} state_list;
+
+char *abx_ledger_default_path(const abx_config *cfg, bool mcp) { return ledger_path_of(mcp, cfg, false); }
+
+static void state_add(state_list *l, const char *path, const char *what)
+{
+    if (path && l->n < ABX_ARRAY_LEN(l->path)) {
+        l->path[l->n] = path;
+        l->what[l->n++] = what;
+    }
+}
+
+static void state_add_owned(state_list *l, char *path, const char *what)
+{
+    if (!path || l->n_owned >= ABX_ARRAY_LEN(l->owned) || l->n >= ABX_ARRAY_LEN(l->path)) {
+        abx_free(path);
+        return;
+    }
+    l->owned[l->n_owned++] = path;
+    state_add(l, path, what);
+}
+
+static void state_list_build(abx_server *s, const abx_config *cfg, state_list *l)
+{
+    memset(l, 0, sizeof *l);
+    state_add(l, cfg->path, "the config file");
+    state_add_owned(l, abx_home_dir(), "abx's home (ABX_HOME)");
+    state_add(l, s->token_path, "the token file");
+    if (!cfg->ledger_off) {
+        static const char *const suffix[] = {"", "-wal", "-shm", "-journal", ".archive", ".lock"};
+        char *ledger = s->ledger_path ? abx_strdup(s->ledger_path) : ledger_path_of(s->no_listen, cfg, false);
+        for (size_t i = 0; ledger && i < ABX_ARRAY_LEN(suffix); i++)
+            state_add_owned(l, abx_asprintf("%s%s", ledger, suffix[i]), "the ledger");
+        abx_free(ledger);
+    }
+    state_add(l, cfg->tls_cert, "the TLS certificate");
+    state_add(l, cfg->tls_key, "the TLS key");
+    size_t i;
+    json_t *it;
+    bool plugins = false;
+    json_array_foreach(cfg->load, i, it)
+    {
+        const char *name = json_string_value(it);
+        if (!name || strncmp(name, "python:", 7) != 0) {
+            plugins = true;
+            continue;
+        }
+        /* Python imports the top-level package from the config folder */
+        char top[128];
+        snprintf(top, sizeof top, "%.*s", (int)strcspn(name + 7, "."), name + 7);
+        if (cfg->config_dir && *top) {
+            state_add_owned(l, abx_asprintf("%s/%s", cfg->config_dir, top), "a Python op module");
+            state_add_owned(l, abx_asprintf("%s/%s.py", cfg->config_dir, top), "a Python op module");
+        }
+    }
+    if (plugins)
+        state_add(l, cfg->plugin_dir, "the plugin folder");
+}
+
+static void state_list_release(state_list *l)
+{
+    for (size_t i = 0; i < l->n_owned; i++)
+        abx_free(l->owned[i]);
+}
+
+static void state_precheck(abx_server *s, abx_diags *d)
+{
+    state_list st;
+    state_list_build(s, &s->cfg, &st);
+    abx_policy_input in = {.reg = s->reg, .policy = s->cfg.policy, .lines = s->cfg.lines,
+                           .config_path = s->cfg.path, .workspace = s->workspace, .runtime_dir = "/tmp/abx-0-0",
+                           .protected_files = st.path, .protected_what = st.what, .n_protected = st.n};
+    abx_policy_state_precheck(&in, d);
+    state_list_release(&st);
+}
+
 abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *diags)
 {
-    char *wal = s->ledger_path ? abx_asprintf("%s-wal", s->ledger_path) : NULL,
-         *shm = s->ledger_path ? abx_asprintf("%s-shm", s->ledger_path) : NULL,
-         *archive = s->ledger_path ? abx_asprintf("%s.archive", s->ledger_path) : NULL;
-    const char *protected_all[7] = {cfg->path, s->token_path, s->ledger_path, wal, shm, archive, NULL};
-    const char *protected_files[7];
-    size_t n_protected = 0;
-    for (size_t i = 0; i < 6; i++)
-        if (protected_all[i])
-            protected_files[n_protected++] = protected_all[i];
+    state_list st;
+    state_list_build(s, cfg, &st);
     abx_policy_input in = {
         .reg = s->reg,
         .auth = cfg->auth,
@@ -300,8 +409,10 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
         .config_path = cfg->path,
         .workspace = s->workspace,
         .default_token_sha256_hex = cfg->path ? NULL : s->token_sha256_hex,
-        .protected_files = protected_files,
-        .n_protected = n_protected,
+        .runtime_dir = s->runtime_dir[0] ? s->runtime_dir : "/tmp/abx-0-0",
+        .protected_files = st.path,
+        .protected_what = st.what,
+        .n_protected = st.n,
         .allow_lint_errors = cfg->allow_lint_errors,
     };
     for (const abx_registry *rg = s->reg; rg; rg = rg->parent) {
@@ -312,9 +423,7 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
                          lints[i].message); /* the line of the config entry that declared the op */
     }
     abx_policy *p = abx_policy_compile(&in, diags);
-    abx_free(wal);
-    abx_free(shm);
-    abx_free(archive);
+    state_list_release(&st);
     if (p && cfg->tests) {
         size_t before = diags->errors;
         run_policy_tests(p, s->reg, cfg, diags);
@@ -401,34 +510,19 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
         return -1;
     }
     if (!s->cfg.ledger_off) {
-        /* default: .abx/ledger.db beside the config file; without a config, ledger.db in
-         * abx's home beside the token (the workspace is the agent's: abx's own audit
-         * trail does not belong in it) */
-        /* abx mcp (no listener) keeps a chain of its own by default, so it can run beside
-         * an abx serve on the same config (one writer per ledger file) */
-        const char *ledger_name = s->no_listen ? "ledger-mcp.db" : "ledger.db";
-        if (s->cfg.ledger_path) {
-            s->ledger_path = abx_strdup(s->cfg.ledger_path);
-        } else if (!s->cfg.path) {
-            char *home = abx_home();
+        s->ledger_path = ledger_path_of(s->no_listen, &s->cfg, true);
+        char *home = abx_home_dir();
+        if (home)
             mkdir(home, 0700);
-            s->ledger_path = abx_asprintf("%s/%s", home, ledger_name);
-            abx_free(home);
-        } else {
-            char *dir = s->cfg.path ? abx_strdup(s->cfg.path) : NULL;
-            char *slash = dir ? strrchr(dir, '/') : NULL;
-            const char *base = slash ? (*slash = '\0', dir) : ".";
-            if (slash && !*dir)
-                base = "/";
-            char *abxdir = abx_asprintf("%s/.abx", base);
-            mkdir(abxdir, 0700);
-            s->ledger_path = abx_asprintf("%s/%s", abxdir, ledger_name);
-            abx_free(abxdir);
-            abx_free(dir);
-        }
+        char *head = home && s->ledger_path ? abx_ledger_head_path(home, s->ledger_path, true) : NULL;
+        abx_free(home);
         abx_ledger_opts lo = {.path = s->ledger_path, .sync_full = s->cfg.ledger_sync_full,
-                              .max_size = s->cfg.ledger_max_size, .retention_ms = s->cfg.ledger_retention_ms};
-        s->ledger = abx_ledger_open(&lo, errbuf, errlen);
+                              .max_size = s->cfg.ledger_max_size, .retention_ms = s->cfg.ledger_retention_ms,
+                              .head_path = head};
+        s->ledger = head ? abx_ledger_open(&lo, errbuf, errlen) : NULL;
+        if (!head)
+            snprintf(errbuf, errlen, "out of memory");
+        abx_free(head);
         if (!s->ledger)
             return -1;
     }

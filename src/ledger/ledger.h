@@ -20,6 +20,8 @@ typedef struct abx_ledger_opts {
     int64_t flush_ms;       /* non-durable events are committed within this (default 200 ms) */
     int64_t max_size;       /* archive the live segment once it holds this many bytes (0 = never) */
     int64_t retention_ms;   /* archive the live segment once it is this old (0 = never) */
+    const char *head_path;  /* the chain head (count, hash) kept outside the ledger's folder, in abx's
+                               home: open refuses a ledger that does not continue it; NULL = none */
 } abx_ledger_opts;
 
 abx_ledger *abx_ledger_open(const abx_ledger_opts *o, char *err, size_t errlen);
@@ -53,6 +55,15 @@ json_t *abx_ledger_group(abx_ledger *l, uint64_t group_id, const char *principal
  * to a FILE*. verify returns 0 when intact, else 1 with why in err. */
 int abx_ledger_verify(const char *path, const char *anchor, char *err, size_t errlen, uint64_t *events);
 int abx_ledger_anchor(const char *path, char *out, size_t outlen);
+/* Where abx keeps the head of the ledger at ledger_path: <home>/ledger-heads/<hash of the
+ * ledger's absolute path>.head (one per ledger, so servers sharing a home do not mix
+ * them). mkdirs: create the folder (0700). Owned result. */
+char *abx_ledger_head_path(const char *home, const char *ledger_path, bool mkdirs);
+/* The chain head recorded in a head file: 0 and "count, hash" filled, or -1 when there is
+ * none (no file, or no valid slot). */
+int abx_ledger_head_read(const char *head_path, uint64_t *count, char hash[65]);
+/* Does the ledger at path continue a head (event `count` has `hash`)? 0 yes, 1 no (why in err). */
+int abx_ledger_head_check(const char *path, uint64_t count, const char *hash, char *err, size_t errlen);
 int abx_ledger_export(const char *path, void *file /* FILE* */, char *err, size_t errlen);
 
 /* Print a group's events (group > 0) or the last `tail` events as NDJSON to a FILE*. */

@@ -191,6 +191,11 @@ char *abx_explain_text(const json_t *trace);
 
 /* abx_server_new that hands config diagnostics to diags (check-config, explain). */
 abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char *errbuf, size_t errlen);
+/* abx's home: $ABX_HOME, else ~/.abx (token, default ledger, ledger heads). Owned. */
+char *abx_home_dir(void);
+/* The ledger file a server on cfg uses (ledger.path, else .abx/ledger.db beside the
+ * config, else ledger.db in abx's home; ledger-mcp.db for abx mcp). Owned. */
+char *abx_ledger_default_path(const abx_config *cfg, bool mcp);
 
 /* Compile the server's config into a policy snapshot (also runs the config's policy
  * tests); diags receive everything. NULL on errors. (server.c) */

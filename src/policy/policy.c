@@ -100,6 +100,7 @@ static void policy_free(abx_policy *p)
     for (size_t i = 0; i < p->n_protected; i++)
         abx_free(p->protected_files[i]);
     abx_free(p->protected_files);
+    abx_free(p->protected_what);
     abx_free(p->mount_off);
     abx_free(p->mount_cnt);
     abx_free(p->mount_stmts);
@@ -129,6 +130,8 @@ typedef struct cctx {
     bool strict;
     bool in_preset;  /* abx's own presets: their deliberate choices are not lint errors */
 } cctx;
+
+static void add_protected(abx_policy *p, const char *path, const char *what);
 
 static int line_of(cctx *c, const json_t *obj, const char *key)
 {
@@ -775,6 +778,7 @@ static bool read_token_source(cctx *c, const json_t *t, int line, unsigned char 
             abx_diag_add(c->d, "error", "config.token_unavailable", line, "cannot read token_file '%s'", path);
             return false;
         }
+        add_protected(c->p, path, "a principal's token_file");
         buf[got] = '\0';
         while (got && (buf[got - 1] == '\n' || buf[got - 1] == '\r' || buf[got - 1] == ' '))
             buf[--got] = '\0';
@@ -967,6 +971,120 @@ static const char *scope_missing(const abx_stmt *s, const abx_op *op)
     return NULL;
 }
 
+/* One piece of abx's own state, canonical, with what it is (for the layout check). */
+static void add_protected(abx_policy *p, const char *path, const char *what)
+{
+    char *cp;
+    if (abx_path_canon(p->workspace, path, &cp) != 0)
+        return;
+    for (size_t i = 0; i < p->n_protected; i++)
+        if (strcmp(p->protected_files[i], cp) == 0) {
+            abx_free(cp);
+            return;
+        }
+    char **g = abx_realloc(p->protected_files, (p->n_protected + 1) * sizeof *g);
+    if (g)
+        p->protected_files = g;
+    const char **w = g ? abx_realloc(p->protected_what, (p->n_protected + 1) * sizeof *w) : NULL;
+    if (!w) {
+        abx_free(cp);
+        return;
+    }
+    p->protected_what = w;
+    p->protected_files[p->n_protected] = cp;
+    p->protected_what[p->n_protected++] = what;
+}
+
+static bool under_dir(const char *dir, const char *path);
+static bool within(const char *dir, const char *path) { return strcmp(dir, "/") == 0 || under_dir(dir, path); }
+
+/* abx's state must lie outside every root that any statement lets anyone write or
+ * delete in: a confined process (or files.move) could otherwise rename it away, plant
+ * a config, a plugin or a token, or swap the ledger. A name-based protection cannot
+ * survive a rename of a parent folder; this layout rule can. Checked at every compile
+ * (serve, check-config, reload: a reload that breaks it keeps the policy in force). */
+static void check_state_layout(cctx *c)
+{
+    const abx_policy *p = c->p;
+    char *runtime = NULL; /* not a protected area: processes' own TMPDIRs live below it */
+    if (c->in->runtime_dir && abx_path_canon("/", c->in->runtime_dir, &runtime) != 0)
+        runtime = NULL;
+    for (size_t a = 0; a < p->n_allow; a++) {
+        const abx_stmt *s = &p->allow[a];
+        for (int k = ABX_ACC_IDX_WRITE; k <= ABX_ACC_IDX_DELETE; k++)
+            for (size_t i = 0; i < s->n_paths[k]; i++) {
+                const char *root = p->roots[s->paths[k][i].root];
+                for (size_t f = 0; f <= p->n_protected; f++) {
+                    const char *state = f < p->n_protected ? p->protected_files[f] : runtime;
+                    const char *what = f < p->n_protected ? p->protected_what[f] : "abx's runtime folder";
+                    if (!state || (!within(root, state) && !within(state, root)))
+                        continue;
+                    abx_diag_add(c->d, "error", "config.state_writable", s->line,
+                                 "%s lets principals %s in %s, which holds abx's own state: %s %s. Keep abx's "
+                                 "state outside every root a statement can write (docs/security.md, \"abx's own "
+                                 "state\")%s",
+                                 s->label, k == ABX_ACC_IDX_WRITE ? "write" : "delete", root, what, state,
+                                 s->line ? "" : "; start abx from another folder or set ABX_HOME");
+                    abx_free(runtime);
+                    return; /* one message per compile says what to fix */
+                }
+            }
+    }
+    abx_free(runtime);
+}
+
+/* The layout rule before anything from the config runs: plugins are dlopen()ed and
+ * Python op modules imported (both execute code) before the full compile can resolve
+ * their op ids, so the write roots are read from the statements' paths alone here.
+ * Only config.state_writable is reported; everything else waits for the compile. */
+int abx_policy_state_precheck(const abx_policy_input *in, abx_diags *diags)
+{
+    abx_policy *p = abx_calloc(1, sizeof *p);
+    if (!p)
+        return -1;
+    atomic_init(&p->refs, 1);
+    p->reg = in->reg;
+    abx_diags scratch = {0};
+    cctx c = {p, in, &scratch, true};
+    if (abx_path_canon("/", in->workspace ? in->workspace : "/", &p->workspace) != 0)
+        goto out;
+    for (size_t i = 0; i < in->n_protected; i++)
+        if (in->protected_files[i])
+            add_protected(p, in->protected_files[i], in->protected_what ? in->protected_what[i] : "abx's own file");
+    const json_t *pol = in->policy, *allow = pol ? json_object_get(pol, "allow") : NULL;
+    const json_t *presets = pol ? json_object_get(pol, "presets") : NULL;
+    bool workspace_preset = !pol;
+    size_t i;
+    json_t *it;
+    json_array_foreach(presets, i, it) workspace_preset |= json_is_string(it) && !strcmp(json_string_value(it), "workspace");
+    if (workspace_preset) {
+        abx_stmt st = {.label = "preset:workspace[0]"};
+        char *all = abx_asprintf("%s/**", strcmp(p->workspace, "/") == 0 ? "" : p->workspace);
+        json_t *ws = all ? json_pack("[s]", all) : NULL;
+        abx_free(all);
+        if (ws && add_patterns(&c, &st, ABX_ACC_IDX_WRITE, ws, 0) && add_stmt(&p->allow, &p->n_allow, &st))
+            memset(&st, 0, sizeof st);
+        stmt_release(&st);
+        json_decref(ws);
+    }
+    json_array_foreach(allow, i, it)
+    {
+        if (!json_is_object(it))
+            continue;
+        abx_stmt st = {.line = line_of(&c, it, NULL)};
+        snprintf(st.label, sizeof st.label, "allow[%zu]", i);
+        if (parse_paths(&c, &st, it) && add_stmt(&p->allow, &p->n_allow, &st))
+            memset(&st, 0, sizeof st);
+        stmt_release(&st);
+    }
+    c.d = diags;
+    check_state_layout(&c);
+out:
+    abx_diags_release(&scratch);
+    policy_free(p);
+    return 0;
+}
+
 abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
 {
     abx_policy *p = abx_calloc(1, sizeof *p);
@@ -981,18 +1099,9 @@ abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
     }
     cctx c = {p, in, diags, true};
     size_t errors_before = diags->errors;
-    for (size_t i = 0; i < in->n_protected; i++) {
-        char *cp;
-        if (in->protected_files[i] && abx_path_canon(p->workspace, in->protected_files[i], &cp) == 0) {
-            char **g = abx_realloc(p->protected_files, (p->n_protected + 1) * sizeof *g);
-            if (g) {
-                p->protected_files = g;
-                p->protected_files[p->n_protected++] = cp;
-            } else {
-                abx_free(cp);
-            }
-        }
-    }
+    for (size_t i = 0; i < in->n_protected; i++)
+        if (in->protected_files[i])
+            add_protected(p, in->protected_files[i], in->protected_what ? in->protected_what[i] : "abx's own file");
     json_t *anon = NULL;
     if (!parse_auth(&c, in->auth, &anon))
         goto fail;
@@ -1080,6 +1189,7 @@ abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
             }
         }
     }
+    check_state_layout(&c);
     for (size_t i = 0; i < p->n_principals; i++)
         for (size_t r = 0; r < p->principals[i].n_roles; r++)
             if (strcmp(p->principals[i].roles[r], "approver") == 0)

@@ -94,7 +94,8 @@ typedef struct abx_policy {
     char **roots;             /* jail roots (canonical directories) */
     int *rootfds;             /* O_PATH fds, -1 when the root did not exist at compile time */
     size_t n_roots;
-    char **protected_files;   /* abx's own config, token and ledger files */
+    char **protected_files;   /* abx's own state: config, token, ledger, home, plugins... (canonical) */
+    const char **protected_what; /* [n_protected] what each one is, for messages (static strings) */
     size_t n_protected;
     /* mount table: for principal slot p (0..n_principals-1, n_principals = anonymous)
      * and op index o: the allow statements mounting o for p, as a run in mount_stmts. */
@@ -120,7 +121,9 @@ typedef struct abx_policy_input {
     const char *config_path;        /* for messages and the protected list; may be NULL */
     const char *workspace;          /* absolute */
     const char *default_token_sha256_hex; /* embedded default: principal local */
+    const char *runtime_dir;        /* private TMPDIRs: no statement may write where it lies; NULL none */
     const char *const *protected_files;
+    const char *const *protected_what; /* [n_protected] what each is ("the ledger"); may be NULL */
     size_t n_protected;
     bool allow_lint_errors;         /* unsafe scopes become warnings */
 } abx_policy_input;
@@ -143,6 +146,9 @@ void abx_diag_add(abx_diags *d, const char *level, const char *code, int line, c
 void abx_diags_release(abx_diags *d);
 
 abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags);
+/* The state-layout rule alone (config.state_writable), read from the statements' path
+ * scopes without resolving ops: run before plugins and Python modules are loaded. */
+int abx_policy_state_precheck(const abx_policy_input *in, abx_diags *diags);
 void abx_policy_ref(abx_policy *p);
 void abx_policy_unref(abx_policy *p);
 

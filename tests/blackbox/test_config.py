@@ -50,7 +50,7 @@ def serve_fails(args, env=None, timeout=8):
 
 
 GOOD = """\
-workspace: /tmp
+workspace: /srv/abx-test-ws
 auth:
   tokens:
     - principal: alice
@@ -60,7 +60,7 @@ policy:
   allow:
     - ops: ["files.*"]
       principals: ["role:agent"]
-      paths: ["/tmp/**"]
+      paths: ["/srv/abx-test-ws/**"]
 """ % sha256_hex(ALICE_TOKEN)
 
 
@@ -187,7 +187,7 @@ def test_check_config_non_strict_selector_warning(tmp_path):
 
 
 def test_check_config_scope_required(tmp_path):
-    text = GOOD.replace('      paths: ["/tmp/**"]\n', "")
+    text = GOOD.replace('      paths: ["/srv/abx-test-ws/**"]\n', "")
     r, diags, _ = check(tmp_path, text)
     assert r.returncode == 1
     assert "config.scope_required" in codes(diags, "error")
@@ -224,9 +224,9 @@ def test_check_config_duplicate_token_across_forms(tmp_path):
 
 
 def test_check_config_json(tmp_path):
-    cfg = {"workspace": "/tmp",
+    cfg = {"workspace": "/srv/abx-test-ws",
            "auth": {"tokens": [{"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)}]},
-           "policy": {"allow": [{"ops": ["files.*"], "principals": ["role:agent"], "paths": ["/tmp/**"]}]}}
+           "policy": {"allow": [{"ops": ["files.*"], "principals": ["role:agent"], "paths": ["/srv/abx-test-ws/**"]}]}}
     r, diags, _ = check(tmp_path, json.dumps(cfg, indent=1), name="c.json")
     assert r.returncode == 0, r.stdout
     cfg["bogus"] = 1
@@ -266,7 +266,7 @@ def _write(tmp_path, text, name="s.yaml"):
     lambda t: t + "ledger: {retention: soon}\n",
     lambda t: t + "custom: [{name: run, argv: [echo]}]\n",
     lambda t: t.replace('["files.*"]', '["files.lsit"]'),
-    lambda t: t.replace('      paths: ["/tmp/**"]\n', ""),
+    lambda t: t.replace('      paths: ["/srv/abx-test-ws/**"]\n', ""),
     lambda t: t.replace('token_sha256: "%s"' % sha256_hex(ALICE_TOKEN), "token: short"),
     lambda t: "policy: [\n",
 ], ids=["unknown_key", "bad_ledger_value", "name_conflict", "unknown_selector", "scope_required", "short_token",
@@ -452,7 +452,7 @@ def test_deny_beats_allow_regardless_of_order(abx):
     d = '    - ops: ["files.read"]\n      principals: [alice]\n'
     s = abx(multi_config(deny=d))
     assert_error(s.get("/files/read", token=ALICE_TOKEN, params={"path": "a.txt"}), 403, "policy.denied")
-    s2 = abx(multi_config(extra_allow='    - ops: ["files.read"]\n      principals: [alice]\n      paths: ["/**"]\n',
+    s2 = abx(multi_config(extra_allow='    - ops: ["files.read"]\n      principals: [alice]\n      paths: {read: ["/**"]}\n',
                           deny=d))
     assert_error(s2.get("/files/read", token=ALICE_TOKEN, params={"path": "a.txt"}), 403, "policy.denied")
 

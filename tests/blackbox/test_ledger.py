@@ -1055,11 +1055,16 @@ def test_rotation_by_retention(abx, workspace, tmp_path):
 
 
 def test_archived_segments_are_protected(rotated, abx, workspace, tmp_path):
-    """Agents cannot read or delete the archive, even when a statement's scope covers it."""
+    """Agents cannot read the archive even when a statement's read scope covers it, and no
+    statement may grant writes where it lies (the server refuses that layout)."""
     s, path = rotated
     root = str(tmp_path)
     cfg = make_config(workspace, ledger={"path": path, "max_size": "64KiB"})
     cfg["policy"]["allow"].append({"ops": ["files.*"], "principals": ["role:agent"], "paths": [root + "/**"]})
+    refused = abx(cfg, start=False)
+    with pytest.raises(RuntimeError, match="config.state_writable"):
+        refused.start()
+    cfg["policy"]["allow"][-1]["paths"] = {"read": [root + "/**"], "write": [workspace + "/**"]}
     s2 = abx(cfg)
     seg = _segments(path)[0]
     r = s2.get("/files/read", token=ALICE_TOKEN, params={"path": seg})

@@ -310,15 +310,34 @@ def test_user_namespace_cannot_lift_masks(abx, workspace):
     assert SECRET not in j["stdout"], j
 
 
-def test_config_file_inside_workspace_hidden_from_child(abx, workspace):
+def test_config_file_inside_workspace_is_refused(abx, workspace):
+    """A config in a root a statement writes is refused outright (a process could rename
+    its folder away and plant another: docs/security.md, "abx's own state")."""
     cfg_dir = os.path.join(workspace, "conf")
     os.makedirs(cfg_dir)
     s = abx(config(workspace), start=False)
-    # the config lives inside the workspace: abx's own files are masked for processes
     import json
     path = os.path.join(cfg_dir, "abx.json")
     with open(path, "w") as f:
         json.dump(config(workspace), f)
+    s.config_path = path
+    with pytest.raises(RuntimeError, match="config.state_writable"):
+        s.start()
+
+
+def test_config_file_under_a_read_root_hidden_from_child(abx, workspace, tmp_path):
+    """Under a root processes may only read, abx's own files are masked for them."""
+    conf_root = tmp_path / "readable"
+    cfg_dir = conf_root / "conf"
+    cfg_dir.mkdir(parents=True)
+    cfg = config(workspace)
+    cfg["policy"]["allow"][1]["paths"]["read"].append(str(conf_root) + "/**")
+    s = abx(cfg, start=False)
+    import json
+    path = str(cfg_dir / "abx.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    os.chmod(str(tmp_path), 0o755)
     s.config_path = path
     s.start()
     with open(path) as f:
@@ -326,6 +345,9 @@ def test_config_file_inside_workspace_hidden_from_child(abx, workspace):
     j = py(s, TRY + "attempt(lambda: print(open(sys.argv[1]).read()))\n", path)
     assert "token_sha256" not in j["stdout"], j
     j = py(s, TRY + "attempt(lambda: open(sys.argv[1], 'w').write('{}'))\n", path)
+    assert verdict(j) != "ALLOWED", j
+    j = py(s, TRY + "import os\nattempt(lambda: os.rename(os.path.dirname(sys.argv[1]), sys.argv[1] + '.gone'))\n",
+           path)
     assert verdict(j) != "ALLOWED", j
     with open(path) as f:
         assert "token_sha256" in f.read()

@@ -168,7 +168,11 @@ def test_symlink_loops(server, workspace, layout, op):
 @pytest.fixture
 def wide(abx, workspace):
     """files.* on the whole machine: only protected areas and the jail stand in the way."""
-    return abx(files_config(workspace, paths=["/**"]), env={"ABX_CANARY_ENV": "canary-env-5521"})
+    # read everywhere; writes only in the workspace (no statement may write where abx's
+    # own state lies: its config is under /tmp)
+    return abx(files_config(workspace, paths={"read": ["/**"], "write": [workspace + "/**"],
+                                              "delete": [workspace + "/**"]}),
+               env={"ABX_CANARY_ENV": "canary-env-5521"})
 
 
 @pytest.mark.parametrize("fd", list(range(0, 12)))

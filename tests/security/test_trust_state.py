@@ -1,0 +1,257 @@
+"""Attack corpus: abx's own state out of the agent's reach (issue 12, class 1).
+
+An independent review held a limited agent token and could run confined commands in the
+workspace. With abx's config in the workspace, a process renamed `.abx` away and a
+restart began a fresh ledger that `abx ledger verify` called intact; the same rename made
+the config and the ledger readable through files.read; a config planted at abx's config
+path was picked up by SIGHUP; a `.so` dropped into the default plugins/ folder beside an
+in-workspace config would load at the next start; a principal's token_file inside the
+workspace was readable.
+
+What holds now (docs/security.md, "abx's own state"):
+- abx's state (config, token files, plugins, Python op modules, ledger and its archive,
+  abx's home with the ledger heads, runtime folder, TLS files) is never inside a root any
+  statement lets anyone write: `serve`, `check-config` and every reload refuse such a
+  layout with `config.state_writable`, naming the statement and the path;
+- a ledger that disappears or is replaced is detected: abx keeps the chain head in its
+  home and refuses to start on a ledger that does not continue it; `abx ledger verify`
+  says so too; `abx ledger reset --i-know` starts a new chain and records that it did;
+- state under a read-only root stays a protected area (token files included).
+"""
+import os
+import shutil
+import signal
+import time
+
+import pytest
+
+import secutil as su
+
+
+def _cfg(ws, paths, extra_top="", token_line=None):
+    token_line = token_line or "    - {principal: alice, roles: [agent], token_sha256: %s}" % su.sha256_hex(su.ALICE_TOKEN)
+    return """workspace: %s
+terminal_listen: "off"
+%s
+auth:
+  tokens:
+%s
+    - {principal: root, roles: [admin], token_sha256: %s}
+policy:
+  allow:
+    - ops: ["core.*"]
+      principals: ["*"]
+    - ops: ["files.*"]
+      principals: [alice]
+      paths: %s
+    - ops: ["system.policy.reload"]
+      principals: [root]
+""" % (ws, extra_top, token_line, su.sha256_hex(su.ADMIN_TOKEN), paths)
+
+
+def _write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def _serve_fails(abx, config_path, home):
+    r = su.run_abx(["serve", "--listen", "127.0.0.1:0", "--config", config_path], home=home, timeout=15)
+    assert r.returncode != 0, r.stdout + r.stderr
+    return r.stderr
+
+
+def _check_config(config_path):
+    r = su.run_abx(["check-config", config_path])
+    return r.returncode, r.stdout + r.stderr
+
+
+# -- the layout rule --------------------------------------------------------------------
+
+def test_config_inside_a_writable_root_is_refused(abx, workspace, tmp_path):
+    cfg = _write(os.path.join(workspace, "abx.yaml"), _cfg(workspace, '["%s/**"]' % workspace))
+    err = _serve_fails(abx, cfg, tmp_path / "home")
+    assert "config.state_writable" in err and "allow[1]" in err and cfg in err, err
+    rc, out = _check_config(cfg)
+    assert rc == 1 and "config.state_writable" in out and "the config file" in out, out
+
+
+def test_token_file_inside_a_writable_root_is_refused(abx, workspace, tmp_path):
+    tf = _write(os.path.join(workspace, "secrets", "alice.token"), su.ALICE_TOKEN + "\n")
+    cfg = _write(str(tmp_path / "etc" / "abx.yaml"),
+                 _cfg(workspace, '["%s/**"]' % workspace,
+                      token_line="    - {principal: alice, roles: [agent], token_file: %s}" % tf))
+    rc, out = _check_config(cfg)
+    assert rc == 1 and "config.state_writable" in out and "token_file" in out and tf in out, out
+    assert "config.state_writable" in _serve_fails(abx, cfg, tmp_path / "home")
+
+
+def test_token_file_under_a_read_root_is_a_protected_area(abx, workspace, tmp_path):
+    """Readable by a statement's scope, but never served: the token it holds reloads the policy."""
+    tdir = tmp_path / "tokens"
+    tf = _write(str(tdir / "root.token"), su.ADMIN_TOKEN + "\n")
+    cfg = """workspace: %s
+terminal_listen: "off"
+ledger: {enabled: false}
+auth:
+  tokens:
+    - {principal: alice, roles: [agent], token_sha256: %s}
+    - {principal: root, roles: [admin], token_file: %s}
+policy:
+  allow:
+    - ops: ["files.read", "files.list", "files.stat"]
+      principals: [alice]
+      paths: {read: ["%s/**", "%s/**"]}
+""" % (workspace, su.sha256_hex(su.ALICE_TOKEN), tf, workspace, tdir)
+    s = abx(cfg)
+    r = s.op("files.read", {"path": tf}, token=su.ALICE_TOKEN)
+    su.assert_error(r, 403, "policy.path_denied")
+    assert su.ADMIN_TOKEN not in r.text
+
+
+def test_ledger_inside_a_writable_root_is_refused(abx, workspace, tmp_path):
+    cfg = _write(str(tmp_path / "etc" / "abx.yaml"),
+                 _cfg(workspace, '["%s/**"]' % workspace, extra_top="ledger: {path: %s/.abx/ledger.db}" % workspace))
+    rc, out = _check_config(cfg)
+    assert rc == 1 and "config.state_writable" in out and "the ledger" in out, out
+
+
+def test_plugin_folder_inside_a_writable_root_is_refused(abx, workspace, tmp_path):
+    os.makedirs(os.path.join(workspace, "plugins"))
+    cfg = _write(str(tmp_path / "etc" / "abx.yaml"),
+                 _cfg(workspace, '["%s/**"]' % workspace,
+                      extra_top="plugin_dir: %s/plugins\nload: [\"evil\"]" % workspace))
+    rc, out = _check_config(cfg)
+    assert rc == 1 and "config.state_writable" in out and "plugin" in out, out
+
+
+def test_writable_root_above_abx_home_is_refused(abx, workspace, tmp_path):
+    cfg = _write(str(tmp_path / "etc" / "abx.yaml"), _cfg(workspace, '["%s/**"]' % workspace))
+    home = os.path.join(workspace, ".abx-home")
+    err = _serve_fails(abx, cfg, home)
+    assert "config.state_writable" in err and "ABX_HOME" in err, err
+
+
+def test_embedded_default_refuses_a_workspace_holding_its_home(workspace):
+    r = su.run_abx(["serve", "--listen", "127.0.0.1:0", "--workspace", workspace],
+                   home=os.path.join(workspace, "home"), cwd=workspace)
+    assert r.returncode != 0
+    assert "config.state_writable" in r.stderr and "ABX_HOME" in r.stderr, r.stderr
+
+
+def test_a_statement_writing_the_runtime_folder_is_refused(abx, workspace, tmp_path):
+    """/tmp/abx-<pid>-<n> holds every process's private TMPDIR."""
+    cfg = _write(str(tmp_path / "etc" / "abx.yaml"), _cfg(workspace, '["/tmp/**"]'))
+    rc, out = _check_config(cfg)
+    assert rc == 1 and "config.state_writable" in out, out
+
+
+def test_reload_that_makes_state_writable_keeps_the_policy_in_force(abx, workspace, tmp_path):
+    """The planted-config attack needs a writable config folder; a reload that would grant
+    one is refused and the policy in force stays."""
+    etc = tmp_path / "etc"
+    cfg_path = _write(str(etc / "abx.yaml"), _cfg(workspace, '["%s/**"]' % workspace))
+    s = abx(open(cfg_path).read())
+    _write(s.config_path, _cfg(workspace, '["%s/**", "%s/**"]' % (workspace, os.path.dirname(s.config_path))))
+    r = s.op("system.policy.reload", {}, token=su.ADMIN_TOKEN)
+    assert r.status_code == 400 and "config.state_writable" in r.text, r.text
+    os.kill(s.proc.pid, signal.SIGHUP)
+    time.sleep(0.3)
+    r = s.op("files.write", {"path": os.path.join(os.path.dirname(s.config_path), "planted.yaml"),
+                             "content": "x"}, token=su.ALICE_TOKEN)
+    su.assert_error(r, 403, "policy.path_not_allowed")
+
+
+# -- the ledger head --------------------------------------------------------------------
+
+def _ledger_cfg(workspace, ledger):
+    return _cfg(workspace, '["%s/**"]' % workspace, extra_top="ledger: {path: %s}" % ledger)
+
+
+def _make_history(s, n=3):
+    for i in range(n):
+        r = s.op("files.write", {"path": "h%d.txt" % i, "content": "x"}, token=su.ALICE_TOKEN)
+        assert r.status_code == 200, r.text
+
+
+def test_replaced_ledger_is_detected_and_refused(abx, workspace, tmp_path):
+    ledger = str(tmp_path / "state" / "ledger.db")
+    os.makedirs(os.path.dirname(ledger))
+    s = abx(_ledger_cfg(workspace, ledger))
+    _make_history(s)
+    s.stop()
+    # a fresh, internally valid ledger in its place (what `mv .abx .abx-gone` produced)
+    os.rename(ledger, ledger + ".gone")
+    for sfx in ("-wal", "-shm"):
+        if os.path.exists(ledger + sfx):
+            os.rename(ledger + sfx, ledger + ".gone" + sfx)
+    other_home = tmp_path / "other-home"
+    s2 = abx(_ledger_cfg(workspace, ledger), home=other_home)  # another home: no head, writes a new chain
+    s2.op("core.health", {})
+    s2.stop()
+    verify = su.run_abx(["ledger", "verify", "--path", ledger], home=s.home)
+    assert verify.returncode == 1 and "chain head" in verify.stdout, verify.stdout
+    with pytest.raises(RuntimeError) as e:
+        s.start()
+    assert "chain head" in str(e.value) and "ledger reset --i-know" in str(e.value), str(e.value)
+
+
+def test_removed_ledger_is_detected_and_not_recreated(abx, workspace, tmp_path):
+    ledger = str(tmp_path / "state" / "ledger.db")
+    os.makedirs(os.path.dirname(ledger))
+    s = abx(_ledger_cfg(workspace, ledger))
+    _make_history(s)
+    s.stop()
+    shutil.move(os.path.dirname(ledger), str(tmp_path / "state-gone"))
+    os.makedirs(os.path.dirname(ledger))
+    with pytest.raises(RuntimeError) as e:
+        s.start()
+    assert "is gone" in str(e.value), str(e.value)
+    assert not os.path.exists(ledger), "a new empty ledger must not be created over a recorded head"
+
+
+def test_ledger_reset_starts_a_recorded_chain(abx, workspace, tmp_path):
+    ledger = str(tmp_path / "state" / "ledger.db")
+    os.makedirs(os.path.dirname(ledger))
+    s = abx(_ledger_cfg(workspace, ledger))
+    _make_history(s)
+    s.stop()
+    os.remove(ledger)
+    r = su.run_abx(["ledger", "reset", "--path", ledger], home=s.home)
+    assert r.returncode == 2 and "--i-know" in r.stderr
+    r = su.run_abx(["ledger", "reset", "--i-know", "--path", ledger], home=s.home)
+    assert r.returncode == 0, r.stdout + r.stderr
+    s.start()
+    _make_history(s, 1)
+    s.stop()
+    v = su.run_abx(["ledger", "verify", "--path", ledger], home=s.home)
+    assert v.returncode == 0 and v.stdout.startswith("ok:"), v.stdout
+    tail = su.run_abx(["ledger", "tail", "-n", "100", "--path", ledger], home=s.home).stdout
+    first = tail.splitlines()[0]
+    assert '"op":"ledger.reset"' in first or '"kind":"received"' in first, tail
+    assert '"kind":"reset"' in tail and '"previous_head":{"count":' in tail, tail
+
+
+def test_reset_is_refused_while_a_server_holds_the_ledger(abx, workspace, tmp_path):
+    ledger = str(tmp_path / "state" / "ledger.db")
+    os.makedirs(os.path.dirname(ledger))
+    s = abx(_ledger_cfg(workspace, ledger))
+    r = su.run_abx(["ledger", "reset", "--i-know", "--path", ledger], home=s.home)
+    assert r.returncode == 1 and "in use" in r.stderr, r.stderr
+    assert s.op("core.health", {}).status_code == 200
+
+
+def test_history_survives_restarts_and_the_head_follows(abx, workspace, tmp_path):
+    ledger = str(tmp_path / "state" / "ledger.db")
+    os.makedirs(os.path.dirname(ledger))
+    s = abx(_ledger_cfg(workspace, ledger))
+    for _ in range(3):
+        _make_history(s, 2)
+        s.stop()
+        s.start()
+    _make_history(s, 1)
+    s.kill()  # kill -9: the head was written after each commit
+    s.start()
+    v = su.run_abx(["ledger", "verify", "--path", ledger], home=s.home)
+    assert v.returncode == 0, v.stdout
