@@ -1201,8 +1201,65 @@ static void append_label(char *buf, size_t len, const char *label)
     snprintf(buf + o, len - o, "%s%s", o ? "," : "", label);
 }
 
+/* The caller's path scope for one call: every pattern (any access kind) of the
+ * statements that mount the op for the principal. Lookups while canonicalizing and
+ * the first verdict on a path are taken against it, so that nothing outside it is
+ * ever asked of the file system. */
+typedef struct call_scope {
+    const abx_policy *p;
+    const uint16_t *mounting;
+    size_t n_mounting;
+} call_scope;
+
+static bool scope_has_paths(const call_scope *cs)
+{
+    for (size_t m = 0; m < cs->n_mounting; m++)
+        if (cs->p->allow[cs->mounting[m]].has_paths)
+            return true;
+    return false;
+}
+
+/* The canonicalizer's gate: a prefix is looked up only when it, or a path below it,
+ * could match a pattern of the scope. */
+static bool scope_may_look(const char *prefix, void *arg)
+{
+    const call_scope *cs = arg;
+    for (size_t m = 0; m < cs->n_mounting; m++) {
+        const abx_stmt *s = &cs->p->allow[cs->mounting[m]];
+        for (int a = 0; a < ABX_ACC_IDX__N; a++)
+            for (size_t i = 0; i < s->n_paths[a]; i++)
+                if (abx_glob_prefix_match(s->paths[a][i].glob, prefix))
+                    return true;
+    }
+    return false;
+}
+
+static bool scope_admits(const call_scope *cs, const char *canonical)
+{
+    for (size_t m = 0; m < cs->n_mounting; m++) {
+        const abx_stmt *s = &cs->p->allow[cs->mounting[m]];
+        for (int a = 0; a < ABX_ACC_IDX__N; a++)
+            if (pattern_list_match(s->paths[a], s->n_paths[a], canonical, NULL))
+                return true;
+    }
+    return false;
+}
+
+/* A gate that refuses every lookup: the path folded as written. */
+static bool scope_never(const char *prefix, void *arg)
+{
+    (void)prefix;
+    (void)arg;
+    return false;
+}
+
+static int canon_scoped(const char *anchor, const char *input, const call_scope *cs, char **out)
+{
+    return abx_path_canon_gated(anchor, input, scope_may_look, (void *)cs, out);
+}
+
 /* Canonicalize the parent of `input` and append its last component unresolved. */
-static int canon_keep_last(const char *anchor, const char *input, char **out)
+static int canon_keep_last(const char *anchor, const char *input, const call_scope *cs, char **out)
 {
     size_t n = strlen(input);
     while (n > 1 && input[n - 1] == '/')
@@ -1211,10 +1268,10 @@ static int canon_keep_last(const char *anchor, const char *input, char **out)
     const char *base = slash ? slash + 1 : input;
     size_t bl = (size_t)(input + n - base);
     if (bl == 0 || (bl == 1 && base[0] == '.') || (bl == 2 && base[0] == '.' && base[1] == '.') || bl > 255)
-        return abx_path_canon(anchor, input, out);
+        return canon_scoped(anchor, input, cs, out);
     char *dir = slash ? abx_strndup(input, (size_t)(slash - input) ? (size_t)(slash - input) : 1) : abx_strdup(".");
     char *cdir = NULL;
-    int rc = dir ? abx_path_canon(anchor, dir, &cdir) : -ENOMEM;
+    int rc = dir ? canon_scoped(anchor, dir, cs, &cdir) : -ENOMEM;
     abx_free(dir);
     if (rc != 0)
         return rc;
@@ -1230,7 +1287,26 @@ static int canon_keep_last(const char *anchor, const char *input, char **out)
     return 0;
 }
 
-static bool collect_paths(const abx_policy *p, const abx_op *op, const json_t *args, abx_decision *d)
+/* A path that could not be canonicalized. Outside the scope (judged on the path as
+ * written, folded without any lookup) every failure is the one answer a path outside
+ * the scope gets, whatever the lookup met: a loop, EACCES, a vanished /proc entry. */
+static void path_error(const abx_policy *p, const call_scope *cs, const abx_param *pa, const char *input, int rc,
+                       abx_decision *d)
+{
+    char *lex = NULL;
+    bool outside = scope_has_paths(cs) && abx_path_canon_gated(p->workspace, input, scope_never, NULL, &lex) == 0 &&
+                   !scope_admits(cs, lex);
+    abx_free(lex);
+    if (outside)
+        set_err(d, ABX_E_POLICY_PATH_NOT_ALLOWED, "path '%s' is outside the allowed paths", pa->name);
+    else if (rc == -ELOOP)
+        set_err(d, ABX_E_POLICY_PATH_DENIED, "path '%s': too many levels of symbolic links", pa->name);
+    else
+        set_err(d, ABX_E_ARGS_INVALID, "argument '%s' is not a usable path (%s)", pa->name, strerror(-rc));
+}
+
+static bool collect_paths(const abx_policy *p, const call_scope *cs, const abx_op *op, const json_t *args,
+                          abx_decision *d)
 {
     size_t count = 0;
     for (size_t i = 0; i < op->n_params; i++) {
@@ -1258,14 +1334,11 @@ static bool collect_paths(const abx_policy *p, const abx_op *op, const json_t *a
             pv->rootfd = -1;
             /* a parameter that deletes (or moves away) acts on the name itself: a symlink
              * is the link, not its target, so only the parent is resolved */
-            int rc = (pa->access & ABX_ACC_DELETE) ? canon_keep_last(p->workspace, json_string_value(s), &pv->canonical)
-                                                   : abx_path_canon(p->workspace, json_string_value(s), &pv->canonical);
-            if (rc == -ELOOP) {
-                set_err(d, ABX_E_POLICY_PATH_DENIED, "path '%s': too many levels of symbolic links", pa->name);
-                return false;
-            }
+            const char *in = json_string_value(s);
+            int rc = (pa->access & ABX_ACC_DELETE) ? canon_keep_last(p->workspace, in, cs, &pv->canonical)
+                                                   : canon_scoped(p->workspace, in, cs, &pv->canonical);
             if (rc != 0) {
-                set_err(d, ABX_E_ARGS_INVALID, "argument '%s' is not a usable path (%s)", pa->name, strerror(-rc));
+                path_error(p, cs, pa, in, rc, d);
                 return false;
             }
         }
@@ -1429,7 +1502,17 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
     size_t n_mounting = p->mount_cnt[base];
     for (size_t m = 0; trace && m < n_mounting; m++)
         json_array_append_new(json_object_get(trace, "mounting"), json_string(p->allow[mounting[m]].label));
-    if (!collect_paths(p, op, args, d)) {
+    call_scope cs = {p, mounting, n_mounting};
+    if (!collect_paths(p, &cs, op, args, d)) {
+        finish_trace(trace, d);
+        return;
+    }
+    /* 0. a path outside every pattern of the caller's scope gets one answer, before any
+     * deny or protected-area verdict: those would tell a name outside apart */
+    for (size_t k = 0; k < d->n_paths && scope_has_paths(&cs); k++) {
+        if (scope_admits(&cs, d->paths[k].canonical))
+            continue;
+        set_err(d, ABX_E_POLICY_PATH_NOT_ALLOWED, "path '%s' is outside the allowed paths", d->paths[k].param);
         finish_trace(trace, d);
         return;
     }

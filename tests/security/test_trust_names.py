@@ -1,0 +1,106 @@
+"""Issue 12, names vs identities: existence oracles outside the scope (class 5), deny rules
+that bind the file and not only its name in abx's own file ops (class 2), and git config
+that plants code the operator's git would run (class 2's warning).
+
+Each test provokes the attack: it fails on a build without the fix."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+import abx_blackbox_conftest as bb
+from secutil import ALICE_TOKEN, assert_error, files_config
+
+NOBODY = 65534
+
+
+def body_of(r):
+    """The part of an error answer a client could compare: status and error object,
+    without what differs per request anyway."""
+    j = r.json()
+    err = dict(j.get("error") or {})
+    for k in ("request_id", "id"):
+        err.pop(k, None)
+    return r.status_code, json.dumps(err, sort_keys=True)
+
+
+def outside_tree(root):
+    """Things outside the workspace a prober would tell apart: a file, a folder, a
+    symlink loop, a folder nobody but root may search."""
+    out = os.path.join(root, "outside")
+    os.makedirs(os.path.join(out, "dir"))
+    with open(os.path.join(out, "f.txt"), "w") as f:
+        f.write("outside\n")
+    os.symlink("loop", os.path.join(out, "loop"))
+    os.makedirs(os.path.join(out, "locked", "inner"))
+    os.chmod(os.path.join(out, "locked"), 0o700)
+    return out
+
+
+def probes(out, ws, pid):
+    names = [
+        out + "/f.txt", out + "/missing.txt", out + "/dir/x", out + "/nodir/x",
+        out + "/loop", out + "/loop/x", out + "/f.txt/x",
+        out + "/locked/inner/x", out + "/nolocked/inner/x",
+        "/proc/%d/status" % pid, "/proc/4194000/status",
+        "/proc/%d/fd/0" % pid, "/proc/%d/fd/3" % pid, "/proc/%d/fd/9999" % pid,
+        "/proc/%d/cwd/a.txt" % pid, "/proc/self/root" + ws + "/a.txt",
+        os.path.relpath(out, ws) + "/f.txt", os.path.relpath(out, ws) + "/missing.txt",
+        os.path.relpath(out, ws) + "/loop/x",
+    ]
+    # symlinks inside the workspace that point out: what they point at must not matter
+    links = {"to_file": out + "/f.txt", "to_missing": out + "/missing.txt", "to_loop": out + "/loop",
+             "to_locked": out + "/locked/inner", "to_fd3": "/proc/%d/fd/3" % pid,
+             "to_fd9999": "/proc/%d/fd/9999" % pid, "to_pid": "/proc/%d" % pid, "to_nopid": "/proc/4194000"}
+    for name, target in links.items():
+        os.symlink(target, os.path.join(ws, name))
+        names += [name, name + "/x"]
+    return names
+
+
+def assert_one_answer(answers):
+    seen = {}
+    for name, (status, err) in answers.items():
+        seen.setdefault((status, err), []).append(name)
+    assert len(seen) == 1, "answers differ by what the file system holds:\n" + "\n".join(
+        "%s %s <- %s" % (k[0], k[1], v) for k, v in seen.items())
+    (status, err), = seen
+    assert status == 403 and json.loads(err)["code"] == "policy.path_not_allowed", (status, err)
+
+
+def doors(s, op, path):
+    """The same call through three doors."""
+    yield "ops", s.op(op, {"path": path}, token=ALICE_TOKEN)
+    yield "route", s.get("/files/" + op.split(".")[1], token=ALICE_TOKEN, params={"path": path})
+    r = s.post("/batch", token=ALICE_TOKEN, json_body={"calls": [{"op": op, "args": {"path": path}}]})
+    assert r.status_code == 200, r.text
+    yield "batch", _BatchAnswer(r.json()["results"][0])
+
+
+class _BatchAnswer:
+    """One batch result, shaped like a response for body_of."""
+
+    def __init__(self, res):
+        self.status_code = res["status"]
+        self._j = res["body"]
+
+    def json(self):
+        return self._j
+
+
+@pytest.mark.parametrize("op", ["files.read", "files.stat", "files.list"])
+def test_outside_scope_one_answer(abx, workspace, tmp_path, op):
+    """Class 5: a loop, a /proc entry, an fd number, a link pointing out — one answer."""
+    out = outside_tree(str(tmp_path))
+    s = abx(files_config(workspace))
+    names = probes(out, workspace, s.proc.pid)
+    for door in ("ops", "route", "batch"):
+        answers = {}
+        for name in names:
+            for d, r in doors(s, op, name):
+                if d == door:
+                    answers[name] = body_of(r)
+        assert_one_answer(answers)
