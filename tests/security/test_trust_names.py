@@ -104,3 +104,56 @@ def test_outside_scope_one_answer(abx, workspace, tmp_path, op):
                 if d == door:
                     answers[name] = body_of(r)
         assert_one_answer(answers)
+
+
+@pytest.fixture
+def nobody_dir():
+    """A tree the unprivileged uid can reach (pytest's tmp_path is root-only)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to start abx as another uid")
+    d = tempfile.mkdtemp(prefix="abx-nobody-")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_unprivileged_abx_unsearchable_folder(nobody_dir):
+    """Class 5, abx not root: an existing folder abx may not search answered 400 (EACCES
+    while canonicalizing) where a missing one answered 403."""
+    ws = os.path.join(nobody_dir, "ws")
+    home = os.path.join(nobody_dir, "home")
+    os.makedirs(ws)
+    os.makedirs(home)
+    with open(os.path.join(ws, "a.txt"), "w") as f:
+        f.write("hello\n")
+    for p in (ws, home, os.path.join(ws, "a.txt")):
+        os.chown(p, NOBODY, NOBODY)
+    locked = os.path.join(nobody_dir, "locked")
+    os.makedirs(os.path.join(locked, "inner"))
+    os.chmod(locked, 0o700)  # root's: abx (nobody) gets EACCES below it
+    os.symlink(locked + "/inner", os.path.join(ws, "to_locked"))
+    binary = os.path.join(nobody_dir, "abx")
+    shutil.copy2(bb.ABX_BIN, binary)
+    os.chmod(binary, 0o755)
+    srv = bb.AbxServer(nobody_dir, config=files_config(ws), workspace=ws, home=home)
+    base = srv.command
+
+    def command():
+        cmd = base()
+        cmd[0] = binary
+        return ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups"] + cmd
+    srv.command = command
+    srv.start()
+    try:
+        assert srv.op("files.read", {"path": "a.txt"}, token=ALICE_TOKEN).status_code == 200
+        answers = {}
+        for name in (locked + "/inner/x", locked + "/x", nobody_dir + "/missing/inner/x",
+                     nobody_dir + "/missing/x", "to_locked", "to_locked/x", "../locked/inner"):
+            for door, r in doors(srv, "files.stat", name):
+                answers["%s %s" % (door, name)] = body_of(r)
+        # the routes share one answer per door; compare across names within each door
+        for door in ("ops", "route", "batch"):
+            assert_one_answer({k: v for k, v in answers.items() if k.startswith(door + " ")})
+    finally:
+        srv.stop()
+        srv.kill()
