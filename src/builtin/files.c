@@ -30,6 +30,7 @@ abx_err abx_errno_to_err(int err)
         return ABX_E_FILES_NOT_FOUND;
     case EXDEV:
     case ELOOP:
+    case ABX_EIDENT:
         return ABX_E_POLICY_PATH_DENIED;
     case EACCES:
     case EPERM:
@@ -53,6 +54,8 @@ static abx_err errno_reply(abx_reply *r, int err, const char *param)
     if (err == ELOOP) /* the jail met a symlink the policy did not see: the tree changed */
         return abx_reply_error(r, e, NULL, "path '%s' changed after the policy check (a symlink appeared on it)",
                                param);
+    if (err == ABX_EIDENT)
+        return abx_reply_error(r, e, NULL, "path '%s' leads to a file a deny rule or protected area binds", param);
     if (e == ABX_E_POLICY_PATH_DENIED)
         return abx_reply_error(r, e, NULL, "path '%s' leads outside its allowed root", param);
     if (e == ABX_E_FILES_NOT_FOUND)
@@ -164,7 +167,8 @@ static int list_dir(int dirfd, const char *prefix, const char *abs, int depth, l
         /* an entry the policy would refuse on its own (a denied subtree, a protected
          * area) is not shown; a symlink is a name in this admitted directory and is
          * never followed */
-        if (!S_ISLNK(sb.st_mode) && admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) != ABX_OK) {
+        if (!S_ISLNK(sb.st_mode) && (admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) != ABX_OK ||
+                                     builtin_ident_denied(st->ctx, &sb))) {
             abx_free(rel);
             abx_free(cabs);
             continue;
@@ -614,9 +618,22 @@ static int make_dirs(int rootfd, const char *rel, bool include_last, bool *creat
     return 0;
 }
 
+/* The directory an op creates, replaces, moves or removes in must not lie in a denied
+ * directory identity, and an existing entry at the name must not be a denied file
+ * (a hard link to it, or the file renamed there). 0 or -ABX_EIDENT. */
+static int parent_ident_check(abx_ctx *ctx, int pfd, const char *name)
+{
+    struct stat st;
+    if (!builtin_req(ctx)->policy->n_idents)
+        return 0;
+    if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && builtin_ident_denied(ctx, &st))
+        return -ABX_EIDENT;
+    return builtin_fd_check(ctx, -1, pfd);
+}
+
 /* Open the directory that holds pv's last component (O_PATH). make_parents: create the
  * missing directories first; hint names the flag that does so in messages. */
-static abx_err open_parent_of(abx_reply *r, const abx_path_value *pv, bool make_parents, const char *hint, int *pfd,
+static abx_err open_parent_of(abx_ctx *ctx, abx_reply *r, const abx_path_value *pv, bool make_parents, const char *hint, int *pfd,
                               const char **name)
 {
     *pfd = -1;
@@ -643,6 +660,11 @@ static abx_err open_parent_of(abx_reply *r, const abx_path_value *pv, bool make_
                                pv->param);
     if (fd < 0)
         return errno_reply(r, -fd, pv->param);
+    int rc = parent_ident_check(ctx, fd, *name);
+    if (rc < 0) {
+        close(fd);
+        return errno_reply(r, -rc, pv->param);
+    }
     *pfd = fd;
     return ABX_OK;
 }
@@ -883,7 +905,7 @@ static abx_err files_write(abx_ctx *ctx, const json_t *args, abx_reply *r)
     }
     int pfd;
     const char *name;
-    abx_err e = open_parent_of(r, pv, make_parents, "make_parents", &pfd, &name);
+    abx_err e = open_parent_of(ctx, r, pv, make_parents, "make_parents", &pfd, &name);
     bool created = false;
     if (!e && strcmp(mode, "append") == 0) {
         e = append_file(r, pfd, name, data, len, &created);
@@ -1004,7 +1026,7 @@ static abx_err files_edit(abx_ctx *ctx, const json_t *args, abx_reply *r)
     abx_free(buf);
     int pfd;
     const char *name;
-    e = open_parent_of(r, pv, false, NULL, &pfd, &name);
+    e = open_parent_of(ctx, r, pv, false, NULL, &pfd, &name);
     staged s;
     if (!e)
         e = stage_open(&s, r, pfd, name, "path", -1);
@@ -1044,7 +1066,7 @@ static abx_err files_mkdir(abx_ctx *ctx, const json_t *args, abx_reply *r)
     }
     int pfd;
     const char *name;
-    abx_err e = open_parent_of(r, pv, parents, "parents", &pfd, &name);
+    abx_err e = open_parent_of(ctx, r, pv, parents, "parents", &pfd, &name);
     if (e)
         return e;
     bool created = false;
@@ -1161,6 +1183,8 @@ static abx_err precheck_tree(precheck *pc, int dirfd, const char *abs_a, const c
             e = oom(pc->r);
         if (!e)
             e = admit_paths(pc->ctx, pc->r, pc->args, pc->pa, ca, pc->pb, cb);
+        if (!e && builtin_ident_denied(pc->ctx, &st)) /* a denied file under another name */
+            e = errno_reply(pc->r, ABX_EIDENT, ca);
         if (!e && S_ISDIR(st.st_mode)) {
             int sub = openat(dirfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub >= 0) {
@@ -1241,7 +1265,7 @@ static abx_err files_delete(abx_ctx *ctx, const json_t *args, abx_reply *r)
         abx_free(abs);
         return ABX_OK;
     }
-    e = open_parent_of(r, pv, false, NULL, &pfd, &name);
+    e = open_parent_of(ctx, r, pv, false, NULL, &pfd, &name);
     if (e)
         return e;
     struct stat st;
@@ -1301,7 +1325,7 @@ static abx_err files_move(abx_ctx *ctx, const json_t *args, abx_reply *r)
     char *sabs = NULL;
     abx_err e = symlink_entry(ctx, r, args, sv, &sfd, &sname, &sabs);
     if (!e && sfd < 0) {
-        e = open_parent_of(r, sv, false, NULL, &sfd, &sname);
+        e = open_parent_of(ctx, r, sv, false, NULL, &sfd, &sname);
         if (!e && !(sabs = abx_strdup(sv->canonical)))
             e = oom(r);
     }
@@ -1314,7 +1338,7 @@ static abx_err files_move(abx_ctx *ctx, const json_t *args, abx_reply *r)
     if (!e && S_ISDIR(st.st_mode) && abx_path_under(sabs, dv->canonical, &below))
         e = abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "cannot move the directory %s into itself", sabs);
     if (!e)
-        e = open_parent_of(r, dv, false, NULL, &dfd, &dname);
+        e = open_parent_of(ctx, r, dv, false, NULL, &dfd, &dname);
     bool replaced = !e && fstatat(dfd, dname, &dst_st, AT_SYMLINK_NOFOLLOW) == 0;
     if (!e && replaced && !overwrite)
         e = abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "dst %s already exists; pass overwrite=true to replace it",
@@ -1539,7 +1563,7 @@ static abx_err files_copy(abx_ctx *ctx, const json_t *args, abx_reply *r)
     int dfd;
     const char *dname;
     struct stat dst_st;
-    e = open_parent_of(r, dv, false, NULL, &dfd, &dname);
+    e = open_parent_of(ctx, r, dv, false, NULL, &dfd, &dname);
     if (!e && !overwrite && fstatat(dfd, dname, &dst_st, AT_SYMLINK_NOFOLLOW) == 0)
         e = abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "dst %s already exists; pass overwrite=true", dv->canonical);
     if (!e && S_ISDIR(st.st_mode)) {
@@ -1769,7 +1793,8 @@ static void search_dir(search_st *st, int dirfd, const char *prefix, const char 
         }
         if (S_ISDIR(sb.st_mode)) {
             if (depth + 1 < WALK_MAX_DEPTH && !glob_any(st->exclude, rel, nm) &&
-                admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) == ABX_OK) {
+                admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) == ABX_OK &&
+                !builtin_ident_denied(st->ctx, &sb)) {
                 int sub = openat(dirfd, nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (sub >= 0) {
                     search_dir(st, sub, rel, cabs, depth + 1);
@@ -1780,7 +1805,8 @@ static void search_dir(search_st *st, int dirfd, const char *prefix, const char 
                    (json_array_size(st->include) == 0 || glob_any(st->include, rel, nm))) {
             if (sb.st_size > st->max_file_size) {
                 st->skipped++;
-            } else if (admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) == ABX_OK) {
+            } else if (admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) == ABX_OK &&
+                       !builtin_ident_denied(st->ctx, &sb)) {
                 int fd = openat(dirfd, nm, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
                 struct stat now;
                 if (fd >= 0 && fstat(fd, &now) == 0 && S_ISREG(now.st_mode)) {
@@ -1923,7 +1949,8 @@ static void find_dir(find_st *st, int dirfd, const char *prefix, const char *abs
          * through their directory: they are never followed */
         bool match = type_ok && name_ok, visible = false;
         if (match || is_dir)
-            visible = S_ISLNK(sb.st_mode) || admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) == ABX_OK;
+            visible = S_ISLNK(sb.st_mode) || (admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) == ABX_OK &&
+                                              !builtin_ident_denied(st->ctx, &sb));
         if (visible && match) {
             if ((int64_t)json_array_size(st->results) >= st->max) {
                 st->truncated = st->stop = true;
@@ -2156,7 +2183,7 @@ static abx_err files_upload(abx_ctx *ctx, const json_t *args, abx_reply *r)
     u->s.fd = -1;
     u->cap = abx_ctx_limit(ctx, ABX_LIM_MAX_BYTES);
     const char *name;
-    abx_err e = open_parent_of(r, pv, make_parents, "make_parents", &u->dirfd, &name);
+    abx_err e = open_parent_of(ctx, r, pv, make_parents, "make_parents", &u->dirfd, &name);
     if (!e && (!(u->path = abx_strdup(pv->canonical)) || !(u->name = abx_strdup(name))))
         e = oom(r);
     if (!e)
@@ -2404,7 +2431,7 @@ static void arch_entry(arch_state *a, int dirfd, const char *name, const char *r
     if (!abx_ctx_path_visible(a->ctx, canonical))
         return;
     struct stat st;
-    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || builtin_ident_denied(a->ctx, &st))
         return;
     if (S_ISREG(st.st_mode)) {
         int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);

@@ -3,6 +3,9 @@
  * denied unless an unsafe statement names them; otherwise at least one mounting
  * statement must admit the call with all its scopes; limits are the tightest over
  * admitting statements. Decisions never depend on statement order or duplication.
+ * Nothing outside the caller's scope is looked up while deciding (no existence
+ * oracle). Literal deny paths and protected files are also bound by identity
+ * (st_dev, st_ino, resolved at compile time) for the handlers' opens to re-check.
  * Must never touch file contents or spawn anything. */
 #include "policy/policy.h"
 #include "config/yaml.h"
@@ -11,6 +14,8 @@
 #include "policy/url.h"
 #include "sandbox/jail.h"
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +105,7 @@ static void policy_free(abx_policy *p)
     for (size_t i = 0; i < p->n_protected; i++)
         abx_free(p->protected_files[i]);
     abx_free(p->protected_files);
+    abx_free(p->idents);
     abx_free(p->mount_off);
     abx_free(p->mount_cnt);
     abx_free(p->mount_stmts);
@@ -967,6 +973,56 @@ static const char *scope_missing(const abx_stmt *s, const abx_op *op)
     return NULL;
 }
 
+static bool add_ident(abx_policy *p, const char *path, bool subtree_pattern, int stmt)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return true; /* not there yet: the name alone applies */
+    abx_ident *g = abx_realloc(p->idents, (p->n_idents + 1) * sizeof *g);
+    if (!g)
+        return false;
+    p->idents = g;
+    bool subtree = S_ISDIR(st.st_mode) && subtree_pattern;
+    p->idents[p->n_idents++] = (abx_ident){st.st_dev, st.st_ino, subtree, stmt};
+    if (subtree)
+        p->has_subtree_idents = true;
+    return true;
+}
+
+/* A deny pattern names one file when it has no glob character, or one directory and
+ * everything below it when it is "X/ **" (no space) with X literal. Other globs have no
+ * identity to bind: they stay names. */
+static bool ident_pattern(const char *glob, char *out, size_t outlen, bool *subtree)
+{
+    size_t n = strlen(glob);
+    *subtree = n > 3 && strcmp(glob + n - 3, "/**") == 0;
+    if (*subtree)
+        n -= 3;
+    if (n == 0 || n >= outlen || memchr(glob, '*', n) || memchr(glob, '?', n))
+        return false;
+    memcpy(out, glob, n);
+    out[n] = '\0';
+    return true;
+}
+
+/* Resolve every literal deny path and protected file to (st_dev, st_ino), once per
+ * snapshot: a reload recompiles them. */
+static bool compile_idents(abx_policy *p)
+{
+    char path[PATH_MAX];
+    bool subtree;
+    for (size_t i = 0; i < p->n_deny; i++)
+        for (int a = 0; a < ABX_ACC_IDX__N; a++)
+            for (size_t k = 0; k < p->deny[i].n_paths[a]; k++)
+                if (ident_pattern(p->deny[i].paths[a][k].glob, path, sizeof path, &subtree) &&
+                    !add_ident(p, path, subtree, (int)i))
+                    return false;
+    for (size_t i = 0; i < p->n_protected; i++)
+        if (!add_ident(p, p->protected_files[i], true, -1))
+            return false;
+    return true;
+}
+
 abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
 {
     abx_policy *p = abx_calloc(1, sizeof *p);
@@ -1086,6 +1142,10 @@ abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
                 p->has_approver = true;
     if (diags->errors > errors_before)
         goto fail;
+    if (!compile_idents(p)) {
+        abx_diag_add(diags, "error", "config.internal", 0, "out of memory resolving deny identities");
+        goto fail;
+    }
     p->concurrency = abx_calloc(p->n_allow + 1, sizeof *p->concurrency);
     p->rate_tat = abx_calloc((p->n_principals + 1) * p->n_allow + 1, sizeof *p->rate_tat);
     if (!build_mount_table(&c) || !p->concurrency || !p->rate_tat) {
@@ -1762,6 +1822,78 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
     }
     d->err = ABX_OK;
     finish_trace(trace, d);
+}
+
+/* Whether identity i binds this call: its deny statement applies to the op and the
+ * principal; a protected area binds unless an unsafe statement admitted the call
+ * (the waiver of protected areas by name, see abx_decide). */
+static bool ident_applies(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, const abx_ident *id)
+{
+    if (id->stmt >= 0) {
+        const abx_stmt *s = &p->deny[id->stmt];
+        return !(s->n_ops && !stmt_has_op(s, op, false)) && !(s->n_principals && !stmt_has_principal(p, s, slot));
+    }
+    for (size_t i = 0; i < d->n_admitting; i++)
+        if (p->allow[d->admitting[i]].unsafe)
+            return false;
+    return true;
+}
+
+static bool ident_hit(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, const struct stat *st,
+                      bool subtree_only)
+{
+    for (size_t i = 0; i < p->n_idents; i++) {
+        const abx_ident *id = &p->idents[i];
+        if (id->dev == st->st_dev && id->ino == st->st_ino && (!subtree_only || id->subtree) &&
+            ident_applies(p, slot, op, d, id))
+            return true;
+    }
+    return false;
+}
+
+bool abx_policy_ident_denied(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d,
+                             const struct stat *st)
+{
+    return p->n_idents && ident_hit(p, slot, op, d, st, false);
+}
+
+/* Walk up from directory fd (borrowed) to the file system's root, comparing every
+ * directory with the denied directory identities. ".." of an fd is the directory's
+ * current parent, whatever names lead there. */
+static bool under_denied_dir(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int dirfd)
+{
+    int cur = dup(dirfd);
+    bool hit = false;
+    struct stat st, up;
+    for (int depth = 0; cur >= 0 && depth < 2048 && !hit; depth++) {
+        if (fstat(cur, &st) != 0)
+            break;
+        hit = ident_hit(p, slot, op, d, &st, true);
+        int next = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        close(cur);
+        cur = next;
+        if (cur < 0 || fstat(cur, &up) != 0 || (up.st_dev == st.st_dev && up.st_ino == st.st_ino))
+            break;
+    }
+    if (cur >= 0)
+        close(cur);
+    return hit;
+}
+
+int abx_policy_fd_check(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int fd, int dirfd)
+{
+    if (!p->n_idents)
+        return 0;
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0) {
+        if (ident_hit(p, slot, op, d, &st, false))
+            return -ABX_EIDENT;
+        if (S_ISDIR(st.st_mode))
+            dirfd = fd;
+    }
+    if (p->has_subtree_idents && dirfd >= 0 && under_denied_dir(p, slot, op, d, dirfd))
+        return -ABX_EIDENT;
+    return 0;
 }
 
 bool abx_policy_path_visible(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d,

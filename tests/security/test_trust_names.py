@@ -157,3 +157,84 @@ def test_unprivileged_abx_unsearchable_folder(nobody_dir):
     finally:
         srv.stop()
         srv.kill()
+
+
+# -- class 2: deny rules bind the file, not only its name ---------------------------------------------
+
+KEY = "KEY-4f1b-never-leaves"
+MORE = "MORE-9c2e-denied-with-its-folder"
+
+
+def secret_tree(ws):
+    os.makedirs(os.path.join(ws, "secret", "deeper"))
+    with open(os.path.join(ws, "secret", "key.txt"), "w") as f:
+        f.write(KEY + "\n")
+    with open(os.path.join(ws, "secret", "deeper", "more.txt"), "w") as f:
+        f.write(MORE + "\n")
+
+
+def no_key(r):
+    assert KEY not in r.text, r.text[:500]
+
+
+@pytest.mark.parametrize("deny", ["{ws}/secret/key.txt", "{ws}/secret/**"])
+def test_renamed_denied_file_stays_denied(abx, workspace, deny):
+    """A process renames the denied file's folder: files.read by the new name returned it."""
+    secret_tree(workspace)
+    s = abx(files_config(workspace, deny=[{"paths": [deny.replace("{ws}", workspace)]}]))
+    assert_error(s.op("files.read", {"path": "secret/key.txt"}, token=ALICE_TOKEN), 403, "policy.path_denied")
+    os.rename(os.path.join(workspace, "secret"), os.path.join(workspace, "public"))  # what `mv` in a command does
+    for op, args in (("files.read", {"path": "public/key.txt"}),
+                     ("files.download", {"path": "public/key.txt"}),
+                     ("files.copy", {"src": "public/key.txt", "dst": "copy.txt"}),
+                     ("files.edit", {"path": "public/key.txt", "old": "KEY", "new": "PWN"})):
+        r = s.op(op, args, token=ALICE_TOKEN)
+        assert_error(r, 403, "policy.path_denied")
+        no_key(r)
+    assert not os.path.exists(os.path.join(workspace, "copy.txt"))
+    with open(os.path.join(workspace, "public", "key.txt")) as f:
+        assert f.read() == KEY + "\n"
+    # the walkers do not hand the content out either
+    r = s.op("files.search", {"path": ".", "pattern": "KEY-4f1b"}, token=ALICE_TOKEN)
+    assert r.status_code in (200, 403), r.text
+    no_key(r)
+    r = s.op("files.list", {"path": ".", "recursive": True}, token=ALICE_TOKEN)
+    assert r.status_code == 200, r.text
+    names = [e["path"] for e in r.json()["entries"]]
+    assert "public/key.txt" not in names, names
+    if deny.endswith("/**"):
+        # the whole folder is bound: its other files, new files in it, listing it
+        assert_error(s.op("files.read", {"path": "public/deeper/more.txt"}, token=ALICE_TOKEN),
+                     403, "policy.path_denied")
+        assert_error(s.op("files.write", {"path": "public/planted.txt", "content": "x"}, token=ALICE_TOKEN),
+                     403, "policy.path_denied")
+        assert not os.path.exists(os.path.join(workspace, "public", "planted.txt"))
+        assert_error(s.op("files.list", {"path": "public"}, token=ALICE_TOKEN), 403, "policy.path_denied")
+        assert "public" not in names and "public/deeper/more.txt" not in names, names
+        r = s.op("files.search", {"path": ".", "pattern": "MORE-9c2e"}, token=ALICE_TOKEN)
+        assert r.status_code == 200 and MORE not in r.text, r.text
+    # an unrelated file is still served
+    assert s.op("files.read", {"path": "a.txt"}, token=ALICE_TOKEN).status_code == 200
+
+
+def test_hard_link_to_denied_file(abx, workspace):
+    """`ln secret/key.txt other` by a process, then files.read other."""
+    secret_tree(workspace)
+    s = abx(files_config(workspace, deny=[{"paths": [workspace + "/secret/key.txt"]}]))
+    os.link(os.path.join(workspace, "secret", "key.txt"), os.path.join(workspace, "other.txt"))
+    for op, args in (("files.read", {"path": "other.txt"}),
+                     ("files.stat", {"path": "other.txt"}),
+                     ("files.move", {"src": "other.txt", "dst": "moved.txt"})):
+        r = s.op(op, args, token=ALICE_TOKEN)
+        assert_error(r, 403, "policy.path_denied")
+        no_key(r)
+    r = s.op("files.search", {"path": ".", "pattern": "KEY-4f1b"}, token=ALICE_TOKEN)
+    assert r.status_code == 200, r.text
+    no_key(r)
+    r = s.op("files.archive", {"sources": ["."]}, token=ALICE_TOKEN)
+    assert KEY.encode() not in r.content
+    # a name replaced by a new file is still denied by its name
+    os.unlink(os.path.join(workspace, "secret", "key.txt"))
+    with open(os.path.join(workspace, "secret", "key.txt"), "w") as f:
+        f.write("new inode\n")
+    assert_error(s.op("files.read", {"path": "secret/key.txt"}, token=ALICE_TOKEN), 403, "policy.path_denied")
