@@ -2,6 +2,7 @@
  * value, opened through the jail beneath its root (abx_ctx_open); no handler opens a
  * raw argument. Non-regular files are never read (a FIFO must not hang a thread). */
 #include "builtin/builtin.h"
+#include "builtin/gitcfg.h"
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -2974,6 +2975,123 @@ static const abx_param watch_params[] = {
     {0},
 };
 
+/* ---- git config that runs code: a warning on the result ---- */
+
+#define GITCFG_READ_MAX (1024 * 1024)
+
+static bool has_git_dir_shape(int dirfd)
+{
+    struct stat st;
+    return fstatat(dirfd, "HEAD", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+           fstatat(dirfd, "objects", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+static const char *gitcfg_key_label(const char *key)
+{
+    if (strcmp(key, "core.hookspath") == 0)
+        return "core.hooksPath";
+    if (strcmp(key, "includeif.path") == 0)
+        return "includeIf.<condition>.path";
+    return key;
+}
+
+/* Read (at most GITCFG_READ_MAX bytes of) a regular file and add one warning per
+ * code-running key it sets. fd is borrowed. */
+static void gitcfg_scan(int fd, const char *shown, json_t *warnings)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return;
+    size_t cap = st.st_size < GITCFG_READ_MAX ? (size_t)st.st_size : GITCFG_READ_MAX, have = 0;
+    char *buf = abx_malloc(cap + 1);
+    if (!buf)
+        return;
+    while (have < cap) {
+        ssize_t g = pread(fd, buf + have, cap - have, (off_t)have);
+        if (g < 0 && errno == EINTR)
+            continue;
+        if (g <= 0)
+            break;
+        have += (size_t)g;
+    }
+    const char *keys[4];
+    size_t n = abx_gitcfg_hook_keys(buf, have, keys, 4);
+    abx_free(buf);
+    for (size_t i = 0; i < n; i++) {
+        char msg[600];
+        snprintf(msg, sizeof msg,
+                 "%s is a git config that sets %s: git runs the program it names (or reads the config it "
+                 "includes) when anyone runs git in this tree",
+                 shown, gitcfg_key_label(keys[i]));
+        json_array_append_new(warnings, json_pack("{s:s, s:s}", "code", "files.git_config_hook", "message", msg));
+    }
+}
+
+/* After a files.* op succeeded on param: if the file now at that path is a git config
+ * (by name, or "config" in a directory shaped like a git dir), or a git dir moved or
+ * copied into place, report the keys that make git run code. */
+static void gitcfg_warn(abx_ctx *ctx, abx_reply *r, const char *param)
+{
+    const abx_path_value *pv = path_value(ctx, param, 0);
+    if (!pv || !json_is_object(r->body) || pv->rootfd < 0)
+        return;
+    const char *base = strrchr(pv->canonical, '/');
+    base = base ? base + 1 : pv->canonical;
+    bool named = abx_gitcfg_name(pv->canonical);
+    bool maybe = named || strcmp(base, "config") == 0 || strcmp(base, ".git") == 0;
+    /* a move or copy may put a whole git dir in place under any name */
+    bool tree = strcmp(param, "dst") == 0;
+    int fd = maybe || tree ? abx_ctx_open(ctx, param, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0) : -1;
+    if (fd < 0)
+        return;
+    json_t *warnings = json_array();
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* a whole git dir put in place: look at its config files */
+        if (strcmp(base, ".git") == 0 || has_git_dir_shape(fd)) {
+            static const char *const names[] = {"config", "config.worktree"};
+            for (size_t i = 0; i < 2; i++) {
+                int cfd = openat(fd, names[i], O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+                if (cfd < 0)
+                    continue;
+                char *shown = join_path(pv->canonical, names[i]);
+                if (builtin_fd_check(ctx, cfd, fd) == 0)
+                    gitcfg_scan(cfd, shown ? shown : names[i], warnings);
+                abx_free(shown);
+                close(cfd);
+            }
+        }
+    } else if (!named && strcmp(base, "config") == 0) {
+        const char *name;
+        int pfd = strcmp(pv->rel, ".") == 0 ? -1 : abx_jail_open_parent(pv->rootfd, pv->rel, &name);
+        if (pfd >= 0 && has_git_dir_shape(pfd))
+            gitcfg_scan(fd, pv->canonical, warnings);
+        if (pfd >= 0)
+            close(pfd);
+    } else if (named) {
+        gitcfg_scan(fd, pv->canonical, warnings);
+    }
+    close(fd);
+    if (json_array_size(warnings))
+        json_object_set_new(r->body, "warnings", warnings);
+    else
+        json_decref(warnings);
+}
+
+#define GITCFG_WRAP(fn, param)                                                 \
+    static abx_err fn##_w(abx_ctx *ctx, const json_t *args, abx_reply *r)     \
+    {                                                                          \
+        abx_err e = fn(ctx, args, r);                                          \
+        if (e == ABX_OK)                                                       \
+            gitcfg_warn(ctx, r, param);                                        \
+        return e;                                                              \
+    }
+GITCFG_WRAP(files_read, "path")
+GITCFG_WRAP(files_write, "path")
+GITCFG_WRAP(files_edit, "path")
+GITCFG_WRAP(files_move, "dst")
+GITCFG_WRAP(files_copy, "dst")
+
 const abx_op_def abx_builtin_files[] = {
     {.id = "files.stat", .effects = ABX_EFF_READ,
      .summary = "Type, size, mode and times of a path; a missing path inside the scope is {\"exists\": false}.",
@@ -2985,17 +3103,18 @@ const abx_op_def abx_builtin_files[] = {
      .limits = ABX_LIM_MAX_ENTRIES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
      .errors = "files.not_found files.access files.io files.not_a_directory", .handler = files_list},
     {.id = "files.read", .effects = ABX_EFF_READ,
-     .summary = "Read a file by byte range or line range, as UTF-8 text or base64.", .http = {"GET /files/read"},
+     .summary = "Read a file by byte range or line range, as UTF-8 text or base64. A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.", .http = {"GET /files/read"},
      .params = read_params, .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
      .errors = "files.not_found files.access files.io files.is_a_directory files.not_regular files.not_utf8",
-     .handler = files_read},
+     .handler = files_read_w},
     {.id = "files.write", .effects = ABX_EFF_WRITE,
-     .summary = "Write a file: atomic overwrite (permissions kept), append, or create_new; UTF-8 or base64 content.",
+     .summary = "Write a file: atomic overwrite (permissions kept), append, or create_new; UTF-8 or base64 content."
+                " A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"POST /files/write"}, .params = write_params,
      .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
      .errors = "files.not_found files.access files.io "
                "files.is_a_directory files.not_a_directory files.not_regular limit.max_bytes",
-     .handler = files_write},
+     .handler = files_write_w},
     {.id = "files.upload", .effects = ABX_EFF_WRITE,
      .summary = "Upload a file: the request body (any bytes, streamed) replaces the file at path atomically.",
      .http = {"PUT /files/upload"}, .params = upload_params,
@@ -3004,28 +3123,30 @@ const abx_op_def abx_builtin_files[] = {
      .handler = files_upload},
     {.id = "files.edit", .effects = ABX_EFF_READ | ABX_EFF_WRITE,
      .summary = "Replace exact text in a file (old -> new, expected count), atomically; fails without change when "
-                "the count differs.",
+                "the count differs. A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"POST /files/edit"}, .params = edit_params,
      .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
      .errors = "files.not_found files.access files.io "
                "files.is_a_directory files.not_a_directory files.not_regular limit.max_bytes",
-     .handler = files_edit},
+     .handler = files_edit_w},
     {.id = "files.mkdir", .effects = ABX_EFF_WRITE, .summary = "Create a directory (optionally with its parents).",
      .http = {"POST /files/mkdir"}, .params = mkdir_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY,
      .since = "0.1",
      .errors = "files.not_found files.access files.io files.not_a_directory", .handler = files_mkdir},
     {.id = "files.move", .effects = ABX_EFF_READ | ABX_EFF_WRITE | ABX_EFF_DELETE,
-     .summary = "Rename a file or directory (no replacement unless overwrite); same filesystem only.",
+     .summary = "Rename a file or directory (no replacement unless overwrite); same filesystem only."
+                " A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"POST /files/move"}, .params = move_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY,
      .since = "0.1",
      .errors = "files.not_found files.access files.io files.is_a_directory files.not_a_directory",
-     .handler = files_move},
+     .handler = files_move_w},
     {.id = "files.copy", .effects = ABX_EFF_READ | ABX_EFF_WRITE,
-     .summary = "Copy a file, or a directory tree with recursive; modes kept, symlinks copied as symlinks.",
+     .summary = "Copy a file, or a directory tree with recursive; modes kept, symlinks copied as symlinks."
+                " A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"POST /files/copy"}, .params = copy_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY,
      .since = "0.1",
      .errors = "files.not_found files.access files.io files.is_a_directory files.not_a_directory files.not_regular",
-     .handler = files_copy},
+     .handler = files_copy_w},
     {.id = "files.delete", .effects = ABX_EFF_DELETE,
      .summary = "Delete a file, symlink or empty directory; a non-empty directory only with recursive.",
      .http = {"DELETE /files"}, .params = delete_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY,

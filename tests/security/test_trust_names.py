@@ -238,3 +238,75 @@ def test_hard_link_to_denied_file(abx, workspace):
     with open(os.path.join(workspace, "secret", "key.txt"), "w") as f:
         f.write("new inode\n")
     assert_error(s.op("files.read", {"path": "secret/key.txt"}, token=ALICE_TOKEN), 403, "policy.path_denied")
+
+
+# -- git config that makes the operator's git run code ------------------------------------------------
+
+FSMONITOR = "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = /tmp/planted-hook.sh\n"
+
+
+def warning_codes(r):
+    assert r.status_code == 200, r.text
+    return [w.get("code") for w in r.json().get("warnings", [])]
+
+
+def git_repo(ws):
+    os.makedirs(os.path.join(ws, ".git", "objects"))
+    with open(os.path.join(ws, ".git", "HEAD"), "w") as f:
+        f.write("ref: refs/heads/main\n")
+    with open(os.path.join(ws, ".git", "config"), "w") as f:
+        f.write("[core]\n\tbare = false\n")
+
+
+@pytest.mark.parametrize("content,key", [
+    (FSMONITOR, "core.fsmonitor"),
+    ("[CORE]\n    HooksPath=hooks-elsewhere ; a comment\n", "core.hooksPath"),
+    ("# header\n[include]\n\tpath = ../evil.inc\n", "include.path"),
+    ('[includeIf "gitdir:~/"]\n  path = /tmp/x.inc\n', "includeIf"),
+    ("[core] fsmonitor\n", "core.fsmonitor"),
+])
+def test_git_config_hook_warned(abx, workspace, content, key):
+    """Writing a config that plants fsmonitor/hooksPath/include: the result says so."""
+    s = abx(files_config(workspace))
+    # a checked-out repo's .git/config is protected; the same file planted where git looks
+    # after a rename, in a bare-shaped git dir, or as a .gitconfig is not
+    git_repo(os.path.join(workspace, "sub"))
+    for path in ("sub/.git/config.worktree", ".gitconfig", "bare.git/config"):
+        if path.startswith("bare.git"):
+            git_repo(os.path.join(workspace, "barework"))
+            os.rename(os.path.join(workspace, "barework", ".git"), os.path.join(workspace, "bare.git"))
+        r = s.op("files.write", {"path": path, "content": content}, token=ALICE_TOKEN)
+        codes = warning_codes(r)
+        assert codes == ["files.git_config_hook"], (path, r.text)
+        assert key in r.json()["warnings"][0]["message"], r.text
+        assert warning_codes(s.op("files.read", {"path": path}, token=ALICE_TOKEN)) == ["files.git_config_hook"]
+        shutil.rmtree(os.path.join(workspace, "barework"), ignore_errors=True)
+
+
+def test_git_config_hook_moved_into_place(abx, workspace):
+    """`mv evil .git`-style: a git dir with a planted config moved or copied into place,
+    or a config edited to add the key, is reported too; harmless configs are not."""
+    s = abx(files_config(workspace))
+    # (abx itself refuses to write below a .git/; a bare-shaped git dir has no such name)
+    git_repo(os.path.join(workspace, "stage"))
+    os.rename(os.path.join(workspace, "stage", ".git"), os.path.join(workspace, "stage", "repo"))
+    with open(os.path.join(workspace, "stage", "repo", "config"), "w") as f:
+        f.write(FSMONITOR)
+    os.makedirs(os.path.join(workspace, "other"))
+    r = s.op("files.move", {"src": "stage/repo", "dst": "other/repo"}, token=ALICE_TOKEN)
+    assert warning_codes(r) == ["files.git_config_hook"], r.text
+    r = s.op("files.copy", {"src": "other/repo", "dst": "copied", "recursive": True}, token=ALICE_TOKEN)
+    assert warning_codes(r) == ["files.git_config_hook"], r.text
+    with open(os.path.join(workspace, "plain.txt"), "w") as f:
+        f.write("[core]\n\tbare = false\n")
+    r = s.op("files.copy", {"src": "plain.txt", "dst": ".gitconfig"}, token=ALICE_TOKEN)
+    assert warning_codes(r) == [], r.text
+    r = s.op("files.edit", {"path": ".gitconfig", "old": "bare = false", "new": "hookspath = x"}, token=ALICE_TOKEN)
+    assert warning_codes(r) == ["files.git_config_hook"], r.text
+    # keys of other sections, and the names in values or comments, are not warned about
+    r = s.op("files.write", {"path": ".gitconfig",
+                             "content": "[alias]\n\tfsmonitor = x\n# [core] hooksPath = y\n[user]\n\tname = core.fsmonitor\n"},
+             token=ALICE_TOKEN)
+    assert warning_codes(r) == [], r.text
+    r = s.op("files.write", {"path": "notes/config", "content": FSMONITOR, "make_parents": True}, token=ALICE_TOKEN)
+    assert warning_codes(r) == [], r.text  # not a git dir: just a file called config
