@@ -20,6 +20,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+static void gitcfg_warn_at(int pfd, const char *name, const char *canonical, abx_reply *r);
+
 #define READ_DEFAULT_CAP (16LL * 1024 * 1024) /* files.read's own default max_bytes */
 #define LIST_MAX_DEPTH 64
 
@@ -2157,6 +2159,7 @@ static abx_err upload_end(void *state, abx_reply *r)
         return e;
     abx_reply_json(r, json_pack("{s:s, s:I, s:b}", "path", u->path, "bytes_written", (json_int_t)u->written, "created",
                                 !u->s.existed));
+    gitcfg_warn_at(u->dirfd, u->name, u->path, r);
     return ABX_OK;
 }
 
@@ -3078,6 +3081,27 @@ static void gitcfg_warn(abx_ctx *ctx, abx_reply *r, const char *param)
         json_decref(warnings);
 }
 
+/* The same for a file known by its directory and name (files.upload, whose result is
+ * built after the streamed body, without the request's path values at hand). */
+static void gitcfg_warn_at(int pfd, const char *name, const char *canonical, abx_reply *r)
+{
+    if (!json_is_object(r->body) || pfd < 0)
+        return;
+    bool named = abx_gitcfg_name(canonical);
+    if (!named && !(strcmp(name, "config") == 0 && has_git_dir_shape(pfd)))
+        return;
+    int fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    json_t *warnings = json_array();
+    gitcfg_scan(fd, canonical, warnings);
+    close(fd);
+    if (json_array_size(warnings))
+        json_object_set_new(r->body, "warnings", warnings);
+    else
+        json_decref(warnings);
+}
+
 #define GITCFG_WRAP(fn, param)                                                 \
     static abx_err fn##_w(abx_ctx *ctx, const json_t *args, abx_reply *r)     \
     {                                                                          \
@@ -3116,7 +3140,8 @@ const abx_op_def abx_builtin_files[] = {
                "files.is_a_directory files.not_a_directory files.not_regular limit.max_bytes",
      .handler = files_write_w},
     {.id = "files.upload", .effects = ABX_EFF_WRITE,
-     .summary = "Upload a file: the request body (any bytes, streamed) replaces the file at path atomically.",
+     .summary = "Upload a file: the request body (any bytes, streamed) replaces the file at path atomically."
+                " A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"PUT /files/upload"}, .params = upload_params,
      .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1", .raw_body = true,
      .errors = "files.not_found files.access files.io files.is_a_directory files.not_a_directory files.not_regular",

@@ -303,6 +303,9 @@ def test_git_config_hook_moved_into_place(abx, workspace):
     assert warning_codes(r) == [], r.text
     r = s.op("files.edit", {"path": ".gitconfig", "old": "bare = false", "new": "hookspath = x"}, token=ALICE_TOKEN)
     assert warning_codes(r) == ["files.git_config_hook"], r.text
+    r = s.request("PUT", "/files/upload", token=ALICE_TOKEN, params={"path": "up/.gitconfig", "make_parents": "true"},
+                  data=FSMONITOR.encode())
+    assert warning_codes(r) == ["files.git_config_hook"], r.text
     # keys of other sections, and the names in values or comments, are not warned about
     r = s.op("files.write", {"path": ".gitconfig",
                              "content": "[alias]\n\tfsmonitor = x\n# [core] hooksPath = y\n[user]\n\tname = core.fsmonitor\n"},
