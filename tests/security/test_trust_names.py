@@ -97,13 +97,13 @@ def test_outside_scope_one_answer(abx, workspace, tmp_path, op):
     out = outside_tree(str(tmp_path))
     s = abx(files_config(workspace))
     names = probes(out, workspace, s.proc.pid)
-    for door in ("ops", "route", "batch"):
-        answers = {}
-        for name in names:
-            for d, r in doors(s, op, name):
-                if d == door:
-                    answers[name] = body_of(r)
-        assert_one_answer(answers)
+    answers = {}
+    for name in names:
+        for door, r in doors(s, op, name):
+            answers.setdefault(door, {})[name] = body_of(r)
+    assert sorted(answers) == ["batch", "ops", "route"]
+    for per_door in answers.values():
+        assert_one_answer(per_door)
 
 
 @pytest.fixture
