@@ -19,6 +19,20 @@ int abx_landlock_abi(void); /* 0 when Landlock is unavailable */
 
 static inline abx_request *builtin_req(abx_ctx *ctx) { return ctx->req; }
 
+/* Identity checks (policy.h) for what a handler meets beyond abx_ctx_open: a file
+ * found while walking, or a directory it works in. */
+static inline bool builtin_ident_denied(abx_ctx *ctx, const struct stat *st)
+{
+    abx_request *r = ctx->req;
+    return r->policy->n_idents && abx_policy_ident_denied(r->policy, r->slot, r->op, &r->decision, st);
+}
+
+static inline int builtin_fd_check(abx_ctx *ctx, int fd, int dirfd)
+{
+    abx_request *r = ctx->req;
+    return abx_policy_fd_check(r->policy, r->slot, r->op, &r->decision, fd, dirfd);
+}
+
 /* errno from a jailed open/stat → the error table */
 abx_err abx_errno_to_err(int err);
 

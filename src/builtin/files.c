@@ -2,6 +2,7 @@
  * value, opened through the jail beneath its root (abx_ctx_open); no handler opens a
  * raw argument. Non-regular files are never read (a FIFO must not hang a thread). */
 #include "builtin/builtin.h"
+#include "builtin/gitcfg.h"
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -19,6 +20,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+static void gitcfg_warn_at(int pfd, const char *name, const char *canonical, abx_reply *r);
+
 #define READ_DEFAULT_CAP (16LL * 1024 * 1024) /* files.read's own default max_bytes */
 #define LIST_MAX_DEPTH 64
 
@@ -30,6 +33,7 @@ abx_err abx_errno_to_err(int err)
         return ABX_E_FILES_NOT_FOUND;
     case EXDEV:
     case ELOOP:
+    case ABX_EIDENT:
         return ABX_E_POLICY_PATH_DENIED;
     case EACCES:
     case EPERM:
@@ -53,6 +57,8 @@ static abx_err errno_reply(abx_reply *r, int err, const char *param)
     if (err == ELOOP) /* the jail met a symlink the policy did not see: the tree changed */
         return abx_reply_error(r, e, NULL, "path '%s' changed after the policy check (a symlink appeared on it)",
                                param);
+    if (err == ABX_EIDENT)
+        return abx_reply_error(r, e, NULL, "path '%s' leads to a file a deny rule or protected area binds", param);
     if (e == ABX_E_POLICY_PATH_DENIED)
         return abx_reply_error(r, e, NULL, "path '%s' leads outside its allowed root", param);
     if (e == ABX_E_FILES_NOT_FOUND)
@@ -164,7 +170,8 @@ static int list_dir(int dirfd, const char *prefix, const char *abs, int depth, l
         /* an entry the policy would refuse on its own (a denied subtree, a protected
          * area) is not shown; a symlink is a name in this admitted directory and is
          * never followed */
-        if (!S_ISLNK(sb.st_mode) && admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) != ABX_OK) {
+        if (!S_ISLNK(sb.st_mode) && (admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) != ABX_OK ||
+                                     builtin_ident_denied(st->ctx, &sb))) {
             abx_free(rel);
             abx_free(cabs);
             continue;
@@ -614,9 +621,22 @@ static int make_dirs(int rootfd, const char *rel, bool include_last, bool *creat
     return 0;
 }
 
+/* The directory an op creates, replaces, moves or removes in must not lie in a denied
+ * directory identity, and an existing entry at the name must not be a denied file
+ * (a hard link to it, or the file renamed there). 0 or -ABX_EIDENT. */
+static int parent_ident_check(abx_ctx *ctx, int pfd, const char *name)
+{
+    struct stat st;
+    if (!builtin_req(ctx)->policy->n_idents)
+        return 0;
+    if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && builtin_ident_denied(ctx, &st))
+        return -ABX_EIDENT;
+    return builtin_fd_check(ctx, -1, pfd);
+}
+
 /* Open the directory that holds pv's last component (O_PATH). make_parents: create the
  * missing directories first; hint names the flag that does so in messages. */
-static abx_err open_parent_of(abx_reply *r, const abx_path_value *pv, bool make_parents, const char *hint, int *pfd,
+static abx_err open_parent_of(abx_ctx *ctx, abx_reply *r, const abx_path_value *pv, bool make_parents, const char *hint, int *pfd,
                               const char **name)
 {
     *pfd = -1;
@@ -643,6 +663,11 @@ static abx_err open_parent_of(abx_reply *r, const abx_path_value *pv, bool make_
                                pv->param);
     if (fd < 0)
         return errno_reply(r, -fd, pv->param);
+    int rc = parent_ident_check(ctx, fd, *name);
+    if (rc < 0) {
+        close(fd);
+        return errno_reply(r, -rc, pv->param);
+    }
     *pfd = fd;
     return ABX_OK;
 }
@@ -883,7 +908,7 @@ static abx_err files_write(abx_ctx *ctx, const json_t *args, abx_reply *r)
     }
     int pfd;
     const char *name;
-    abx_err e = open_parent_of(r, pv, make_parents, "make_parents", &pfd, &name);
+    abx_err e = open_parent_of(ctx, r, pv, make_parents, "make_parents", &pfd, &name);
     bool created = false;
     if (!e && strcmp(mode, "append") == 0) {
         e = append_file(r, pfd, name, data, len, &created);
@@ -1004,7 +1029,7 @@ static abx_err files_edit(abx_ctx *ctx, const json_t *args, abx_reply *r)
     abx_free(buf);
     int pfd;
     const char *name;
-    e = open_parent_of(r, pv, false, NULL, &pfd, &name);
+    e = open_parent_of(ctx, r, pv, false, NULL, &pfd, &name);
     staged s;
     if (!e)
         e = stage_open(&s, r, pfd, name, "path", -1);
@@ -1044,7 +1069,7 @@ static abx_err files_mkdir(abx_ctx *ctx, const json_t *args, abx_reply *r)
     }
     int pfd;
     const char *name;
-    abx_err e = open_parent_of(r, pv, parents, "parents", &pfd, &name);
+    abx_err e = open_parent_of(ctx, r, pv, parents, "parents", &pfd, &name);
     if (e)
         return e;
     bool created = false;
@@ -1161,6 +1186,8 @@ static abx_err precheck_tree(precheck *pc, int dirfd, const char *abs_a, const c
             e = oom(pc->r);
         if (!e)
             e = admit_paths(pc->ctx, pc->r, pc->args, pc->pa, ca, pc->pb, cb);
+        if (!e && builtin_ident_denied(pc->ctx, &st)) /* a denied file under another name */
+            e = errno_reply(pc->r, ABX_EIDENT, ca);
         if (!e && S_ISDIR(st.st_mode)) {
             int sub = openat(dirfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub >= 0) {
@@ -1241,7 +1268,7 @@ static abx_err files_delete(abx_ctx *ctx, const json_t *args, abx_reply *r)
         abx_free(abs);
         return ABX_OK;
     }
-    e = open_parent_of(r, pv, false, NULL, &pfd, &name);
+    e = open_parent_of(ctx, r, pv, false, NULL, &pfd, &name);
     if (e)
         return e;
     struct stat st;
@@ -1301,7 +1328,7 @@ static abx_err files_move(abx_ctx *ctx, const json_t *args, abx_reply *r)
     char *sabs = NULL;
     abx_err e = symlink_entry(ctx, r, args, sv, &sfd, &sname, &sabs);
     if (!e && sfd < 0) {
-        e = open_parent_of(r, sv, false, NULL, &sfd, &sname);
+        e = open_parent_of(ctx, r, sv, false, NULL, &sfd, &sname);
         if (!e && !(sabs = abx_strdup(sv->canonical)))
             e = oom(r);
     }
@@ -1314,7 +1341,7 @@ static abx_err files_move(abx_ctx *ctx, const json_t *args, abx_reply *r)
     if (!e && S_ISDIR(st.st_mode) && abx_path_under(sabs, dv->canonical, &below))
         e = abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "cannot move the directory %s into itself", sabs);
     if (!e)
-        e = open_parent_of(r, dv, false, NULL, &dfd, &dname);
+        e = open_parent_of(ctx, r, dv, false, NULL, &dfd, &dname);
     bool replaced = !e && fstatat(dfd, dname, &dst_st, AT_SYMLINK_NOFOLLOW) == 0;
     if (!e && replaced && !overwrite)
         e = abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "dst %s already exists; pass overwrite=true to replace it",
@@ -1539,7 +1566,7 @@ static abx_err files_copy(abx_ctx *ctx, const json_t *args, abx_reply *r)
     int dfd;
     const char *dname;
     struct stat dst_st;
-    e = open_parent_of(r, dv, false, NULL, &dfd, &dname);
+    e = open_parent_of(ctx, r, dv, false, NULL, &dfd, &dname);
     if (!e && !overwrite && fstatat(dfd, dname, &dst_st, AT_SYMLINK_NOFOLLOW) == 0)
         e = abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "dst %s already exists; pass overwrite=true", dv->canonical);
     if (!e && S_ISDIR(st.st_mode)) {
@@ -1769,7 +1796,8 @@ static void search_dir(search_st *st, int dirfd, const char *prefix, const char 
         }
         if (S_ISDIR(sb.st_mode)) {
             if (depth + 1 < WALK_MAX_DEPTH && !glob_any(st->exclude, rel, nm) &&
-                admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) == ABX_OK) {
+                admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) == ABX_OK &&
+                !builtin_ident_denied(st->ctx, &sb)) {
                 int sub = openat(dirfd, nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (sub >= 0) {
                     search_dir(st, sub, rel, cabs, depth + 1);
@@ -1780,7 +1808,8 @@ static void search_dir(search_st *st, int dirfd, const char *prefix, const char 
                    (json_array_size(st->include) == 0 || glob_any(st->include, rel, nm))) {
             if (sb.st_size > st->max_file_size) {
                 st->skipped++;
-            } else if (admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) == ABX_OK) {
+            } else if (admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) == ABX_OK &&
+                       !builtin_ident_denied(st->ctx, &sb)) {
                 int fd = openat(dirfd, nm, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
                 struct stat now;
                 if (fd >= 0 && fstat(fd, &now) == 0 && S_ISREG(now.st_mode)) {
@@ -1923,7 +1952,8 @@ static void find_dir(find_st *st, int dirfd, const char *prefix, const char *abs
          * through their directory: they are never followed */
         bool match = type_ok && name_ok, visible = false;
         if (match || is_dir)
-            visible = S_ISLNK(sb.st_mode) || admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) == ABX_OK;
+            visible = S_ISLNK(sb.st_mode) || (admit_paths(st->ctx, NULL, st->args, "path", cabs, NULL, NULL) == ABX_OK &&
+                                              !builtin_ident_denied(st->ctx, &sb));
         if (visible && match) {
             if ((int64_t)json_array_size(st->results) >= st->max) {
                 st->truncated = st->stop = true;
@@ -2129,6 +2159,7 @@ static abx_err upload_end(void *state, abx_reply *r)
         return e;
     abx_reply_json(r, json_pack("{s:s, s:I, s:b}", "path", u->path, "bytes_written", (json_int_t)u->written, "created",
                                 !u->s.existed));
+    gitcfg_warn_at(u->dirfd, u->name, u->path, r);
     return ABX_OK;
 }
 
@@ -2156,7 +2187,7 @@ static abx_err files_upload(abx_ctx *ctx, const json_t *args, abx_reply *r)
     u->s.fd = -1;
     u->cap = abx_ctx_limit(ctx, ABX_LIM_MAX_BYTES);
     const char *name;
-    abx_err e = open_parent_of(r, pv, make_parents, "make_parents", &u->dirfd, &name);
+    abx_err e = open_parent_of(ctx, r, pv, make_parents, "make_parents", &u->dirfd, &name);
     if (!e && (!(u->path = abx_strdup(pv->canonical)) || !(u->name = abx_strdup(name))))
         e = oom(r);
     if (!e)
@@ -2404,7 +2435,7 @@ static void arch_entry(arch_state *a, int dirfd, const char *name, const char *r
     if (!abx_ctx_path_visible(a->ctx, canonical))
         return;
     struct stat st;
-    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || builtin_ident_denied(a->ctx, &st))
         return;
     if (S_ISREG(st.st_mode)) {
         int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -2947,6 +2978,144 @@ static const abx_param watch_params[] = {
     {0},
 };
 
+/* ---- git config that runs code: a warning on the result ---- */
+
+#define GITCFG_READ_MAX (1024 * 1024)
+
+static bool has_git_dir_shape(int dirfd)
+{
+    struct stat st;
+    return fstatat(dirfd, "HEAD", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+           fstatat(dirfd, "objects", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+static const char *gitcfg_key_label(const char *key)
+{
+    if (strcmp(key, "core.hookspath") == 0)
+        return "core.hooksPath";
+    if (strcmp(key, "includeif.path") == 0)
+        return "includeIf.<condition>.path";
+    return key;
+}
+
+/* Read (at most GITCFG_READ_MAX bytes of) a regular file and add one warning per
+ * code-running key it sets. fd is borrowed. */
+static void gitcfg_scan(int fd, const char *shown, json_t *warnings)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return;
+    size_t cap = st.st_size < GITCFG_READ_MAX ? (size_t)st.st_size : GITCFG_READ_MAX, have = 0;
+    char *buf = abx_malloc(cap + 1);
+    if (!buf)
+        return;
+    while (have < cap) {
+        ssize_t g = pread(fd, buf + have, cap - have, (off_t)have);
+        if (g < 0 && errno == EINTR)
+            continue;
+        if (g <= 0)
+            break;
+        have += (size_t)g;
+    }
+    const char *keys[4];
+    size_t n = abx_gitcfg_hook_keys(buf, have, keys, 4);
+    abx_free(buf);
+    for (size_t i = 0; i < n; i++) {
+        char msg[600];
+        snprintf(msg, sizeof msg,
+                 "%s is a git config that sets %s: git runs the program it names (or reads the config it "
+                 "includes) when anyone runs git in this tree",
+                 shown, gitcfg_key_label(keys[i]));
+        json_array_append_new(warnings, json_pack("{s:s, s:s}", "code", "files.git_config_hook", "message", msg));
+    }
+}
+
+/* After a files.* op succeeded on param: if the file now at that path is a git config
+ * (by name, or "config" in a directory shaped like a git dir), or a git dir moved or
+ * copied into place, report the keys that make git run code. */
+static void gitcfg_warn(abx_ctx *ctx, abx_reply *r, const char *param)
+{
+    const abx_path_value *pv = path_value(ctx, param, 0);
+    if (!pv || !json_is_object(r->body) || pv->rootfd < 0)
+        return;
+    const char *base = strrchr(pv->canonical, '/');
+    base = base ? base + 1 : pv->canonical;
+    bool named = abx_gitcfg_name(pv->canonical);
+    bool maybe = named || strcmp(base, "config") == 0 || strcmp(base, ".git") == 0;
+    /* a move or copy may put a whole git dir in place under any name */
+    bool tree = strcmp(param, "dst") == 0;
+    int fd = maybe || tree ? abx_ctx_open(ctx, param, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0) : -1;
+    if (fd < 0)
+        return;
+    json_t *warnings = json_array();
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* a whole git dir put in place: look at its config files */
+        if (strcmp(base, ".git") == 0 || has_git_dir_shape(fd)) {
+            static const char *const names[] = {"config", "config.worktree"};
+            for (size_t i = 0; i < 2; i++) {
+                int cfd = openat(fd, names[i], O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+                if (cfd < 0)
+                    continue;
+                char *shown = join_path(pv->canonical, names[i]);
+                if (builtin_fd_check(ctx, cfd, fd) == 0)
+                    gitcfg_scan(cfd, shown ? shown : names[i], warnings);
+                abx_free(shown);
+                close(cfd);
+            }
+        }
+    } else if (!named && strcmp(base, "config") == 0) {
+        const char *name;
+        int pfd = strcmp(pv->rel, ".") == 0 ? -1 : abx_jail_open_parent(pv->rootfd, pv->rel, &name);
+        if (pfd >= 0 && has_git_dir_shape(pfd))
+            gitcfg_scan(fd, pv->canonical, warnings);
+        if (pfd >= 0)
+            close(pfd);
+    } else if (named) {
+        gitcfg_scan(fd, pv->canonical, warnings);
+    }
+    close(fd);
+    if (json_array_size(warnings))
+        json_object_set_new(r->body, "warnings", warnings);
+    else
+        json_decref(warnings);
+}
+
+/* The same for a file known by its directory and name (files.upload, whose result is
+ * built after the streamed body, without the request's path values at hand). */
+static void gitcfg_warn_at(int pfd, const char *name, const char *canonical, abx_reply *r)
+{
+    if (!json_is_object(r->body) || pfd < 0)
+        return;
+    bool named = abx_gitcfg_name(canonical);
+    if (!named && !(strcmp(name, "config") == 0 && has_git_dir_shape(pfd)))
+        return;
+    int fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    json_t *warnings = json_array();
+    gitcfg_scan(fd, canonical, warnings);
+    close(fd);
+    if (json_array_size(warnings))
+        json_object_set_new(r->body, "warnings", warnings);
+    else
+        json_decref(warnings);
+}
+
+#define GITCFG_WRAP(fn, param)                                                 \
+    static abx_err fn##_w(abx_ctx *ctx, const json_t *args, abx_reply *r)     \
+    {                                                                          \
+        abx_err e = fn(ctx, args, r);                                          \
+        if (e == ABX_OK)                                                       \
+            gitcfg_warn(ctx, r, param);                                        \
+        return e;                                                              \
+    }
+GITCFG_WRAP(files_read, "path")
+GITCFG_WRAP(files_write, "path")
+GITCFG_WRAP(files_edit, "path")
+GITCFG_WRAP(files_move, "dst")
+GITCFG_WRAP(files_copy, "dst")
+
 const abx_op_def abx_builtin_files[] = {
     {.id = "files.stat", .effects = ABX_EFF_READ,
      .summary = "Type, size, mode and times of a path; a missing path inside the scope is {\"exists\": false}.",
@@ -2958,47 +3127,51 @@ const abx_op_def abx_builtin_files[] = {
      .limits = ABX_LIM_MAX_ENTRIES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
      .errors = "files.not_found files.access files.io files.not_a_directory", .handler = files_list},
     {.id = "files.read", .effects = ABX_EFF_READ,
-     .summary = "Read a file by byte range or line range, as UTF-8 text or base64.", .http = {"GET /files/read"},
+     .summary = "Read a file by byte range or line range, as UTF-8 text or base64. A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.", .http = {"GET /files/read"},
      .params = read_params, .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
      .errors = "files.not_found files.access files.io files.is_a_directory files.not_regular files.not_utf8",
-     .handler = files_read},
+     .handler = files_read_w},
     {.id = "files.write", .effects = ABX_EFF_WRITE,
-     .summary = "Write a file: atomic overwrite (permissions kept), append, or create_new; UTF-8 or base64 content.",
+     .summary = "Write a file: atomic overwrite (permissions kept), append, or create_new; UTF-8 or base64 content."
+                " A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"POST /files/write"}, .params = write_params,
      .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
      .errors = "files.not_found files.access files.io "
                "files.is_a_directory files.not_a_directory files.not_regular limit.max_bytes",
-     .handler = files_write},
+     .handler = files_write_w},
     {.id = "files.upload", .effects = ABX_EFF_WRITE,
-     .summary = "Upload a file: the request body (any bytes, streamed) replaces the file at path atomically.",
+     .summary = "Upload a file: the request body (any bytes, streamed) replaces the file at path atomically."
+                " A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"PUT /files/upload"}, .params = upload_params,
      .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1", .raw_body = true,
      .errors = "files.not_found files.access files.io files.is_a_directory files.not_a_directory files.not_regular",
      .handler = files_upload},
     {.id = "files.edit", .effects = ABX_EFF_READ | ABX_EFF_WRITE,
      .summary = "Replace exact text in a file (old -> new, expected count), atomically; fails without change when "
-                "the count differs.",
+                "the count differs. A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"POST /files/edit"}, .params = edit_params,
      .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
      .errors = "files.not_found files.access files.io "
                "files.is_a_directory files.not_a_directory files.not_regular limit.max_bytes",
-     .handler = files_edit},
+     .handler = files_edit_w},
     {.id = "files.mkdir", .effects = ABX_EFF_WRITE, .summary = "Create a directory (optionally with its parents).",
      .http = {"POST /files/mkdir"}, .params = mkdir_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY,
      .since = "0.1",
      .errors = "files.not_found files.access files.io files.not_a_directory", .handler = files_mkdir},
     {.id = "files.move", .effects = ABX_EFF_READ | ABX_EFF_WRITE | ABX_EFF_DELETE,
-     .summary = "Rename a file or directory (no replacement unless overwrite); same filesystem only.",
+     .summary = "Rename a file or directory (no replacement unless overwrite); same filesystem only."
+                " A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"POST /files/move"}, .params = move_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY,
      .since = "0.1",
      .errors = "files.not_found files.access files.io files.is_a_directory files.not_a_directory",
-     .handler = files_move},
+     .handler = files_move_w},
     {.id = "files.copy", .effects = ABX_EFF_READ | ABX_EFF_WRITE,
-     .summary = "Copy a file, or a directory tree with recursive; modes kept, symlinks copied as symlinks.",
+     .summary = "Copy a file, or a directory tree with recursive; modes kept, symlinks copied as symlinks."
+                " A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"POST /files/copy"}, .params = copy_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY,
      .since = "0.1",
      .errors = "files.not_found files.access files.io files.is_a_directory files.not_a_directory files.not_regular",
-     .handler = files_copy},
+     .handler = files_copy_w},
     {.id = "files.delete", .effects = ABX_EFF_DELETE,
      .summary = "Delete a file, symlink or empty directory; a non-empty directory only with recursive.",
      .http = {"DELETE /files"}, .params = delete_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY,

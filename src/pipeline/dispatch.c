@@ -256,7 +256,28 @@ int abx_ctx_open(abx_ctx *ctx, const char *param, int flags, unsigned mode)
         pv->rootfd = fd;
         pv->own_fd = true;
     }
-    return abx_jail_open(pv->rootfd, pv->rel, flags, (mode_t)mode);
+    int fd = abx_jail_open(pv->rootfd, pv->rel, flags, (mode_t)mode);
+    if (fd < 0 || !ctx->req->policy->n_idents)
+        return fd;
+    /* the name was admitted; the file it now leads to must not be one a deny rule or
+     * protected area binds (renamed there, or a hard link to it) */
+    int dirfd = -1;
+    if (ctx->req->policy->has_subtree_idents) {
+        const char *name;
+        dirfd = strcmp(pv->rel, ".") == 0 ? -1 : abx_jail_open_parent(pv->rootfd, pv->rel, &name);
+        if (dirfd < 0 && strcmp(pv->rel, ".") != 0) {
+            close(fd);
+            return dirfd;
+        }
+    }
+    int rc = abx_policy_fd_check(ctx->req->policy, ctx->req->slot, ctx->req->op, &ctx->req->decision, fd, dirfd);
+    if (dirfd >= 0)
+        close(dirfd);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
 }
 
 bool abx_ctx_path_visible(abx_ctx *ctx, const char *canonical)

@@ -254,7 +254,35 @@ char *abx_glob_root(const char *pattern)
 
 /* ------------------------------------------------------- canonicalization ---- */
 
+bool abx_glob_prefix_match(const char *pattern, const char *path)
+{
+    if (!pattern || !path || pattern[0] != '/' || path[0] != '/')
+        return false;
+    const char *pp = pattern[1] ? pattern + 1 : NULL;
+    const char *tp = path[1] ? path + 1 : NULL;
+    /* Walk both a segment at a time: a `**` can absorb whatever follows, running out
+     * of path means the rest of the pattern is still ahead, running out of pattern
+     * first means the path is already below anything it matches. */
+    while (tp) {
+        if (!pp)
+            return false;
+        size_t pl = seg_len(pp);
+        if (pl == 2 && pp[0] == '*' && pp[1] == '*')
+            return true;
+        if (!glob_seg_match(pp, pl, tp, seg_len(tp)))
+            return false;
+        pp = seg_next(pp);
+        tp = seg_next(tp);
+    }
+    return true;
+}
+
 int abx_path_canon(const char *anchor, const char *input, char **out)
+{
+    return abx_path_canon_gated(anchor, input, NULL, NULL, out);
+}
+
+int abx_path_canon_gated(const char *anchor, const char *input, abx_canon_gate gate, void *arg, char **out)
 {
     if (out)
         *out = NULL;
@@ -340,6 +368,13 @@ int abx_path_canon(const char *anchor, const char *input, char **out)
 
         if (missing > 0) {
             missing++;
+            rlen = newlen;
+            continue;
+        }
+        /* A name the caller may not reach is not asked about: its answer (exists,
+         * loops, unsearchable, a /proc entry) would leak through the decision. It is
+         * kept as written, and so is everything below it. */
+        if (gate && !gate(res, arg)) {
             rlen = newlen;
             continue;
         }

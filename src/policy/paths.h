@@ -36,6 +36,17 @@ char *abx_glob_root(const char *pattern);
  * -ENAMETOOLONG (result or any intermediate over 4095 bytes), -ELOOP (too many links). */
 int abx_path_canon(const char *anchor, const char *input, char **out);
 
+/* Same, but a prefix is looked up (lstat/readlink) only when gate(prefix, arg) says
+ * so; otherwise it and every component under it are kept as written ("." and ".."
+ * still folded). The gate must be monotone: false for a prefix means false for all
+ * its extensions. NULL gate = abx_path_canon. */
+typedef bool (*abx_canon_gate)(const char *prefix, void *arg);
+int abx_path_canon_gated(const char *anchor, const char *input, abx_canon_gate gate, void *arg, char **out);
+
+/* Whether `path` (canonical, absolute) or some path below it could match `pattern`:
+ * the test for "may a lookup of this prefix lead into the pattern's scope". */
+bool abx_glob_prefix_match(const char *pattern, const char *path);
+
 /* If `path` equals `root` or lies below it, set *rel to the part below it ("." for
  * the root itself) and return true. Both are canonical. *rel points into path. */
 bool abx_path_under(const char *root, const char *path, const char **rel);

@@ -3,6 +3,9 @@
  * denied unless an unsafe statement names them; otherwise at least one mounting
  * statement must admit the call with all its scopes; limits are the tightest over
  * admitting statements. Decisions never depend on statement order or duplication.
+ * Nothing outside the caller's scope is looked up while deciding (no existence
+ * oracle). Literal deny paths and protected files are also bound by identity
+ * (st_dev, st_ino, resolved at compile time) for the handlers' opens to re-check.
  * Must never touch file contents or spawn anything. */
 #include "policy/policy.h"
 #include "config/yaml.h"
@@ -11,6 +14,8 @@
 #include "policy/url.h"
 #include "sandbox/jail.h"
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +106,7 @@ static void policy_free(abx_policy *p)
         abx_free(p->protected_files[i]);
     abx_free(p->protected_files);
     abx_free(p->protected_what);
+    abx_free(p->idents);
     abx_free(p->mount_off);
     abx_free(p->mount_cnt);
     abx_free(p->mount_stmts);
@@ -1085,6 +1091,56 @@ out:
     return 0;
 }
 
+static bool add_ident(abx_policy *p, const char *path, bool subtree_pattern, int stmt)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return true; /* not there yet: the name alone applies */
+    abx_ident *g = abx_realloc(p->idents, (p->n_idents + 1) * sizeof *g);
+    if (!g)
+        return false;
+    p->idents = g;
+    bool subtree = S_ISDIR(st.st_mode) && subtree_pattern;
+    p->idents[p->n_idents++] = (abx_ident){st.st_dev, st.st_ino, subtree, stmt};
+    if (subtree)
+        p->has_subtree_idents = true;
+    return true;
+}
+
+/* A deny pattern names one file when it has no glob character, or one directory and
+ * everything below it when it is "X/ **" (no space) with X literal. Other globs have no
+ * identity to bind: they stay names. */
+static bool ident_pattern(const char *glob, char *out, size_t outlen, bool *subtree)
+{
+    size_t n = strlen(glob);
+    *subtree = n > 3 && strcmp(glob + n - 3, "/**") == 0;
+    if (*subtree)
+        n -= 3;
+    if (n == 0 || n >= outlen || memchr(glob, '*', n) || memchr(glob, '?', n))
+        return false;
+    memcpy(out, glob, n);
+    out[n] = '\0';
+    return true;
+}
+
+/* Resolve every literal deny path and protected file to (st_dev, st_ino), once per
+ * snapshot: a reload recompiles them. */
+static bool compile_idents(abx_policy *p)
+{
+    char path[PATH_MAX];
+    bool subtree;
+    for (size_t i = 0; i < p->n_deny; i++)
+        for (int a = 0; a < ABX_ACC_IDX__N; a++)
+            for (size_t k = 0; k < p->deny[i].n_paths[a]; k++)
+                if (ident_pattern(p->deny[i].paths[a][k].glob, path, sizeof path, &subtree) &&
+                    !add_ident(p, path, subtree, (int)i))
+                    return false;
+    for (size_t i = 0; i < p->n_protected; i++)
+        if (!add_ident(p, p->protected_files[i], true, -1))
+            return false;
+    return true;
+}
+
 abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
 {
     abx_policy *p = abx_calloc(1, sizeof *p);
@@ -1196,6 +1252,10 @@ abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
                 p->has_approver = true;
     if (diags->errors > errors_before)
         goto fail;
+    if (!compile_idents(p)) {
+        abx_diag_add(diags, "error", "config.internal", 0, "out of memory resolving deny identities");
+        goto fail;
+    }
     p->concurrency = abx_calloc(p->n_allow + 1, sizeof *p->concurrency);
     p->rate_tat = abx_calloc((p->n_principals + 1) * p->n_allow + 1, sizeof *p->rate_tat);
     if (!build_mount_table(&c) || !p->concurrency || !p->rate_tat) {
@@ -1311,8 +1371,65 @@ static void append_label(char *buf, size_t len, const char *label)
     snprintf(buf + o, len - o, "%s%s", o ? "," : "", label);
 }
 
+/* The caller's path scope for one call: every pattern (any access kind) of the
+ * statements that mount the op for the principal. Lookups while canonicalizing and
+ * the first verdict on a path are taken against it, so that nothing outside it is
+ * ever asked of the file system. */
+typedef struct call_scope {
+    const abx_policy *p;
+    const uint16_t *mounting;
+    size_t n_mounting;
+} call_scope;
+
+static bool scope_has_paths(const call_scope *cs)
+{
+    for (size_t m = 0; m < cs->n_mounting; m++)
+        if (cs->p->allow[cs->mounting[m]].has_paths)
+            return true;
+    return false;
+}
+
+/* The canonicalizer's gate: a prefix is looked up only when it, or a path below it,
+ * could match a pattern of the scope. */
+static bool scope_may_look(const char *prefix, void *arg)
+{
+    const call_scope *cs = arg;
+    for (size_t m = 0; m < cs->n_mounting; m++) {
+        const abx_stmt *s = &cs->p->allow[cs->mounting[m]];
+        for (int a = 0; a < ABX_ACC_IDX__N; a++)
+            for (size_t i = 0; i < s->n_paths[a]; i++)
+                if (abx_glob_prefix_match(s->paths[a][i].glob, prefix))
+                    return true;
+    }
+    return false;
+}
+
+static bool scope_admits(const call_scope *cs, const char *canonical)
+{
+    for (size_t m = 0; m < cs->n_mounting; m++) {
+        const abx_stmt *s = &cs->p->allow[cs->mounting[m]];
+        for (int a = 0; a < ABX_ACC_IDX__N; a++)
+            if (pattern_list_match(s->paths[a], s->n_paths[a], canonical, NULL))
+                return true;
+    }
+    return false;
+}
+
+/* A gate that refuses every lookup: the path folded as written. */
+static bool scope_never(const char *prefix, void *arg)
+{
+    (void)prefix;
+    (void)arg;
+    return false;
+}
+
+static int canon_scoped(const char *anchor, const char *input, const call_scope *cs, char **out)
+{
+    return abx_path_canon_gated(anchor, input, scope_may_look, (void *)cs, out);
+}
+
 /* Canonicalize the parent of `input` and append its last component unresolved. */
-static int canon_keep_last(const char *anchor, const char *input, char **out)
+static int canon_keep_last(const char *anchor, const char *input, const call_scope *cs, char **out)
 {
     size_t n = strlen(input);
     while (n > 1 && input[n - 1] == '/')
@@ -1321,10 +1438,10 @@ static int canon_keep_last(const char *anchor, const char *input, char **out)
     const char *base = slash ? slash + 1 : input;
     size_t bl = (size_t)(input + n - base);
     if (bl == 0 || (bl == 1 && base[0] == '.') || (bl == 2 && base[0] == '.' && base[1] == '.') || bl > 255)
-        return abx_path_canon(anchor, input, out);
+        return canon_scoped(anchor, input, cs, out);
     char *dir = slash ? abx_strndup(input, (size_t)(slash - input) ? (size_t)(slash - input) : 1) : abx_strdup(".");
     char *cdir = NULL;
-    int rc = dir ? abx_path_canon(anchor, dir, &cdir) : -ENOMEM;
+    int rc = dir ? canon_scoped(anchor, dir, cs, &cdir) : -ENOMEM;
     abx_free(dir);
     if (rc != 0)
         return rc;
@@ -1340,7 +1457,26 @@ static int canon_keep_last(const char *anchor, const char *input, char **out)
     return 0;
 }
 
-static bool collect_paths(const abx_policy *p, const abx_op *op, const json_t *args, abx_decision *d)
+/* A path that could not be canonicalized. Outside the scope (judged on the path as
+ * written, folded without any lookup) every failure is the one answer a path outside
+ * the scope gets, whatever the lookup met: a loop, EACCES, a vanished /proc entry. */
+static void path_error(const abx_policy *p, const call_scope *cs, const abx_param *pa, const char *input, int rc,
+                       abx_decision *d)
+{
+    char *lex = NULL;
+    bool outside = scope_has_paths(cs) && abx_path_canon_gated(p->workspace, input, scope_never, NULL, &lex) == 0 &&
+                   !scope_admits(cs, lex);
+    abx_free(lex);
+    if (outside)
+        set_err(d, ABX_E_POLICY_PATH_NOT_ALLOWED, "path '%s' is outside the allowed paths", pa->name);
+    else if (rc == -ELOOP)
+        set_err(d, ABX_E_POLICY_PATH_DENIED, "path '%s': too many levels of symbolic links", pa->name);
+    else
+        set_err(d, ABX_E_ARGS_INVALID, "argument '%s' is not a usable path (%s)", pa->name, strerror(-rc));
+}
+
+static bool collect_paths(const abx_policy *p, const call_scope *cs, const abx_op *op, const json_t *args,
+                          abx_decision *d)
 {
     size_t count = 0;
     for (size_t i = 0; i < op->n_params; i++) {
@@ -1368,14 +1504,11 @@ static bool collect_paths(const abx_policy *p, const abx_op *op, const json_t *a
             pv->rootfd = -1;
             /* a parameter that deletes (or moves away) acts on the name itself: a symlink
              * is the link, not its target, so only the parent is resolved */
-            int rc = (pa->access & ABX_ACC_DELETE) ? canon_keep_last(p->workspace, json_string_value(s), &pv->canonical)
-                                                   : abx_path_canon(p->workspace, json_string_value(s), &pv->canonical);
-            if (rc == -ELOOP) {
-                set_err(d, ABX_E_POLICY_PATH_DENIED, "path '%s': too many levels of symbolic links", pa->name);
-                return false;
-            }
+            const char *in = json_string_value(s);
+            int rc = (pa->access & ABX_ACC_DELETE) ? canon_keep_last(p->workspace, in, cs, &pv->canonical)
+                                                   : canon_scoped(p->workspace, in, cs, &pv->canonical);
             if (rc != 0) {
-                set_err(d, ABX_E_ARGS_INVALID, "argument '%s' is not a usable path (%s)", pa->name, strerror(-rc));
+                path_error(p, cs, pa, in, rc, d);
                 return false;
             }
         }
@@ -1539,7 +1672,17 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
     size_t n_mounting = p->mount_cnt[base];
     for (size_t m = 0; trace && m < n_mounting; m++)
         json_array_append_new(json_object_get(trace, "mounting"), json_string(p->allow[mounting[m]].label));
-    if (!collect_paths(p, op, args, d)) {
+    call_scope cs = {p, mounting, n_mounting};
+    if (!collect_paths(p, &cs, op, args, d)) {
+        finish_trace(trace, d);
+        return;
+    }
+    /* 0. a path outside every pattern of the caller's scope gets one answer, before any
+     * deny or protected-area verdict: those would tell a name outside apart */
+    for (size_t k = 0; k < d->n_paths && scope_has_paths(&cs); k++) {
+        if (scope_admits(&cs, d->paths[k].canonical))
+            continue;
+        set_err(d, ABX_E_POLICY_PATH_NOT_ALLOWED, "path '%s' is outside the allowed paths", d->paths[k].param);
         finish_trace(trace, d);
         return;
     }
@@ -1789,6 +1932,78 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
     }
     d->err = ABX_OK;
     finish_trace(trace, d);
+}
+
+/* Whether identity i binds this call: its deny statement applies to the op and the
+ * principal; a protected area binds unless an unsafe statement admitted the call
+ * (the waiver of protected areas by name, see abx_decide). */
+static bool ident_applies(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, const abx_ident *id)
+{
+    if (id->stmt >= 0) {
+        const abx_stmt *s = &p->deny[id->stmt];
+        return !(s->n_ops && !stmt_has_op(s, op, false)) && !(s->n_principals && !stmt_has_principal(p, s, slot));
+    }
+    for (size_t i = 0; i < d->n_admitting; i++)
+        if (p->allow[d->admitting[i]].unsafe)
+            return false;
+    return true;
+}
+
+static bool ident_hit(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, const struct stat *st,
+                      bool subtree_only)
+{
+    for (size_t i = 0; i < p->n_idents; i++) {
+        const abx_ident *id = &p->idents[i];
+        if (id->dev == st->st_dev && id->ino == st->st_ino && (!subtree_only || id->subtree) &&
+            ident_applies(p, slot, op, d, id))
+            return true;
+    }
+    return false;
+}
+
+bool abx_policy_ident_denied(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d,
+                             const struct stat *st)
+{
+    return p->n_idents && ident_hit(p, slot, op, d, st, false);
+}
+
+/* Walk up from directory fd (borrowed) to the file system's root, comparing every
+ * directory with the denied directory identities. ".." of an fd is the directory's
+ * current parent, whatever names lead there. */
+static bool under_denied_dir(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int dirfd)
+{
+    int cur = dup(dirfd);
+    bool hit = false;
+    struct stat st, up;
+    for (int depth = 0; cur >= 0 && depth < 2048 && !hit; depth++) {
+        if (fstat(cur, &st) != 0)
+            break;
+        hit = ident_hit(p, slot, op, d, &st, true);
+        int next = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        close(cur);
+        cur = next;
+        if (cur < 0 || fstat(cur, &up) != 0 || (up.st_dev == st.st_dev && up.st_ino == st.st_ino))
+            break;
+    }
+    if (cur >= 0)
+        close(cur);
+    return hit;
+}
+
+int abx_policy_fd_check(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int fd, int dirfd)
+{
+    if (!p->n_idents)
+        return 0;
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0) {
+        if (ident_hit(p, slot, op, d, &st, false))
+            return -ABX_EIDENT;
+        if (S_ISDIR(st.st_mode))
+            dirfd = fd;
+    }
+    if (p->has_subtree_idents && dirfd >= 0 && under_denied_dir(p, slot, op, d, dirfd))
+        return -ABX_EIDENT;
+    return 0;
 }
 
 bool abx_policy_path_visible(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d,

@@ -2,14 +2,17 @@
  * immutable snapshot; the decisions of pipeline steps 3 (who), 5 (mounted?) and
  * 7 (admitted? with which canonical values and limits). Knows no sockets and no
  * handler internals; it never opens a file for content (only lstat/readlink while
- * canonicalizing, and the O_PATH directory fds of jail roots). */
+ * canonicalizing, stat of deny paths at compile time, and O_PATH directory fds of jail
+ * roots and of the ".." chain above a handler's file when checking identities). */
 #ifndef ABX_POLICY_POLICY_H
 #define ABX_POLICY_POLICY_H
 
 #include "core/core.h"
 #include "policy/command.h"
 #include <jansson.h>
+#include <errno.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 
 typedef struct abx_linemap abx_linemap;
 
@@ -80,6 +83,20 @@ typedef struct abx_policy_derived {
     void (*free_fn)(struct abx_policy_derived *d);
 } abx_policy_derived;
 
+/* A file a deny rule or protected area names, by identity: resolved when the policy
+ * is compiled, so that a rename or a hard link does not take the file out of the rule.
+ * Only names that existed at compile time have one; a name created later is denied by
+ * name alone (and gets an identity at the next reload). */
+typedef struct abx_ident {
+    dev_t dev;
+    ino_t ino;
+    bool subtree;             /* a directory whose whole content is denied (X/ ** or a protected dir) */
+    int stmt;                 /* index into deny[], or -1 for a protected area */
+} abx_ident;
+
+/* The errno abx_policy_fd_check answers for a denied identity (mapped to policy.path_denied). */
+#define ABX_EIDENT EKEYREJECTED
+
 /* The compiled policy. Immutable once built; shared by requests through a refcount.
  * Owner: the server holds one reference in its current-snapshot pointer; each request
  * takes one at step 1 and drops it at the end. */
@@ -97,6 +114,9 @@ typedef struct abx_policy {
     char **protected_files;   /* abx's own state: config, token, ledger, home, plugins... (canonical) */
     const char **protected_what; /* [n_protected] what each one is, for messages (static strings) */
     size_t n_protected;
+    abx_ident *idents;        /* owned: identities of literal deny paths and protected files */
+    size_t n_idents;
+    bool has_subtree_idents;  /* some identity is a denied directory: opens walk up to check */
     /* mount table: for principal slot p (0..n_principals-1, n_principals = anonymous)
      * and op index o: the allow statements mounting o for p, as a run in mount_stmts. */
     uint32_t *mount_off, *mount_cnt;
@@ -202,6 +222,16 @@ void abx_decision_release(abx_decision *d);
  * abx_ctx_path_visible). */
 bool abx_policy_path_visible(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d,
                              const char *canonical);
+
+/* Identity checks for abx's own file ops. ident_denied: whether a file (its stat)
+ * is a denied identity for this call (equality only: walkers descending from an
+ * admitted directory meet every denied directory on their way). fd_check: the full
+ * check of a file a handler opened — its identity, and, when the policy has denied
+ * directories, every directory above it (dirfd: the directory holding fd, or -1 when
+ * fd is itself a directory); 0 or -ABX_EIDENT. */
+bool abx_policy_ident_denied(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d,
+                             const struct stat *st);
+int abx_policy_fd_check(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int fd, int dirfd);
 
 /* The filesystem a process started by an admitted call may see: read-only and
  * read-write roots (the chosen statement's pattern roots), paths to hide (literal deny

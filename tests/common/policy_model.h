@@ -116,6 +116,7 @@ typedef struct mstmt {
     bool has_paths;
     unsigned paths;        /* allow: paths its read scope admits; deny: paths it denies */
     int64_t max_bytes;     /* -1 = none */
+    unsigned other_paths;  /* allow: paths only its write/delete scopes admit */
 } mstmt;
 
 /* Hand-computed model of each statement. Principals: alice (dev), bob (ops), carol (dev, ops). */
@@ -140,7 +141,7 @@ static const mstmt pool[] = {
      " \"paths\": {\"read\": [\"c\"]}, \"limits\": {\"max_bytes\": 100}}",
      "A6", false, U_STAT | U_HEALTH, S_BOB | S_ALICE | S_CAROL, true, P_C, 100},
     {"{\"id\": \"A7\", \"ops\": [\"files.read\"], \"principals\": [\"bob\"], \"paths\": {\"write\": [\"**\"]}}", "A7",
-     false, U_READ, S_BOB, true, 0, -1},
+     false, U_READ, S_BOB, true, 0, -1, P_AX | P_BY | P_BZ | P_C},
     {"{\"id\": \"D0\", \"ops\": [\"files.stat\"], \"principals\": [\"bob\"]}", "D0", true, U_STAT, S_BOB, false, 0,
      -1},
     {"{\"id\": \"D1\", \"paths\": [\"b/z.bin\"]}", "D1", true, U_ALLOPS, S_ALL, true, P_BZ, -1},
@@ -198,6 +199,22 @@ static inline outcome model(const size_t *stmts, size_t n, int slot, int op, int
     if (!mounted) {
         o.err = o.alt = ABX_E_OP_NOT_ENABLED;
         return o;
+    }
+    /* a path outside every scope (any access kind) of the mounting statements gets
+     * one answer before any deny is looked at */
+    if (u_has_path[op]) {
+        bool any_paths = false, in_scope = false;
+        for (size_t i = 0; i < na; i++) {
+            const mstmt *s = all[i];
+            if (s->deny || !(s->ops & obit) || !(s->slots & sbit) || !s->has_paths)
+                continue;
+            any_paths = true;
+            in_scope = in_scope || ((s->paths | s->other_paths) & pbit);
+        }
+        if (any_paths && !in_scope) {
+            o.err = o.alt = ABX_E_POLICY_PATH_NOT_ALLOWED;
+            return o;
+        }
     }
     bool plain = false, by_path = false;
     for (size_t i = 0; i < na; i++) {

@@ -365,6 +365,60 @@ static void test_glob_root_contains_matches(void **state)
 
 /* ---------------------------------------------------------------- under ---- */
 
+static void test_glob_prefix_match(void **state)
+{
+    (void)state;
+    /* a prefix of something the pattern matches, or below a `**` */
+    assert_true(abx_glob_prefix_match("/w/ws/**", "/"));
+    assert_true(abx_glob_prefix_match("/w/ws/**", "/w"));
+    assert_true(abx_glob_prefix_match("/w/ws/**", "/w/ws"));
+    assert_true(abx_glob_prefix_match("/w/ws/**", "/w/ws/a/b"));
+    assert_true(abx_glob_prefix_match("/home/*/ws/*.c", "/home/alice"));
+    assert_true(abx_glob_prefix_match("/home/*/ws/*.c", "/home/alice/ws/m.c"));
+    assert_true(abx_glob_prefix_match("/etc/passwd", "/etc"));
+    /* never: a sibling, a path below a literal pattern, a segment the glob refuses */
+    assert_false(abx_glob_prefix_match("/w/ws/**", "/w/other"));
+    assert_false(abx_glob_prefix_match("/w/ws/**", "/proc"));
+    assert_false(abx_glob_prefix_match("/etc/passwd", "/etc/passwd/x"));
+    assert_false(abx_glob_prefix_match("/home/*/ws/*.c", "/home/alice/x"));
+    assert_false(abx_glob_prefix_match("/home/*/ws/*.c", "/home/alice/ws/m.h"));
+}
+
+static bool gate_under_base(const char *prefix, void *arg)
+{
+    return abx_glob_prefix_match((const char *)arg, prefix);
+}
+
+/* The gate keeps lookups inside the scope: a link outside is not read, a loop outside
+ * is not met, and what lies under them is kept as written. */
+static void test_canon_gated(void **state)
+{
+    tree *t = *state;
+    char pat[PATH_MAX + 8], in[PATH_MAX * 2], want[PATH_MAX * 2];
+    snprintf(pat, sizeof pat, "%s/**", t->base);
+    char loop[PATH_MAX + 16];
+    snprintf(loop, sizeof loop, "%s/loop", t->out);
+    assert_int_equal(symlink("loop", loop), 0);
+    snprintf(in, sizeof in, "%s/loop/x", t->out);
+    char *out = NULL;
+    assert_int_equal(abx_path_canon(t->base, in, &out), -ELOOP); /* ungated: the loop is met */
+    assert_int_equal(abx_path_canon_gated(t->base, in, gate_under_base, pat, &out), 0);
+    assert_string_equal(out, in);
+    free(out);
+    /* a link inside pointing out: read (it is inside), its target kept as written */
+    mk_link(t, loop, "toloop");
+    snprintf(want, sizeof want, "%s/x", loop);
+    assert_int_equal(abx_path_canon_gated(t->base, "toloop/x", gate_under_base, pat, &out), 0);
+    assert_string_equal(out, want);
+    free(out);
+    /* ".." outside folds as text */
+    snprintf(in, sizeof in, "%s/loop/../y", t->out);
+    snprintf(want, sizeof want, "%s/y", t->out);
+    assert_int_equal(abx_path_canon_gated(t->base, in, gate_under_base, pat, &out), 0);
+    assert_string_equal(out, want);
+    free(out);
+}
+
 static void test_path_under(void **state)
 {
     (void)state;
@@ -640,6 +694,8 @@ int main(void)
         cmocka_unit_test(test_glob_root),
         cmocka_unit_test(test_glob_root_contains_matches),
         cmocka_unit_test(test_path_under),
+        cmocka_unit_test(test_glob_prefix_match),
+        cmocka_unit_test_setup_teardown(test_canon_gated, tree_setup, tree_teardown),
         cmocka_unit_test_setup_teardown(test_canon_lexical, tree_setup, tree_teardown),
         cmocka_unit_test_setup_teardown(test_canon_literal_bytes, tree_setup, tree_teardown),
         cmocka_unit_test(test_canon_errors),
