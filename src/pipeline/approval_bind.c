@@ -8,13 +8,15 @@
  * symlink, a directory, a FIFO) fails the held call with approval.stale.
  *
  * "Named" means: every path-kind parameter (the canonical values the policy decided
- * on), and for command ops the resolved program and every argv word — and every word
- * of a command string inside an argv word (`sh -c '...'`) or after `name=` — that,
- * resolved against the call's working directory, is a regular file inside the roots
- * the call may see. Files are read beneath their root through the jail (openat2, no
- * symlinks), whole, streaming; a file over BIND_MAX_FILE_BYTES or more than
- * BIND_MAX_FILES named files refuse the hold, since hashing a prefix would let a
- * change past it through. */
+ * on), and for command ops (commands.*, process.start, declarative custom.* commands
+ * through their expanded template) the resolved program and every argv word — and
+ * every word of a command string inside an argv word (`sh -c '...'`) or after `name=` —
+ * that, resolved against the directory the process will start in, is a regular file
+ * inside the roots the call may see and read. Files are read beneath their root through
+ * the jail (openat2, no symlinks), whole, streaming; a file over BIND_MAX_FILE_BYTES or
+ * more than BIND_MAX_FILES named files refuse the hold, since hashing a prefix would
+ * let a change past it through. The resolution itself (cwd, each path parameter, the
+ * argv) is bound too: a name that resolves elsewhere at run time is stale. */
 #include "pipeline/pipeline.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -152,6 +154,8 @@ static void consider(binder *B, const char *anchor, const char *name, size_t len
     if (B->err || len == 0 || len > 4095 || memchr(name, '\0', len))
         return;
     char *nm = abx_strndup(name, len), *canon = NULL;
+    if (nm && nm[0] == '/') /* an absolute name resolves the same from anywhere: one entry */
+        anchor = "/";
     if (!nm || already(B->b, anchor, nm) || abx_path_canon(anchor, nm, &canon) != 0)
         goto out;
     const char *root = root_of(B, canon);
@@ -231,19 +235,38 @@ static void consider_words(binder *B, const char *s)
     }
 }
 
-/* How the call's names resolved: "param[index]=canonical" for each path parameter,
- * "argv[i]=word" for the command (program resolved). The approved run must resolve
- * them the same way, or it would act on files the approver never saw. */
-static char **resolutions(const abx_decision *d, size_t *n)
+/* The directory relative argv words are resolved against, as the process will get it:
+ * the admitted cwd, else a session's remembered one, else the statement's first root,
+ * else the workspace (exec.c). malloc'd. */
+static char *call_cwd(abx_request *r, const abx_fs_view *v)
 {
-    size_t total = d->n_paths + d->argv.n;
+    const abx_decision *d = &r->decision;
+    for (size_t i = 0; i < d->n_paths; i++)
+        if (strcmp(d->paths[i].param, "cwd") == 0)
+            return abx_strdup(d->paths[i].canonical);
+    if (strcmp(r->op->id, "commands.sessions.exec") == 0) {
+        char *c = abx_sessions_cwd(r->server, json_string_value(json_object_get(r->args, "id")),
+                                   abx_policy_principal_id(r->policy, r->slot));
+        if (c)
+            return c;
+    }
+    return abx_strdup(v->cwd_root ? v->cwd_root : r->server->workspace);
+}
+
+/* How the call's names resolved: "cwd=…", "param[index]=canonical" for each path
+ * parameter, "argv[i]=word" for the command (program resolved). The approved run must
+ * resolve them the same way, or it would act on files the approver never saw. */
+static char **resolutions(const abx_decision *d, const char *cwd, size_t *n)
+{
+    size_t total = 1 + d->n_paths + d->argv.n;
     char **v = abx_calloc(total + 1, sizeof *v);
     if (!v)
         return NULL;
+    v[0] = abx_asprintf("cwd=%s", cwd);
     for (size_t i = 0; i < d->n_paths; i++)
-        v[i] = abx_asprintf("%s[%zu]=%s", d->paths[i].param, d->paths[i].index, d->paths[i].canonical);
+        v[1 + i] = abx_asprintf("%s[%zu]=%s", d->paths[i].param, d->paths[i].index, d->paths[i].canonical);
     for (size_t i = 0; i < d->argv.n; i++)
-        v[d->n_paths + i] = abx_asprintf("argv[%zu]=%s", i, d->argv.v[i]);
+        v[1 + d->n_paths + i] = abx_asprintf("argv[%zu]=%s", i, d->argv.v[i]);
     for (size_t i = 0; i < total; i++)
         if (!v[i]) {
             for (size_t k = 0; k < total; k++)
@@ -262,14 +285,10 @@ abx_err abx_bind_files(abx_request *r, abx_bound_files *out, char *msg, size_t m
     const abx_decision *d = &r->decision;
     if (abx_policy_fs_view(r->policy, r->slot, r->op, d, &B.view) != 0)
         memset(&B.view, 0, sizeof B.view); /* no process view: the path roots remain */
-    for (size_t i = 0; i < d->n_paths; i++) {
-        const abx_path_value *pv = &d->paths[i];
-        consider(&B, "/", pv->canonical, strlen(pv->canonical), true);
-        if (strcmp(pv->param, "cwd") == 0)
-            B.cwd = pv->canonical;
-    }
-    if (!B.cwd)
-        B.cwd = B.view.cwd_root ? B.view.cwd_root : r->server->workspace;
+    char *cwd = call_cwd(r, &B.view);
+    B.cwd = cwd ? cwd : "/";
+    for (size_t i = 0; i < d->n_paths; i++)
+        consider(&B, "/", d->paths[i].canonical, strlen(d->paths[i].canonical), true);
     char *const *argv = d->argv.v;
     size_t argc = d->argv.n;
     if (!argc && (argv = abx_custom_argv(&r->ctx, r->args))) /* a declarative command's own template */
@@ -281,19 +300,26 @@ abx_err abx_bind_files(abx_request *r, abx_bound_files *out, char *msg, size_t m
             consider_words(&B, argv[i]);
     }
     abx_fs_view_release(&B.view);
-    if (!B.err && !(out->resolved = resolutions(d, &out->n_resolved))) {
+    if (!B.err && (!cwd || !(out->resolved = resolutions(d, cwd, &out->n_resolved)))) {
         B.err = ABX_E_SERVER_UNAVAILABLE;
         snprintf(msg, msglen, "out of memory");
     }
+    abx_free(cwd);
     if (B.err)
         abx_bound_files_release(out);
     return B.err;
 }
 
-abx_err abx_bind_check(const abx_bound_files *b, const abx_decision *now, char *msg, size_t msglen)
+abx_err abx_bind_check(const abx_bound_files *b, abx_request *now, char *msg, size_t msglen)
 {
     size_t n = 0;
-    char **res = resolutions(now, &n);
+    abx_fs_view view;
+    if (abx_policy_fs_view(now->policy, now->slot, now->op, &now->decision, &view) != 0)
+        memset(&view, 0, sizeof view);
+    char *cwd = call_cwd(now, &view);
+    abx_fs_view_release(&view);
+    char **res = cwd ? resolutions(&now->decision, cwd, &n) : NULL;
+    abx_free(cwd);
     if (!res) {
         snprintf(msg, msglen, "out of memory");
         return ABX_E_SERVER_UNAVAILABLE;

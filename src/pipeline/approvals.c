@@ -359,7 +359,7 @@ bool abx_approval_matches(const abx_approval *x, const char *principal, const ch
            x->state == RUNNING;
 }
 
-abx_err abx_approval_check_files(abx_approval *x, const abx_decision *now, char *msg, size_t msglen)
+abx_err abx_approval_check_files(abx_approval *x, abx_request *now, char *msg, size_t msglen)
 {
     /* x->files is written once, before the record is published, and freed only with
      * the record, which outlives its runner: no lock needed to read it */

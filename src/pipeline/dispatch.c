@@ -624,7 +624,7 @@ static abx_err step8_admit(abx_request *r)
             }
             /* ... and only if the files it names still hold what the approver saw */
             char why[512];
-            abx_err se = abx_approval_check_files(r->approved, &r->decision, why, sizeof why);
+            abx_err se = abx_approval_check_files(r->approved, r, why, sizeof why);
             if (se != ABX_OK) {
                 abx_fail(r, se, "%s", why);
                 return se;

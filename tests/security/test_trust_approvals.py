@@ -214,3 +214,27 @@ def test_declarative_command_binds_its_template_files(abx, workspace, tmp_path):
     assert_error(poll(s, aid), 409, "approval.stale")
     time.sleep(0.3)
     assert not os.path.exists(os.path.join(workspace, "pwned"))
+
+
+def test_session_command_binds_files_in_the_sessions_cwd(abx, workspace, tmp_path):
+    """In a command session the words resolve against the session's cwd, as the process will."""
+    cfg = config(workspace, str(tmp_path / "l.db"))
+    cfg["policy"]["allow"] += [
+        {"ops": ["commands.sessions.create"], "principals": ["alice"], "paths": [workspace + "/**"],
+         "commands": ["sh *"]},
+        {"ops": ["commands.sessions.exec"], "principals": ["alice"], "paths": [workspace + "/**"],
+         "commands": ["sh *"], "approval": "required"}]
+    s = abx(cfg)
+    sub = os.path.join(workspace, "sub")
+    script = os.path.join(sub, "script.sh")
+    write(script, SCRIPT_A)
+    r = s.post("/ops/commands.sessions.create", token=ALICE_TOKEN, json_body={"cwd": sub})
+    assert r.status_code == 200, r.text
+    sid = r.json()["id"]
+    aid, _ = hold(s, {"id": sid, "command": "sh script.sh"}, path="/ops/commands.sessions.exec")
+    assert [f["path"] for f in record(s, aid)["files"]] == [script]
+    write(script, SCRIPT_B)
+    approve(s, aid)
+    assert_error(poll(s, aid), 409, "approval.stale")
+    time.sleep(0.3)
+    assert not os.path.exists(os.path.join(sub, "pwned"))
