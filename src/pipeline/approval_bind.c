@@ -12,7 +12,8 @@
  * through their expanded template) the resolved program and every argv word — and
  * every word of a command string inside an argv word (`sh -c '...'`) or after `name=` —
  * that, resolved against the directory the process will start in, is a regular file
- * inside the roots the call may see and read. Files are read beneath their root through
+ * inside the roots the call's process is given (denied and protected files excepted:
+ * their hash is not shown to anyone). Files are read beneath their root through
  * the jail (openat2, no symlinks), whole, streaming; a file over BIND_MAX_FILE_BYTES or
  * more than BIND_MAX_FILES named files refuse the hold, since hashing a prefix would
  * let a change past it through. The resolution itself (cwd, each path parameter, the
@@ -161,8 +162,9 @@ static void consider(binder *B, const char *anchor, const char *name, size_t len
     const char *root = root_of(B, canon);
     if (!root)
         goto out;
-    /* never show (a hash of) a file the call itself may not read */
-    if (!subject && !abx_policy_path_visible(B->r->policy, B->r->slot, B->r->op, &B->r->decision, canon))
+    /* never show (a hash of) a denied or protected file; anything else under a root the
+     * process is given is something it may run or read, so it is bound */
+    if (!subject && abx_policy_path_hidden(B->r->policy, B->r->slot, B->r->op, canon))
         goto out;
     char sha[65];
     int rc = hash_file(root, canon, sha);

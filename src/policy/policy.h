@@ -196,6 +196,9 @@ void abx_decision_release(abx_decision *d);
  * abx_ctx_path_visible). */
 bool abx_policy_path_visible(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d,
                              const char *canonical);
+/* Whether a deny statement that applies to this principal and op, or a protected
+ * area, covers a canonical path (for any access): what nothing of the call may show. */
+bool abx_policy_path_hidden(const abx_policy *p, int slot, const abx_op *op, const char *canonical);
 
 /* The filesystem a process started by an admitted call may see: read-only and
  * read-write roots (the chosen statement's pattern roots), paths to hide (literal deny

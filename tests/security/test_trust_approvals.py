@@ -238,3 +238,28 @@ def test_session_command_binds_files_in_the_sessions_cwd(abx, workspace, tmp_pat
     assert_error(poll(s, aid), 409, "approval.stale")
     time.sleep(0.3)
     assert not os.path.exists(os.path.join(sub, "pwned"))
+
+
+def test_denied_file_named_by_a_command_is_not_hashed_for_anyone(abx, workspace, tmp_path):
+    """The binding must not become an oracle: a denied file's hash is shown to nobody."""
+    cfg = config(workspace, str(tmp_path / "l.db"))
+    secret = os.path.join(workspace, "secret.txt")
+    write(secret, "hunter2\n")
+    cfg["policy"]["deny"] = [{"paths": [secret]}]
+    s = abx(cfg)
+    write(os.path.join(workspace, "script.sh"), SCRIPT_A)
+    aid, held = hold(s, {"argv": ["sh", "script.sh", "secret.txt"]})
+    paths = [f["path"] for f in record(s, aid)["files"]]
+    assert paths == [os.path.join(workspace, "script.sh")], paths
+    assert sha(b"hunter2\n") not in held.text
+
+
+def test_file_too_large_to_bind_refuses_the_hold(srv, workspace):
+    """Hashing only a prefix would let a change past it through: refuse to hold instead."""
+    big = os.path.join(workspace, "big.sh")
+    with open(big, "wb") as f:
+        f.truncate(65 << 20)
+    r = srv.post("/commands/run", token=ALICE_TOKEN, json_body={"command": "sh big.sh"}, timeout=20)
+    assert_error(r, 413, "limit.max_bytes")
+    assert "big.sh" in r.json()["error"]["message"]
+    assert srv.get("/approvals", token=APPROVER_TOKEN).json()["approvals"] == []
