@@ -14,8 +14,8 @@
  * that, resolved against the directory the process will start in, is a regular file
  * inside the roots the call's process is given (denied and protected files excepted:
  * their hash is not shown to anyone). Files are read beneath their root through
- * the jail (openat2, no symlinks), whole, streaming; a file over BIND_MAX_FILE_BYTES or
- * more than BIND_MAX_FILES named files refuse the hold, since hashing a prefix would
+ * the jail (openat2, no symlinks), whole, streaming; a file over BIND_MAX_FILE_BYTES,
+ * more than BIND_MAX_FILES named files or BIND_MAX_TOTAL_BYTES in all refuse the hold, since hashing a prefix would
  * let a change past it through. The resolution itself (cwd, each path parameter, the
  * argv) is bound too: a name that resolves elsewhere at run time is stale. */
 #include "pipeline/pipeline.h"
@@ -27,6 +27,7 @@
 
 #define BIND_MAX_FILES 64
 #define BIND_MAX_FILE_BYTES ((int64_t)64 << 20)
+#define BIND_MAX_TOTAL_BYTES ((int64_t)256 << 20) /* bounds the time a hold spends hashing */
 
 void abx_bound_files_release(abx_bound_files *b)
 {
@@ -84,7 +85,7 @@ static int hash_fd(int fd, char out[65])
 /* Hash the regular file `canonical` beneath `root`. 0, or a negative errno: -ENOENT
  * (gone), -ELOOP (a symlink on the way: something was swapped in), -EINVAL (not a
  * regular file), -EFBIG (over the cap), others from open/read. */
-static int hash_file(const char *root, const char *canonical, char out[65])
+static int hash_file(const char *root, const char *canonical, char out[65], int64_t *size)
 {
     const char *rel;
     if (!abx_path_under(root, canonical, &rel) || strcmp(rel, ".") == 0)
@@ -105,8 +106,8 @@ static int hash_file(const char *root, const char *canonical, char out[65])
         rc = -EINVAL;
     else if (st.st_size > BIND_MAX_FILE_BYTES)
         rc = -EFBIG;
-    else
-        rc = hash_fd(fd, out);
+    else if ((rc = hash_fd(fd, out)) == 0 && size)
+        *size = st.st_size;
     close(fd);
     return rc;
 }
@@ -116,6 +117,7 @@ typedef struct binder {
     abx_bound_files *b;
     abx_fs_view view;        /* the roots a process of the call may see */
     const char *cwd;         /* anchor for relative argv words */
+    int64_t bytes;           /* hashed so far */
     abx_err err;
     char *msg;
     size_t msglen;
@@ -167,7 +169,14 @@ static void consider(binder *B, const char *anchor, const char *name, size_t len
     if (!subject && abx_policy_path_hidden(B->r->policy, B->r->slot, B->r->op, canon))
         goto out;
     char sha[65];
-    int rc = hash_file(root, canon, sha);
+    int64_t size = 0;
+    int rc = hash_file(root, canon, sha, &size);
+    if (rc == 0 && (B->bytes += size) > BIND_MAX_TOTAL_BYTES) {
+        B->err = ABX_E_LIMIT_MAX_BYTES;
+        snprintf(B->msg, B->msglen, "the files the call names add up to more than %lld MiB: abx cannot bind them "
+                 "to an approval, nothing was held", (long long)(BIND_MAX_TOTAL_BYTES >> 20));
+        goto out;
+    }
     if (rc == -EFBIG) {
         B->err = ABX_E_LIMIT_MAX_BYTES;
         snprintf(B->msg, B->msglen,
@@ -347,7 +356,7 @@ abx_err abx_bind_check(const abx_bound_files *b, abx_request *now, char *msg, si
         int rc = abx_path_canon(f->anchor, f->name, &canon);
         if (rc != 0 || strcmp(canon, f->canonical) != 0)
             why = "now resolves to another file";
-        else if ((rc = hash_file(f->root, f->canonical, sha)) == -ENOENT || rc == -ENOTDIR)
+        else if ((rc = hash_file(f->root, f->canonical, sha, NULL)) == -ENOENT || rc == -ENOTDIR)
             why = "was removed";
         else if (rc == -ELOOP)
             why = "was replaced by a symlink";
