@@ -98,6 +98,18 @@ static json_t *session_json(const session *x)
     return json_pack("{s:s, s:s?, s:O, s:s}", "id", x->id, "cwd", x->cwd, "env", x->env, "created_at", ts);
 }
 
+char *abx_sessions_cwd(abx_server *s, const char *id, const char *owner)
+{
+    struct abx_sessions *ss = id && owner ? sessions_of(s) : NULL;
+    if (!ss)
+        return NULL;
+    pthread_mutex_lock(&ss->mu);
+    session *x = find_session(ss, id, owner);
+    char *cwd = x && x->cwd ? abx_strdup(x->cwd) : NULL;
+    pthread_mutex_unlock(&ss->mu);
+    return cwd;
+}
+
 static abx_err sessions_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     struct abx_sessions *ss = sessions_of(builtin_req(ctx)->server);

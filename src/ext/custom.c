@@ -52,13 +52,17 @@ static bool value_text(abx_ctx *ctx, const abx_param *pa, const json_t *v, abx_b
     return true; /* absent optional parameter: nothing */
 }
 
-static abx_err custom_run(abx_ctx *ctx, const json_t *args, abx_reply *r)
+/* The argv a custom op runs for these arguments (in the request's arena): the handler
+ * runs it, and an approval binds the files it names before it is held. Returns ABX_OK,
+ * or an error with why. */
+static abx_err expand(abx_ctx *ctx, const custom_cmd *c, const json_t *args, char ***out, char *why, size_t whylen)
 {
-    const custom_cmd *c = abx_ctx_udata(ctx);
     abx_request *q = ctx->req;
     char **argv = abx_arena_alloc(q->arena, (c->argc + 1) * sizeof *argv);
-    if (!argv)
-        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    if (!argv) {
+        snprintf(why, whylen, "out of memory");
+        return ABX_E_SERVER_UNAVAILABLE;
+    }
     size_t n = 0;
     argv[n++] = c->argv[0];
     for (size_t i = 1; i < c->argc; i++) {
@@ -90,8 +94,8 @@ static abx_err custom_run(abx_ctx *ctx, const json_t *args, abx_reply *r)
         }
         if (!ok || b.failed) {
             abx_buf_release(&b);
-            return abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "argument %zu of the command is longer than 64 KiB",
-                                   i);
+            snprintf(why, whylen, "argument %zu of the command is longer than 64 KiB", i);
+            return ABX_E_ARGS_INVALID;
         }
         if (only_absent) { /* "{opt}" alone and not given: the element is left out */
             abx_buf_release(&b);
@@ -99,12 +103,35 @@ static abx_err custom_run(abx_ctx *ctx, const json_t *args, abx_reply *r)
         }
         argv[n++] = abx_arena_strndup(q->arena, b.data ? b.data : "", b.len);
         abx_buf_release(&b);
-        if (!argv[n - 1])
-            return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+        if (!argv[n - 1]) {
+            snprintf(why, whylen, "out of memory");
+            return ABX_E_SERVER_UNAVAILABLE;
+        }
     }
     argv[n] = NULL;
+    *out = argv;
+    return ABX_OK;
+}
+
+static abx_err custom_run(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    const custom_cmd *c = abx_ctx_udata(ctx);
+    char **argv = NULL;
+    char why[200];
+    abx_err e = expand(ctx, c, args, &argv, why, sizeof why);
+    if (e != ABX_OK)
+        return abx_reply_error(r, e, NULL, "%s", why);
     abx_exec_opts o = {.argv = argv, .hard_timeout_ms = c->timeout_ms, .tag = abx_ctx_op_id(ctx)};
     return abx_exec_run(ctx, args, &o, 0, r);
+}
+
+char **abx_custom_argv(abx_ctx *ctx, const json_t *args)
+{
+    if (ctx->req->op->def->handler != custom_run)
+        return NULL;
+    char **argv = NULL;
+    char why[200];
+    return expand(ctx, abx_ctx_udata(ctx), args, &argv, why, sizeof why) == ABX_OK ? argv : NULL;
 }
 
 /* ---- loading ---- */

@@ -61,6 +61,10 @@ void abx_ext_workers_stop(abx_ext *e);
 /* Reload: warn when custom:/load: changed (ops are registered once, at start). */
 void abx_ext_reload_check(const abx_ext *e, const abx_config *fresh, abx_diags *d);
 
+/* The argv a declarative command (custom.*) would run for these arguments, in the
+ * request's arena; NULL for any other op (approvals bind the files it names). */
+char **abx_custom_argv(abx_ctx *ctx, const json_t *args);
+
 /* internal: each form's loader (custom.c, plugin.c, pyworker.c) */
 void abx__ext_origin(abx_ext *e, const char *id, int line);
 int abx__ext_custom_load(abx_ext *e, abx_registry *reg, const abx_config *cfg, const char *workspace, abx_diags *d);

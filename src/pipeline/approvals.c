@@ -24,6 +24,7 @@ struct abx_approval {
     char *op;
     json_t *args;            /* exactly what was admitted, what will run */
     char args_sha256[65];
+    abx_bound_files files;   /* the named files' content, as the approver sees it */
     uint64_t group_id;       /* the held call's ledger group */
     int64_t created_wall, expires_mono;
     enum state state;
@@ -61,6 +62,7 @@ static void approval_free(abx_approval *x)
     abx_free(x->principal);
     abx_free(x->op);
     json_decref(x->args);
+    abx_bound_files_release(&x->files);
     abx_free(x->decided_by);
     abx_free(x->reason);
     json_decref(x->result);
@@ -141,8 +143,9 @@ static abx_err reply_for(const abx_approval *x, abx_reply *r)
         char poll[64];
         snprintf(poll, sizeof poll, "/approvals/%s", x->id);
         abx_reply_status(r, 202);
-        abx_reply_json(r, json_pack("{s:s, s:s, s:s, s:s}", "status", "pending", "approval_id", x->id, "poll", poll,
-                                    "state", state_names[x->state]));
+        abx_reply_json(r, json_pack("{s:s, s:s, s:s, s:s, s:o}", "status", "pending", "approval_id", x->id, "poll",
+                                    poll, "state", state_names[x->state], "files",
+                                    abx_bound_files_json(&x->files)));
         return ABX_OK;
     }
     }
@@ -169,6 +172,14 @@ abx_err abx_approval_hold(abx_request *r)
         abx_fail(r, ABX_E_SERVER_UNAVAILABLE, "out of memory");
         return ABX_E_SERVER_UNAVAILABLE;
     }
+    /* the approver reviews the files the call names as they are now */
+    char why[400];
+    abx_err be = abx_bind_files(r, &x->files, why, sizeof why);
+    if (be != ABX_OK) {
+        abx_free(x);
+        abx_fail(r, be, "%s", why);
+        return be;
+    }
     abx_hex(rnd, sizeof rnd, x->id);
     x->server = s;
     x->principal = abx_strdup(abx_policy_principal_id(r->policy, r->slot));
@@ -184,11 +195,12 @@ abx_err abx_approval_hold(abx_request *r)
     if (s->ledger) {
         char at[32];
         abx_iso8601(abx_wall_ms(), at);
-        json_t *events = json_pack("[{s:s, s:s, s:s, s:s, s:s, s:s}, {s:s, s:s, s:s, s:s, s:o, s:s}]", "kind",
-                                   "received", "at", at, "request_id", r->id, "principal", x->principal, "op", x->op,
-                                   "door", abx_door_name(r->door), "kind", "approval_requested", "at", at,
+        json_t *events = json_pack("[{s:s, s:s, s:s, s:s, s:s, s:s}, {s:s, s:s, s:s, s:s, s:o, s:s, s:o}]",
+                                   "kind", "received", "at", at, "request_id", r->id, "principal", x->principal, "op",
+                                   x->op, "door", abx_door_name(r->door), "kind", "approval_requested", "at", at,
                                    "approval_id", x->id, "determining", r->decision.determining, "args",
-                                   abx_ledger_redact(x->args), "args_sha256", x->args_sha256);
+                                   abx_ledger_redact(x->args), "args_sha256", x->args_sha256, "files",
+                                   abx_bound_files_json(&x->files));
         abx_ledger_call c = {.request_id = r->id, .principal = x->principal, .op = x->op,
                              .door = abx_door_name(r->door), .client = r->client, .events = events,
                              .durable = true};
@@ -235,10 +247,10 @@ json_t *abx_approvals_list(abx_server *s, const char *principal, bool approver)
             continue;
         char ts[32];
         abx_iso8601(x->created_wall, ts);
-        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:s, s:I}", "id", x->id, "status",
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:o, s:s, s:I}", "id", x->id, "status",
                               state_names[x->state], "principal", x->principal, "op", x->op, "args", x->args,
-                              "args_sha256", x->args_sha256, "created_at", ts, "ledger_group",
-                              (json_int_t)x->group_id);
+                              "args_sha256", x->args_sha256, "files", abx_bound_files_json(&x->files), "created_at",
+                              ts, "ledger_group", (json_int_t)x->group_id);
         if (x->decided_by)
             json_object_set_new(o, "decided_by", json_string(x->decided_by));
         if (x->reason)
@@ -345,4 +357,15 @@ bool abx_approval_matches(const abx_approval *x, const char *principal, const ch
     free(canon);
     return strcmp(x->principal, principal) == 0 && strcmp(x->op, op) == 0 && strcmp(x->args_sha256, h) == 0 &&
            x->state == RUNNING;
+}
+
+abx_err abx_approval_check_files(abx_approval *x, abx_request *now, char *msg, size_t msglen)
+{
+    /* x->files is written once, before the record is published, and freed only with
+     * the record, which outlives its runner: no lock needed to read it */
+    abx_err e = abx_bind_check(&x->files, now, msg, msglen);
+    if (e != ABX_OK)
+        ledger_note(x->server, x->group_id, "approval_stale",
+                    json_pack("{s:s, s:s, s:s}", "approval_id", x->id, "code", abx_err_code(e), "message", msg));
+    return e;
 }

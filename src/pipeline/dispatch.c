@@ -643,6 +643,13 @@ static abx_err step8_admit(abx_request *r)
                 abx_fail(r, ABX_E_APPROVAL_DECIDED, "the approval does not cover this call");
                 return ABX_E_APPROVAL_DECIDED;
             }
+            /* ... and only if the files it names still hold what the approver saw */
+            char why[512];
+            abx_err se = abx_approval_check_files(r->approved, r, why, sizeof why);
+            if (se != ABX_OK) {
+                abx_fail(r, se, "%s", why);
+                return se;
+            }
         } else if (!r->policy->has_approver) {
             abx_fail(r, ABX_E_APPROVAL_NO_APPROVER, "this call needs approval and no approver is configured");
             return ABX_E_APPROVAL_NO_APPROVER;

@@ -227,8 +227,36 @@ typedef struct abx_call_in {
 } abx_call_in;
 abx_request *abx_call_begin(abx_server *s, const abx_call_in *in);
 
+/* What an approval binds besides its arguments (approval_bind.c): the content of the
+ * regular files the call names, hashed when it is held and checked before it runs. */
+typedef struct abx_bound_file {
+    char *anchor;            /* directory a relative name was resolved against */
+    char *name;              /* as the arguments spell it */
+    char *canonical;         /* what it resolved to when held: shown to the approver */
+    char *root;              /* the root it is read beneath (through the jail) */
+    char sha256[65];
+} abx_bound_file;
+typedef struct abx_bound_files {
+    abx_bound_file *v;
+    size_t n;
+    char **resolved;         /* how the cwd, each path parameter and argv word resolved when held */
+    size_t n_resolved;
+} abx_bound_files;
+/* Hash every named file of an admitted call (step 8, before holding). ABX_OK, or an
+ * error with msg (a file too large, too many files): nothing may be held then. */
+abx_err abx_bind_files(abx_request *r, abx_bound_files *out, char *msg, size_t msglen);
+/* Before the approved run (`now`: its request, decided at step 7): ABX_OK, or
+ * ABX_E_APPROVAL_STALE with msg naming what changed. */
+abx_err abx_bind_check(const abx_bound_files *b, abx_request *now, char *msg, size_t msglen);
+json_t *abx_bound_files_json(const abx_bound_files *b);
+void abx_bound_files_release(abx_bound_files *b);
+
 /* approvals (approvals.c) */
 bool abx_approval_matches(const abx_approval *x, const char *principal, const char *op, const json_t *args);
+/* The approved run's step 8, after abx_approval_matches: do the files the call names
+ * still hold what the approver saw? ABX_OK, or ABX_E_APPROVAL_STALE with msg (recorded
+ * in the held call's ledger group). */
+abx_err abx_approval_check_files(abx_approval *x, abx_request *now, char *msg, size_t msglen);
 abx_approvals *abx_approvals_new(void);
 void abx_approvals_free(abx_approvals *a);
 /* Step 8 for a call that needs approval: hold it (202 or, with Prefer: wait, its result). */
@@ -319,6 +347,8 @@ json_t *abx_mcp_error(const json_t *id, int code, const char *message, abx_err a
 
 /* command sessions (builtin/commands.c) */
 void abx_sessions_free(struct abx_sessions *s);
+/* The working directory a session remembers (for the owner), malloc'd; NULL if none. */
+char *abx_sessions_cwd(abx_server *s, const char *id, const char *owner);
 
 /* snapshot capture (one reference; release with abx_policy_unref) */
 abx_policy *abx_server_snapshot(abx_server *s);

@@ -2191,3 +2191,17 @@ void abx_decision_release(abx_decision *d)
     d->admitting = d->held = NULL;
     d->n_admitting = 0;
 }
+
+bool abx_policy_path_hidden(const abx_policy *p, int slot, const abx_op *op, const char *canonical)
+{
+    for (size_t i = 0; i < p->n_deny; i++) {
+        const abx_stmt *s = &p->deny[i];
+        if (!s->has_paths || (s->n_ops && !stmt_has_op(s, op, false)) ||
+            (s->n_principals && !stmt_has_principal(p, s, slot)))
+            continue;
+        for (int a = 0; a < ABX_ACC_IDX__N; a++)
+            if (pattern_list_match(s->paths[a], s->n_paths[a], canonical, NULL))
+                return true;
+    }
+    return protected_path(p, canonical, ABX_ACC_READ);
+}

@@ -222,6 +222,9 @@ void abx_decision_release(abx_decision *d);
  * abx_ctx_path_visible). */
 bool abx_policy_path_visible(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d,
                              const char *canonical);
+/* Whether a deny statement that applies to this principal and op, or a protected
+ * area, covers a canonical path (for any access): what nothing of the call may show. */
+bool abx_policy_path_hidden(const abx_policy *p, int slot, const abx_op *op, const char *canonical);
 
 /* Identity checks for abx's own file ops. ident_denied: whether a file (its stat)
  * is a denied identity for this call (equality only: walkers descending from an
