@@ -85,7 +85,16 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         abx_reply_error(r, ABX_E_SERVER_INTERNAL, NULL, "no admitted argv");
         return NULL;
     }
-    if (abx_policy_fs_view(q->policy, q->slot, q->op, d, &v) != 0) {
+    int vrc = abx_policy_fs_view(q->policy, q->slot, q->op, d, &v);
+    if (vrc == -2) { /* the mask cannot follow the file: refuse rather than run unmasked */
+        abx_reply_error(r, ABX_E_POLICY_PATH_DENIED, NULL,
+                        "the denied path %s was moved or replaced outside abx and its file cannot be found; "
+                        "restore it or reload the policy",
+                        v.moved);
+        abx_fs_view_release(&v);
+        return NULL;
+    }
+    if (vrc != 0) {
         abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
         return NULL;
     }
@@ -142,6 +151,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .write_roots = (const char *const *)v.rw, .n_write = v.n_rw,
         .masks = (const char *const *)v.masks, .n_masks = v.n_masks,
         .readonly = (const char *const *)v.readonly, .n_readonly = v.n_readonly,
+        .pins = (const char *const *)v.pins, .n_pins = v.n_pins,
         .net = d->net, .pids_max = pids, .memory_max = mem, .cpu_milli = cpu,
         .uid = s->run_uid, .gid = s->run_gid, .set_ids = true, .required = abx_server_confine_required(s),
     };
