@@ -1049,6 +1049,46 @@ static bool record_mask_idents(abx_policy *p)
     return true;
 }
 
+/* Whether the pattern at [k][j] of s already appeared earlier in s (any access). */
+static bool pattern_seen_before(const abx_stmt *s, int k, size_t j)
+{
+    const char *g = s->paths[k][j].glob;
+    for (int k2 = 0; k2 <= k; k2++)
+        for (size_t j2 = 0; j2 < (k2 == k ? j : s->n_paths[k2]); j2++)
+            if (strcmp(s->paths[k2][j2].glob, g) == 0)
+                return true;
+    return false;
+}
+
+/* A deny glob no mount can express (anything but a literal path or "X/ **", no space)
+ * binds abx's own file ops only: processes read what it matches. Said once per pattern
+ * when some statement lets processes run. */
+static void lint_unmaskable_denies(const abx_policy *p, abx_diags *diags)
+{
+    bool processes = false;
+    for (size_t i = 0; i < p->n_allow && !processes; i++)
+        processes = p->allow[i].has_commands;
+    for (size_t i = 0; processes && i < p->n_deny; i++) {
+        const abx_stmt *s = &p->deny[i];
+        if (strncmp(s->label, "preset:", 7) == 0)
+            continue;
+        for (int k = 0; k < ABX_ACC_IDX__N; k++)
+            for (size_t j = 0; j < s->n_paths[k]; j++) {
+                const char *g = s->paths[k][j].glob;
+                if (pattern_seen_before(s, k, j))
+                    continue; /* one pattern is usually listed for read, write and delete */
+                char *t = deny_target(g);
+                if (!t)
+                    abx_diag_add(diags, "warning", "config.deny_not_masked", s->line,
+                                 "%s: the deny pattern '%s' binds abx's file operations only; processes started by "
+                                 "commands can still read what it matches (a literal path or 'X/**' is masked for "
+                                 "them too)",
+                                 s->label, g);
+                abx_free(t);
+            }
+    }
+}
+
 abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
 {
     abx_policy *p = abx_calloc(1, sizeof *p);
@@ -1174,6 +1214,7 @@ abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
         abx_diag_add(diags, "error", "config.internal", 0, "out of memory building the mount table");
         goto fail;
     }
+    lint_unmaskable_denies(p, diags);
     return p;
 fail:
     policy_free(p);
@@ -1906,18 +1947,26 @@ static int view_deny_targets(const abx_policy *p, int slot, const abx_op *op, ab
 }
 
 /* .git at the top of each write root: pinned (a directory) or read-only (a gitfile),
- * its hooks and config read-only — code and settings the host runs later. */
+ * its hooks and config read-only — code and settings the host runs later. A repository
+ * without a hooks folder gets an empty one (owned like .git), which git ignores: else the
+ * process could create it and plant a hook where no mount could be put. */
 static bool view_git(abx_fs_view *v)
 {
-    struct stat st;
+    struct stat st, hooks;
     char path[PATH_MAX];
     for (size_t i = 0; i < v->n_rw; i++) {
         const char *top = strcmp(v->rw[i], "/") == 0 ? "" : v->rw[i];
         snprintf(path, sizeof path, "%s/.git", top);
-        if (lstat(path, &st) == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) &&
-            !list_add(S_ISDIR(st.st_mode) ? &v->pins : &v->readonly,
-                      S_ISDIR(st.st_mode) ? &v->n_pins : &v->n_readonly, path))
+        bool found = lstat(path, &st) == 0, dir = found && S_ISDIR(st.st_mode);
+        if ((dir || (found && S_ISREG(st.st_mode))) &&
+            !list_add(dir ? &v->pins : &v->readonly, dir ? &v->n_pins : &v->n_readonly, path))
             return false;
+        if (dir && strlen(path) + sizeof "/hooks" <= sizeof path) {
+            strcat(path, "/hooks");
+            if (lstat(path, &hooks) != 0 && errno == ENOENT && mkdir(path, 0755) == 0 &&
+                lchown(path, st.st_uid, st.st_gid) != 0)
+                rmdir(path);
+        }
         static const char *const ro_names[] = {".git/hooks", ".git/config"};
         for (size_t k = 0; k < ABX_ARRAY_LEN(ro_names); k++) {
             snprintf(path, sizeof path, "%s/%s", top, ro_names[k]);

@@ -803,13 +803,14 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     const size_t stack_size = 256 * 1024;
     int rc = -1;
     if (required && (sb->caps.landlock_abi == 0 || (!c->net && !sb->caps.netns) || !sb->caps.cgroup_pids ||
-                     ((c->n_masks || c->n_readonly || c->n_pins) && !sb->caps.mntns))) {
+                     ((c->n_masks || c->n_readonly) && !sb->caps.mntns))) {
         snprintf(err, errlen, "confinement required but unavailable: %s", sb->missing);
         errno = ENOSYS;
         return -1;
     }
     a.use_netns = !c->net && sb->caps.netns;
-    /* masks and read-only mounts are needed; pins harden them, where mount namespaces exist */
+    /* masks and read-only mounts are needed; pins only keep them on their files, so
+     * without mount namespaces (where no mask can be applied either) they are left out */
     a.use_mntns = c->n_masks || c->n_readonly || (c->n_pins && sb->caps.mntns);
     a.use_caps = sb->caps.root;
     a.use_ll = sb->caps.landlock_abi > 0;

@@ -10,12 +10,13 @@ What must hold: the child's mount namespace pins every deny target and each fold
 it inside a write root (a mount point cannot be renamed: EBUSY), "X/**" masks the folder X
 itself, a mask follows a file the host moved, .git at the top of a write root is pinned,
 and files.move refuses to move any of these for any principal."""
+import json
 import os
 import time
 
 import pytest
 
-from secutil import ALICE_TOKEN, assert_error, tokens, wait_for
+from secutil import ALICE_TOKEN, assert_error, run_abx, tokens, wait_for
 
 SECRET = "mask-secret-5521"
 LATER = "mask-later-8830"
@@ -154,9 +155,9 @@ def test_denied_file_replaced_by_rename_while_process_runs(abx, workspace):
 
 # -- c. .git renamed around its read-only mounts ---------------------------------------------
 
-def git_workspace(workspace):
+def git_workspace(workspace, hooks=True):
     git = os.path.join(workspace, ".git")
-    os.makedirs(os.path.join(git, "hooks"))
+    os.makedirs(os.path.join(git, "hooks") if hooks else git)
     write(os.path.join(git, "config"), "[core]\n\trepositoryformatversion = 0\n")
     write(os.path.join(git, "HEAD"), "ref: refs/heads/main\n")
     return git
@@ -197,3 +198,25 @@ def test_files_move_refuses_git_at_the_top_of_a_root(abx, workspace):
     r = s.post("/files/move", token=ALICE_TOKEN, json_body={"src": git, "dst": os.path.join(workspace, "g")})
     assert_error(r, 403, "policy.path_denied")
     assert os.path.isdir(git)
+
+
+def test_git_without_hooks_folder_gets_a_readonly_one(abx, workspace):
+    """A repository without .git/hooks (a clone with an empty template): the process must
+    not create the folder and plant a hook where no read-only mount was put."""
+    git = git_workspace(workspace, hooks=False)
+    s = abx(config(workspace, []))
+    run(s, PLANT.format(d=".git"))
+    assert not os.path.exists(os.path.join(git, "hooks", "pre-commit"))
+    assert "fsmonitor" not in read(os.path.join(git, "config"))
+
+
+def test_check_config_warns_of_deny_globs_processes_are_not_masked_from(tmp_path, workspace):
+    """Where a mount cannot express a deny pattern, the layout is reported, not silently
+    left readable to processes."""
+    cfg = config(workspace, [{"paths": [workspace + "/**/*.pem", workspace + "/keys/**", workspace + "/.env"]}])
+    path = tmp_path / "abx.json"
+    path.write_text(json.dumps(cfg))
+    r = run_abx(["check-config", str(path)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if "config.deny_not_masked" in ln]
+    assert len(lines) == 1 and "/**/*.pem" in lines[0], r.stdout
