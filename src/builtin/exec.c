@@ -192,6 +192,8 @@ out:
     return p;
 }
 
+abx_err abx_exec_start_failed(const abx_reply *r) { return r->err ? r->err : ABX_E_PROCESS_SPAWN_FAILED; }
+
 #define RUN_DEFAULT_OUTPUT (1024 * 1024)
 
 static bool ctx_cancelled(void *ud) { return abx_ctx_cancelled(ud); }
@@ -208,7 +210,7 @@ abx_err abx_exec_run(abx_ctx *ctx, const json_t *args, const abx_exec_opts *base
     int64_t t0 = abx_now_ms();
     abx_proc *p = abx_exec_start(ctx, args, &o, r);
     if (!p)
-        return ABX_E_PROCESS_SPAWN_FAILED;
+        return abx_exec_start_failed(r);
     if (stdin_v) {
         const char *data = json_string_value(stdin_v);
         abx_proc_write_stdin(p, data, json_string_length(stdin_v), true, t0 + (soft > 0 ? soft : 30000));

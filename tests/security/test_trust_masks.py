@@ -118,6 +118,28 @@ def test_mask_follows_a_file_the_host_moved(abx, workspace):
     assert "ran" in j["stdout"], j
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs mount(8)")
+def test_spawn_refused_when_a_moved_deny_file_cannot_be_found(abx, workspace):
+    """Fail closed: the host moved the file to a name under which abx cannot find it
+    again (here: a folder the host then mounted over), so no mask can follow it."""
+    import subprocess
+    secret = os.path.join(workspace, "vault", "secret")
+    write(secret, SECRET)
+    s = abx(config(workspace, [{"paths": [secret]}]))
+    hide = os.path.join(workspace, "hide")
+    os.makedirs(hide)
+    os.rename(secret, os.path.join(hide, "secret"))
+    subprocess.run(["mount", "-t", "tmpfs", "none", hide], check=True)
+    try:
+        r = s.post("/commands/run", token=ALICE_TOKEN, json_body={"argv": ["sh", "-c", "echo ran"]})
+        assert_error(r, 403, "policy.path_denied")
+        assert "moved" in r.json()["error"]["message"]
+    finally:
+        subprocess.run(["umount", hide], check=True)
+    j = run(s, "cat hide/secret")  # found again: masked where it is now
+    assert SECRET not in j["stdout"], j
+
+
 # -- b. files that appear under a deny path after the process started ----------------------
 
 @pytest.mark.parametrize("pattern", ["secrets", "secrets/**"])
