@@ -103,6 +103,19 @@ def test_files_move_refuses_the_parent_of_a_deny_path(abx, workspace):
     assert SECRET not in j["stdout"], j
 
 
+def test_files_move_refuses_to_replace_a_deny_file(abx, workspace):
+    """A principal the deny does not bind must not rename a file over a denied one: that
+    would detach the mask of every running process that has it."""
+    env = os.path.join(workspace, ".env")
+    write(env, SECRET)
+    write(os.path.join(workspace, "tmp"), "decoy")
+    s = abx(config(workspace, [{"ops": ["commands.*", "process.*"], "paths": [env]}], files=True))
+    r = s.post("/files/move", token=ALICE_TOKEN,
+               json_body={"src": os.path.join(workspace, "tmp"), "dst": env, "overwrite": True})
+    assert_error(r, 403, "policy.path_denied")
+    assert read(env) == SECRET
+
+
 def test_mask_follows_a_file_the_host_moved(abx, workspace):
     """The host (outside abx's pins) renames the folder after the policy was compiled:
     the mask follows the file to its new name."""
