@@ -2029,11 +2029,12 @@ void abx_fs_view_release(abx_fs_view *v)
 
 bool abx_policy_move_pinned(const abx_policy *p, const char *path)
 {
+    struct stat st; /* a name with no file behind it carries nothing away */
     for (size_t i = 0; i < p->n_mask_ident; i++)
-        if (within(path, p->mask_ident[i].path))
+        if (within(path, p->mask_ident[i].path) && lstat(p->mask_ident[i].path, &st) == 0)
             return true;
     for (size_t i = 0; i < p->n_protected; i++)
-        if (within(path, p->protected_files[i]))
+        if (within(path, p->protected_files[i]) && lstat(p->protected_files[i], &st) == 0)
             return true;
     for (size_t i = 0; i < p->n_roots; i++) {
         const char *r = p->roots[i];

@@ -232,8 +232,9 @@ typedef struct abx_fs_view {
 } abx_fs_view;
 int abx_policy_fs_view(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, abx_fs_view *v);
 void abx_fs_view_release(abx_fs_view *v);
-/* Whether files.move must refuse to move path (canonical), whoever asks: a deny target
- * of any statement or abx's own file, a folder above one, or .git at the top of a root.
+/* Whether files.move must refuse to move path (canonical), whoever asks: an existing
+ * deny target of any statement or abx's own file, a folder above one, or .git at the
+ * top of a root.
  * Moving them would carry the file away from the name a later process's mask uses. */
 bool abx_policy_move_pinned(const abx_policy *p, const char *path);
 
