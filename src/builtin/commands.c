@@ -29,7 +29,7 @@ static abx_err commands_stream(abx_ctx *ctx, const json_t *args, abx_reply *r)
     abx_exec_opts o = {.keep_stdin = stdin_v != NULL, .hard_timeout_ms = hard};
     abx_proc *p = abx_exec_start(ctx, args, &o, r);
     if (!p)
-        return ABX_E_PROCESS_SPAWN_FAILED;
+        return abx_exec_start_failed(r);
     if (stdin_v)
         abx_proc_write_stdin(p, json_string_value(stdin_v), json_string_length(stdin_v), true, abx_now_ms() + 30000);
     abx_exec_reply_sse(r, p, 0, 0, true);

@@ -85,7 +85,16 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         abx_reply_error(r, ABX_E_SERVER_INTERNAL, NULL, "no admitted argv");
         return NULL;
     }
-    if (abx_policy_fs_view(q->policy, q->slot, q->op, d, &v) != 0) {
+    int vrc = abx_policy_fs_view(q->policy, q->slot, q->op, d, &v);
+    if (vrc == -2) { /* the mask cannot follow the file: refuse rather than run unmasked */
+        abx_reply_error(r, ABX_E_POLICY_PATH_DENIED, NULL,
+                        "the denied path %s was moved or replaced outside abx and its file cannot be found; "
+                        "restore it or reload the policy",
+                        v.moved);
+        abx_fs_view_release(&v);
+        return NULL;
+    }
+    if (vrc != 0) {
         abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
         return NULL;
     }
@@ -142,6 +151,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .write_roots = (const char *const *)v.rw, .n_write = v.n_rw,
         .masks = (const char *const *)v.masks, .n_masks = v.n_masks,
         .readonly = (const char *const *)v.readonly, .n_readonly = v.n_readonly,
+        .pins = (const char *const *)v.pins, .n_pins = v.n_pins,
         .net = d->net, .pids_max = pids, .memory_max = mem, .cpu_milli = cpu,
         .uid = s->run_uid, .gid = s->run_gid, .set_ids = true, .required = abx_server_confine_required(s),
     };
@@ -182,6 +192,8 @@ out:
     return p;
 }
 
+abx_err abx_exec_start_failed(const abx_reply *r) { return r->err ? r->err : ABX_E_PROCESS_SPAWN_FAILED; }
+
 #define RUN_DEFAULT_OUTPUT (1024 * 1024)
 
 static bool ctx_cancelled(void *ud) { return abx_ctx_cancelled(ud); }
@@ -198,7 +210,7 @@ abx_err abx_exec_run(abx_ctx *ctx, const json_t *args, const abx_exec_opts *base
     int64_t t0 = abx_now_ms();
     abx_proc *p = abx_exec_start(ctx, args, &o, r);
     if (!p)
-        return ABX_E_PROCESS_SPAWN_FAILED;
+        return abx_exec_start_failed(r);
     if (stdin_v) {
         const char *data = json_string_value(stdin_v);
         abx_proc_write_stdin(p, data, json_string_length(stdin_v), true, t0 + (soft > 0 ? soft : 30000));

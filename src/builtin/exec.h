@@ -19,6 +19,10 @@ typedef struct abx_exec_opts {
 
 /* Start the admitted command confined; NULL with the reply's error set. */
 abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *o, abx_reply *r);
+/* What a handler returns when abx_exec_start gave NULL: the error it set on the reply
+ * (a refused spawn, a cwd that cannot be opened, missing confinement), so the answer
+ * keeps its code and message. */
+abx_err abx_exec_start_failed(const abx_reply *r);
 /* SSE reply of a process's output from the given offsets; takes the reference. */
 /* Run to completion (or soft_ms, 0 = none; or the hard timeout; or cancellation) and
  * answer {status, pid, exit_code, signal, running, stdout, stderr, truncated..., argv}

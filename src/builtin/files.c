@@ -1317,6 +1317,21 @@ static abx_err files_delete(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 /* ---- files.move ---- */
 
+/* Processes cannot rename a deny target, a folder above one, abx's own files or the .git
+ * at the top of a root (their mount namespaces pin them); neither does files.move, for
+ * any principal: the file would leave the name a later process's mask is put on. */
+static abx_err move_pinned(abx_ctx *ctx, abx_reply *r, const char *src, const char *dst)
+{
+    const abx_policy *p = builtin_req(ctx)->policy;
+    const char *hit = abx_policy_move_pinned(p, src) ? src : abx_policy_move_pinned(p, dst) ? dst : NULL;
+    if (!hit)
+        return ABX_OK;
+    return abx_reply_error(r, ABX_E_POLICY_PATH_DENIED, NULL,
+                           "%s is a denied or protected path, a folder above one, or a root's .git; it cannot be "
+                           "moved or replaced",
+                           hit);
+}
+
 static abx_err files_move(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     const abx_path_value *sv = path_value(ctx, "src", 0), *dv = path_value(ctx, "dst", 0);
@@ -1337,6 +1352,8 @@ static abx_err files_move(abx_ctx *ctx, const json_t *args, abx_reply *r)
         e = errno_reply(r, errno, "src");
     if (!e && strcmp(sabs, dv->canonical) == 0)
         e = abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "src and dst are the same path (%s)", sabs);
+    if (!e)
+        e = move_pinned(ctx, r, sabs, dv->canonical);
     const char *below;
     if (!e && S_ISDIR(st.st_mode) && abx_path_under(sabs, dv->canonical, &below))
         e = abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "cannot move the directory %s into itself", sabs);

@@ -38,7 +38,7 @@ static abx_err process_start(abx_ctx *ctx, const json_t *args, abx_reply *r)
     abx_exec_opts o = {.keep_stdin = true, .tag = json_string_value(json_object_get(args, "tag"))};
     abx_proc *p = abx_exec_start(ctx, args, &o, r);
     if (!p)
-        return ABX_E_PROCESS_SPAWN_FAILED;
+        return abx_exec_start_failed(r);
     const json_t *stdin_v = json_object_get(args, "stdin");
     if (stdin_v)
         abx_proc_write_stdin(p, json_string_value(stdin_v), json_string_length(stdin_v), false, abx_now_ms() + 5000);

@@ -48,7 +48,7 @@ static abx_err terminal_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
                        .rows = (unsigned short)json_integer_value(json_object_get(args, "rows"))};
     abx_proc *p = abx_exec_start(ctx, args, &o, r);
     if (!p)
-        return ABX_E_PROCESS_SPAWN_FAILED;
+        return abx_exec_start_failed(r);
     abx_reply_json(r, terminal_json(ctx, p));
     abx_proc_unref(p);
     return ABX_OK;

@@ -501,9 +501,10 @@ static void chan_stop(chan *c)
 static void worker_stop(abx_pyworker *w) { chan_stop(&w->ch); }
 
 /* Start a process for w on channel c, confined to read roots ro (plus abx_ops's and the
- * config's folders), write roots rw and masks (the caller holds w->mu). */
+ * config's folders), write roots rw and the masks, read-only paths and pins of view (a
+ * call's view; NULL for none) (the caller holds w->mu). */
 static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_in, char *const *rw, size_t n_rw,
-                      char *const *masks, size_t n_masks, bool net, char *why, size_t whylen)
+                      const abx_fs_view *view, bool net, char *why, size_t whylen)
 {
     abx_server *s = w->server;
     if (!s || !s->procs) {
@@ -541,7 +542,9 @@ static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_
     abx_confine conf = {
         .read_roots = (const char *const *)ro, .n_read = n_ro,
         .write_roots = (const char *const *)rw, .n_write = n_rw,
-        .masks = (const char *const *)masks, .n_masks = n_masks,
+        .masks = view ? (const char *const *)view->masks : NULL, .n_masks = view ? view->n_masks : 0,
+        .readonly = view ? (const char *const *)view->readonly : NULL, .n_readonly = view ? view->n_readonly : 0,
+        .pins = view ? (const char *const *)view->pins : NULL, .n_pins = view ? view->n_pins : 0,
         .net = net, .uid = s->run_uid, .gid = s->run_gid, .set_ids = true,
         .required = abx_server_confine_required(s),
     };
@@ -570,7 +573,7 @@ static int worker_spawn(abx_pyworker *w, char *why, size_t whylen)
 {
     pthread_mutex_lock(&w->roots_mu);
     w->ch_gen = w->roots_gen;
-    int rc = chan_spawn(w, &w->ch, w->ro, w->n_ro, w->rw, w->n_rw, NULL, 0, w->net, why, whylen);
+    int rc = chan_spawn(w, &w->ch, w->ro, w->n_ro, w->rw, w->n_rw, NULL, w->net, why, whylen);
     pthread_mutex_unlock(&w->roots_mu);
     return rc;
 }
@@ -953,7 +956,15 @@ static abx_err call_per_process(abx_pyworker *w, abx_ctx *ctx, const json_t *arg
 {
     abx_request *q = ctx->req;
     abx_fs_view v;
-    if (abx_policy_fs_view(q->policy, q->slot, q->op, &q->decision, &v) != 0)
+    int vrc = abx_policy_fs_view(q->policy, q->slot, q->op, &q->decision, &v);
+    if (vrc == -2) { /* a denied file moved where its mask cannot follow: do not run unmasked */
+        abx_err e = abx_reply_error(r, ABX_E_POLICY_PATH_DENIED, NULL,
+                                    "the denied path %s was moved or replaced outside abx and its file cannot be found",
+                                    v.moved);
+        abx_fs_view_release(&v);
+        return e;
+    }
+    if (vrc != 0)
         return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
     chan c = {0};
     abx_buf_init(&c.line, LINE_MAX_BYTES);
@@ -962,7 +973,7 @@ static abx_err call_per_process(abx_pyworker *w, abx_ctx *ctx, const json_t *arg
     pthread_mutex_lock(&w->mu); /* the server pointer */
     abx_server *s = w->server;
     pthread_mutex_unlock(&w->mu);
-    if (!s || chan_spawn(w, &c, v.ro, v.n_ro, v.rw, v.n_rw, v.masks, v.n_masks, q->decision.net, why, sizeof why) != 0) {
+    if (!s || chan_spawn(w, &c, v.ro, v.n_ro, v.rw, v.n_rw, &v, q->decision.net, why, sizeof why) != 0) {
         abx_ctx_log(ctx, "error", "python:%s: %s", w->module, s ? why : "not started");
         rc = abx_reply_error(r, ABX_E_OP_WORKER_FAILED, NULL, "the worker for python:%s cannot be started", w->module);
     } else {

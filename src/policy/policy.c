@@ -107,6 +107,13 @@ static void policy_free(abx_policy *p)
     abx_free(p->protected_files);
     abx_free(p->protected_what);
     abx_free(p->idents);
+    for (size_t i = 0; i < p->n_mask_ident; i++) {
+        abx_free(p->mask_ident[i].path);
+        abx_free(p->mask_ident[i].stmts);
+        if (p->mask_ident[i].fd >= 0)
+            close(p->mask_ident[i].fd);
+    }
+    abx_free(p->mask_ident);
     abx_free(p->mount_off);
     abx_free(p->mount_cnt);
     abx_free(p->mount_stmts);
@@ -1002,7 +1009,10 @@ static void add_protected(abx_policy *p, const char *path, const char *what)
 }
 
 static bool under_dir(const char *dir, const char *path);
-static bool within(const char *dir, const char *path) { return strcmp(dir, "/") == 0 || under_dir(dir, path); }
+static bool within(const char *dir, const char *path)
+{
+    return strcmp(dir, "/") == 0 ? path[0] == '/' : under_dir(dir, path);
+}
 
 /* abx's state must lie outside every root that any statement lets anyone write or
  * delete in: a confined process (or files.move) could otherwise rename it away, plant
@@ -1141,6 +1151,119 @@ static bool compile_idents(abx_policy *p)
     return true;
 }
 
+/* ---- process masks: the deny targets and their identities at compile time ---- */
+
+/* The path a deny pattern names literally: the pattern itself when it has no wildcard,
+ * X for "X/ **" (no space) (X and everything in it, also what is created there later). NULL for
+ * other patterns (no mount can express them) and on failure. Caller frees. */
+static char *deny_target(const char *glob)
+{
+    size_t n = strlen(glob);
+    char *t = n > 3 && strcmp(glob + n - 3, "/**") == 0 ? abx_strndup(glob, n - 3) : abx_strdup(glob);
+    if (t && strpbrk(t, "*?")) {
+        abx_free(t);
+        t = NULL;
+    }
+    return t;
+}
+
+static bool ident_add_stmt(abx_mask_ident *m, size_t stmt)
+{
+    for (size_t i = 0; i < m->n_stmts; i++)
+        if (m->stmts[i] == stmt)
+            return true;
+    size_t *g = abx_realloc(m->stmts, (m->n_stmts + 1) * sizeof *g);
+    if (!g)
+        return false;
+    m->stmts = g;
+    m->stmts[m->n_stmts++] = stmt;
+    return true;
+}
+
+/* One entry per distinct deny target, with the deny statements that name it. The O_PATH
+ * descriptor keeps the file's identity (and finds its current name) for as long as the
+ * snapshot lives, without reading it. */
+static bool record_mask_ident(abx_policy *p, char *t, size_t stmt)
+{
+    for (size_t i = 0; i < p->n_mask_ident; i++)
+        if (strcmp(p->mask_ident[i].path, t) == 0) {
+            abx_free(t);
+            return ident_add_stmt(&p->mask_ident[i], stmt);
+        }
+    abx_mask_ident *g = abx_realloc(p->mask_ident, (p->n_mask_ident + 1) * sizeof *g);
+    if (!g) {
+        abx_free(t);
+        return false;
+    }
+    p->mask_ident = g;
+    abx_mask_ident *m = &g[p->n_mask_ident++];
+    memset(m, 0, sizeof *m);
+    m->path = t;
+    m->fd = open(t, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (m->fd >= 0 && fstat(m->fd, &st) == 0) {
+        m->known = true;
+        m->dev = st.st_dev;
+        m->ino = st.st_ino;
+    } else if (m->fd >= 0) {
+        close(m->fd);
+        m->fd = -1;
+    }
+    return ident_add_stmt(m, stmt);
+}
+
+static bool record_mask_idents(abx_policy *p)
+{
+    for (size_t i = 0; i < p->n_deny; i++)
+        for (int k = 0; k < ABX_ACC_IDX__N; k++)
+            for (size_t j = 0; j < p->deny[i].n_paths[k]; j++) {
+                char *t = deny_target(p->deny[i].paths[k][j].glob); /* NULL: a glob no mount expresses */
+                if (t && !record_mask_ident(p, t, i))
+                    return false;
+            }
+    return true;
+}
+
+/* Whether the pattern at [k][j] of s already appeared earlier in s (any access). */
+static bool pattern_seen_before(const abx_stmt *s, int k, size_t j)
+{
+    const char *g = s->paths[k][j].glob;
+    for (int k2 = 0; k2 <= k; k2++)
+        for (size_t j2 = 0; j2 < (k2 == k ? j : s->n_paths[k2]); j2++)
+            if (strcmp(s->paths[k2][j2].glob, g) == 0)
+                return true;
+    return false;
+}
+
+/* A deny glob no mount can express (anything but a literal path or "X/ **", no space)
+ * binds abx's own file ops only: processes read what it matches. Said once per pattern
+ * when some statement lets processes run. */
+static void lint_unmaskable_denies(const abx_policy *p, abx_diags *diags)
+{
+    bool processes = false;
+    for (size_t i = 0; i < p->n_allow && !processes; i++)
+        processes = p->allow[i].has_commands;
+    for (size_t i = 0; processes && i < p->n_deny; i++) {
+        const abx_stmt *s = &p->deny[i];
+        if (strncmp(s->label, "preset:", 7) == 0)
+            continue;
+        for (int k = 0; k < ABX_ACC_IDX__N; k++)
+            for (size_t j = 0; j < s->n_paths[k]; j++) {
+                const char *g = s->paths[k][j].glob;
+                if (pattern_seen_before(s, k, j))
+                    continue; /* one pattern is usually listed for read, write and delete */
+                char *t = deny_target(g);
+                if (!t)
+                    abx_diag_add(diags, "warning", "config.deny_not_masked", s->line,
+                                 "%s: the deny pattern '%s' binds abx's file operations only; processes started by "
+                                 "commands can still read what it matches (a literal path or 'X/**' is masked for "
+                                 "them too)",
+                                 s->label, g);
+                abx_free(t);
+            }
+    }
+}
+
 abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
 {
     abx_policy *p = abx_calloc(1, sizeof *p);
@@ -1258,10 +1381,11 @@ abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
     }
     p->concurrency = abx_calloc(p->n_allow + 1, sizeof *p->concurrency);
     p->rate_tat = abx_calloc((p->n_principals + 1) * p->n_allow + 1, sizeof *p->rate_tat);
-    if (!build_mount_table(&c) || !p->concurrency || !p->rate_tat) {
+    if (!build_mount_table(&c) || !p->concurrency || !p->rate_tat || !record_mask_idents(p)) {
         abx_diag_add(diags, "error", "config.internal", 0, "out of memory building the mount table");
         goto fail;
     }
+    lint_unmaskable_denies(p, diags);
     return p;
 fail:
     policy_free(p);
@@ -2046,12 +2170,132 @@ static bool list_add(char ***arr, size_t *n, const char *s)
     return true;
 }
 
-static bool under_any(char *const *roots, size_t n, const char *path)
+/* The outermost of roots that holds path, or NULL. */
+static const char *outer_root(char *const *roots, size_t n, const char *path)
 {
+    const char *best = NULL;
     for (size_t i = 0; i < n; i++)
-        if (under_dir(roots[i], path))
+        if (within(roots[i], path) && (!best || strlen(roots[i]) < strlen(best)))
+            best = roots[i];
+    return best;
+}
+
+/* Pin each folder between path and the outermost write root that holds it, and path
+ * itself when self: in the child's mount namespace they are mount points, which no
+ * rename or removal can touch (EBUSY), so a confined process cannot carry a denied file
+ * away from its name, for itself or for a later process. Renames need write access to
+ * both parents, so outside write roots there is nothing to pin. */
+static bool add_pins(abx_fs_view *v, const char *path, bool self)
+{
+    const char *root = outer_root(v->rw, v->n_rw, path);
+    char buf[PATH_MAX];
+    size_t rl = root ? (strcmp(root, "/") == 0 ? 0 : strlen(root)) : 0;
+    if (!root || strlen(path) <= rl + 1 || strlen(path) >= sizeof buf)
+        return true;
+    memcpy(buf, path, strlen(path) + 1);
+    struct stat st;
+    for (char *s = buf + rl + 1; (s = strchr(s, '/')) != NULL; *s++ = '/') {
+        *s = '\0';
+        if (lstat(buf, &st) == 0 && S_ISDIR(st.st_mode) && !list_add(&v->pins, &v->n_pins, buf))
+            return false;
+    }
+    if (self && lstat(path, &st) == 0 && !S_ISLNK(st.st_mode) && !list_add(&v->pins, &v->n_pins, path))
+        return false;
+    return true;
+}
+
+/* A file to hide (mask) or only to keep in place (pin), when the call's roots hold it. */
+static int view_place(abx_fs_view *v, const char *path, bool mask)
+{
+    if (!outer_root(v->rw, v->n_rw, path) && !outer_root(v->ro, v->n_ro, path))
+        return 0;
+    if (!add_pins(v, path, !mask) || (mask && !list_add(&v->masks, &v->n_masks, path)))
+        return -1;
+    return 0;
+}
+
+/* The name of a deny target no longer leads to the file recorded at compile time: the
+ * host (outside abx's pins) moved, replaced or deleted it. Deleted (no link left):
+ * nothing to follow. Otherwise the compile-time descriptor says where the file is now,
+ * and the mask goes there too; a file that cannot be found again refuses the spawn. */
+static int view_follow(abx_fs_view *v, const abx_mask_ident *m, bool mask)
+{
+    struct stat st, now;
+    if (fstat(m->fd, &st) == 0 && st.st_nlink == 0)
+        return 0;
+    char link[64], where[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", m->fd);
+    ssize_t n = readlink(link, where, sizeof where - 1);
+    if (n > 0)
+        where[n] = '\0';
+    if (n <= 0 || where[0] != '/' || lstat(where, &now) != 0 || now.st_dev != m->dev || now.st_ino != m->ino) {
+        v->moved = abx_strdup(m->path);
+        return v->moved ? -2 : -1;
+    }
+    return view_place(v, where, mask);
+}
+
+/* Whether one of the deny statements naming m applies to this call. */
+static bool mask_ident_applies(const abx_policy *p, int slot, const abx_op *op, const abx_mask_ident *m)
+{
+    for (size_t i = 0; i < m->n_stmts; i++) {
+        const abx_stmt *ds = &p->deny[m->stmts[i]];
+        if ((!ds->n_ops || stmt_has_op(ds, op, false)) && (!ds->n_principals || stmt_has_principal(p, ds, slot)))
             return true;
+    }
     return false;
+}
+
+/* Deny targets: masked when a statement naming them applies to the call, pinned in
+ * place whatever principal or op they were written for (any process could otherwise
+ * move a folder for another principal's later process). */
+static int view_deny_targets(const abx_policy *p, int slot, const abx_op *op, abx_fs_view *v)
+{
+    for (size_t i = 0; i < p->n_mask_ident; i++) {
+        const abx_mask_ident *m = &p->mask_ident[i];
+        bool mask = mask_ident_applies(p, slot, op, m);
+        struct stat st;
+        bool exists = lstat(m->path, &st) == 0;
+        if (m->known && !(exists && st.st_dev == m->dev && st.st_ino == m->ino)) {
+            int rc = view_follow(v, m, mask);
+            if (rc != 0)
+                return rc;
+        }
+        if (exists && view_place(v, m->path, mask) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* .git at the top of each write root: pinned (a directory) or read-only (a gitfile),
+ * its hooks and config read-only — code and settings the host runs later. A repository
+ * without a hooks folder gets an empty one (owned like .git), which git ignores: else the
+ * process could create it and plant a hook where no mount could be put. */
+static bool view_git(abx_fs_view *v)
+{
+    struct stat st, hooks;
+    char path[PATH_MAX];
+    for (size_t i = 0; i < v->n_rw; i++) {
+        const char *top = strcmp(v->rw[i], "/") == 0 ? "" : v->rw[i];
+        snprintf(path, sizeof path, "%s/.git", top);
+        bool found = lstat(path, &st) == 0, dir = found && S_ISDIR(st.st_mode);
+        if ((dir || (found && S_ISREG(st.st_mode))) &&
+            !list_add(dir ? &v->pins : &v->readonly, dir ? &v->n_pins : &v->n_readonly, path))
+            return false;
+        if (dir && strlen(path) + sizeof "/hooks" <= sizeof path) {
+            strcat(path, "/hooks");
+            if (lstat(path, &hooks) != 0 && errno == ENOENT && mkdir(path, 0755) == 0 &&
+                lchown(path, st.st_uid, st.st_gid) != 0)
+                rmdir(path);
+        }
+        static const char *const ro_names[] = {".git/hooks", ".git/config"};
+        for (size_t k = 0; k < ABX_ARRAY_LEN(ro_names); k++) {
+            snprintf(path, sizeof path, "%s/%s", top, ro_names[k]);
+            if (lstat(path, &st) == 0 && !S_ISLNK(st.st_mode) && !list_add(&v->readonly, &v->n_readonly, path))
+                return false;
+        }
+    }
+    return true;
 }
 
 int abx_policy_fs_view(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, abx_fs_view *v)
@@ -2067,38 +2311,24 @@ int abx_policy_fs_view(const abx_policy *p, int slot, const abx_op *op, const ab
                 goto oom;
         }
     v->cwd_root = v->n_rw ? v->rw[0] : v->n_ro ? v->ro[0] : NULL;
-    struct stat st;
-    /* literal deny patterns that apply to this call and lie inside a granted root */
-    for (size_t i = 0; i < p->n_deny; i++) {
-        const abx_stmt *ds = &p->deny[i];
-        if ((ds->n_ops && !stmt_has_op(ds, op, false)) || (ds->n_principals && !stmt_has_principal(p, ds, slot)))
-            continue;
-        for (int k = 0; k < ABX_ACC_IDX__N; k++)
-            for (size_t j = 0; j < ds->n_paths[k]; j++) {
-                const char *g = ds->paths[k][j].glob;
-                if (strpbrk(g, "*?") || lstat(g, &st) != 0)
-                    continue;
-                if ((under_any(v->rw, v->n_rw, g) || under_any(v->ro, v->n_ro, g)) &&
-                    !list_add(&v->masks, &v->n_masks, g))
-                    goto oom;
-            }
+    int rc = view_deny_targets(p, slot, op, v);
+    if (rc == -2) {
+        char *moved = v->moved;
+        v->moved = NULL;
+        abx_fs_view_release(v);
+        v->moved = moved;
+        return -2;
     }
+    if (rc != 0)
+        goto oom;
+    struct stat st;
     for (size_t i = 0; i < p->n_protected; i++) {
         const char *f = p->protected_files[i];
-        if (lstat(f, &st) == 0 && (under_any(v->rw, v->n_rw, f) || under_any(v->ro, v->n_ro, f)) &&
-            !list_add(&v->masks, &v->n_masks, f))
+        if (lstat(f, &st) == 0 && view_place(v, f, true) != 0)
             goto oom;
     }
-    /* code the host runs later stays read-only at the top of each write root */
-    for (size_t i = 0; i < v->n_rw; i++) {
-        static const char *const ro_names[] = {".git/hooks", ".git/config"};
-        for (size_t k = 0; k < ABX_ARRAY_LEN(ro_names); k++) {
-            char path[4200];
-            snprintf(path, sizeof path, "%s/%s", strcmp(v->rw[i], "/") == 0 ? "" : v->rw[i], ro_names[k]);
-            if (lstat(path, &st) == 0 && !S_ISLNK(st.st_mode) && !list_add(&v->readonly, &v->n_readonly, path))
-                goto oom;
-        }
-    }
+    if (!view_git(v))
+        goto oom;
     return 0;
 oom:
     abx_fs_view_release(v);
@@ -2107,14 +2337,33 @@ oom:
 
 void abx_fs_view_release(abx_fs_view *v)
 {
-    char **lists[] = {v->ro, v->rw, v->masks, v->readonly};
-    size_t counts[] = {v->n_ro, v->n_rw, v->n_masks, v->n_readonly};
-    for (size_t l = 0; l < 4; l++) {
+    char **lists[] = {v->ro, v->rw, v->masks, v->readonly, v->pins};
+    size_t counts[] = {v->n_ro, v->n_rw, v->n_masks, v->n_readonly, v->n_pins};
+    for (size_t l = 0; l < ABX_ARRAY_LEN(lists); l++) {
         for (size_t i = 0; i < counts[l]; i++)
             abx_free(lists[l][i]);
         abx_free(lists[l]);
     }
+    abx_free(v->moved);
     memset(v, 0, sizeof *v);
+}
+
+bool abx_policy_move_pinned(const abx_policy *p, const char *path)
+{
+    struct stat st; /* a name with no file behind it carries nothing away */
+    for (size_t i = 0; i < p->n_mask_ident; i++)
+        if (within(path, p->mask_ident[i].path) && lstat(p->mask_ident[i].path, &st) == 0)
+            return true;
+    for (size_t i = 0; i < p->n_protected; i++)
+        if (within(path, p->protected_files[i]) && lstat(p->protected_files[i], &st) == 0)
+            return true;
+    for (size_t i = 0; i < p->n_roots; i++) {
+        const char *r = p->roots[i];
+        size_t n = strlen(r);
+        if (strncmp(path, r, n) == 0 && strcmp(path + (strcmp(r, "/") == 0 ? 0 : n), "/.git") == 0)
+            return true;
+    }
+    return false;
 }
 
 /* GCRA: one atomic "theoretical arrival time" per (principal, statement); "N/min"

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 
 typedef struct abx_linemap abx_linemap;
 
@@ -96,6 +97,20 @@ typedef struct abx_ident {
 
 /* The errno abx_policy_fd_check answers for a denied identity (mapped to policy.path_denied). */
 #define ABX_EIDENT EKEYREJECTED
+/* A deny target a mount can express for processes: a deny pattern without wildcards, or
+ * X of "X/ **" (no space; the folder X, so files created in it later are hidden too), with the
+ * identity its name had when the policy was compiled. A process spawn compares the two:
+ * when something outside abx's pins moved the file, the mask follows it (found through
+ * fd) or the spawn is refused (see abx_policy_fs_view). */
+typedef struct abx_mask_ident {
+    char *path;               /* owned, canonical */
+    size_t *stmts;            /* owned: indexes of the deny statements that name it */
+    size_t n_stmts;
+    bool known;               /* it existed at compile time: dev, ino and fd are set */
+    dev_t dev;
+    ino_t ino;
+    int fd;                   /* O_PATH descriptor of the file itself, -1 when not known */
+} abx_mask_ident;
 
 /* The compiled policy. Immutable once built; shared by requests through a refcount.
  * Owner: the server holds one reference in its current-snapshot pointer; each request
@@ -117,6 +132,8 @@ typedef struct abx_policy {
     abx_ident *idents;        /* owned: identities of literal deny paths and protected files */
     size_t n_idents;
     bool has_subtree_idents;  /* some identity is a denied directory: opens walk up to check */
+    abx_mask_ident *mask_ident; /* deny targets for process masks, one per distinct path */
+    size_t n_mask_ident;
     /* mount table: for principal slot p (0..n_principals-1, n_principals = anonymous)
      * and op index o: the allow statements mounting o for p, as a run in mount_stmts. */
     uint32_t *mount_off, *mount_cnt;
@@ -237,15 +254,26 @@ bool abx_policy_ident_denied(const abx_policy *p, int slot, const abx_op *op, co
 int abx_policy_fd_check(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int fd, int dirfd);
 
 /* The filesystem a process started by an admitted call may see: read-only and
- * read-write roots (the chosen statement's pattern roots), paths to hide (literal deny
- * patterns and abx's own files inside those roots) and to keep read-only (.git/hooks and
- * .git/config at the top of write roots). Strings owned by the view. */
+ * read-write roots (the chosen statement's pattern roots), paths to hide (the deny
+ * targets of the statements that apply to the call, and abx's own files, inside those
+ * roots), to keep read-only (.git/hooks and .git/config at the top of write roots) and
+ * to pin (bind onto themselves, so the process can neither rename nor remove them:
+ * every deny target of any statement inside a write root and each folder between it and
+ * that root, and .git at the top of write roots). Strings owned by the view.
+ * Returns 0; -1 out of memory; -2 when a deny target's file was moved by something
+ * outside abx's pins and cannot be found again (v->moved names it): refuse the spawn. */
 typedef struct abx_fs_view {
-    char **ro, **rw, **masks, **readonly;
-    size_t n_ro, n_rw, n_masks, n_readonly;
+    char **ro, **rw, **masks, **readonly, **pins;
+    size_t n_ro, n_rw, n_masks, n_readonly, n_pins;
     const char *cwd_root;                 /* borrowed (a member of rw or ro): default cwd */
+    char *moved;                          /* owned: with -2, the deny path that moved */
 } abx_fs_view;
 int abx_policy_fs_view(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, abx_fs_view *v);
 void abx_fs_view_release(abx_fs_view *v);
+/* Whether files.move must refuse to move path (canonical), whoever asks: an existing
+ * deny target of any statement or abx's own file, a folder above one, or .git at the
+ * top of a root.
+ * Moving them would carry the file away from the name a later process's mask uses. */
+bool abx_policy_move_pinned(const abx_policy *p, const char *path);
 
 #endif

@@ -659,7 +659,7 @@ typedef struct child_args {
     int devnull;
     int procs_fd[3];
     int ruleset;
-    bool use_netns, use_caps, use_ll, use_seccomp;
+    bool use_netns, use_mntns, use_caps, use_ll, use_seccomp;
 } child_args;
 
 typedef struct child_err {
@@ -707,9 +707,14 @@ static int child_main(void *arg)
             child_fail(a, ST_CGROUP);
     if (a->use_netns && setns(a->sb->netns_fd, CLONE_NEWNET) != 0)
         child_fail(a, ST_NETNS);
-    if (c->n_masks || c->n_readonly) {
+    if (a->use_mntns) {
         if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
             child_fail(a, ST_MNTNS);
+        /* pins first: recursive, so what is mounted below stays (and a later mask or
+         * read-only mount lands on top of them) */
+        for (size_t i = 0; i < c->n_pins; i++)
+            if (mount(c->pins[i], c->pins[i], NULL, MS_BIND | MS_REC, NULL) != 0)
+                child_fail(a, ST_MASK);
         for (size_t i = 0; i < c->n_readonly; i++)
             if (mount(c->readonly[i], c->readonly[i], NULL, MS_BIND | MS_REC, NULL) != 0 ||
                 mount(NULL, c->readonly[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) != 0)
@@ -737,7 +742,7 @@ static int child_main(void *arg)
         child_fail(a, ST_CTTY);
     if (req->cwd_fd >= 0 ? fchdir(req->cwd_fd) != 0 : chdir("/") != 0)
         child_fail(a, ST_CWD);
-    if ((c->n_masks || c->n_readonly) && req->cwd_fd >= 0 && req->cwd_path) {
+    if (a->use_mntns && req->cwd_fd >= 0 && req->cwd_path) {
         /* enter the same directory again inside the private mount namespace, so relative
          * paths meet the masks too; it must be the very directory the jail opened */
         struct stat want, got;
@@ -804,6 +809,9 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
         return -1;
     }
     a.use_netns = !c->net && sb->caps.netns;
+    /* masks and read-only mounts are needed; pins only keep them on their files, so
+     * without mount namespaces (where no mask can be applied either) they are left out */
+    a.use_mntns = c->n_masks || c->n_readonly || (c->n_pins && sb->caps.mntns);
     a.use_caps = sb->caps.root;
     a.use_ll = sb->caps.landlock_abi > 0;
     a.use_seccomp = !c->net;

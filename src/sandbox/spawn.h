@@ -45,6 +45,9 @@ typedef struct abx_confine {
     size_t n_masks;
     const char *const *readonly;     /* existing paths inside write roots to make read-only */
     size_t n_readonly;
+    const char *const *pins;         /* existing paths to bind onto themselves: the process
+                                        can neither rename nor remove a mount point */
+    size_t n_pins;
     bool net;                        /* keep the host network */
     int64_t pids_max;                /* cgroup pids.max; <= 0 → 256 */
     int64_t memory_max;              /* bytes; <= 0 → unlimited */
