@@ -138,7 +138,7 @@ void abx_cgroup_kill_tree(const char *parent)
     int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return;
-    char buf[4096];
+    _Alignas(8) char buf[4096]; /* records are 8-byte aligned within it */
     long r;
     while ((r = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0)
         for (long off = 0; off < r;) {
