@@ -770,6 +770,21 @@ static int child_main(void *arg)
     return 127;
 }
 
+/* Report a started process to the watchdog. One that died (killed by hand, by the OOM
+ * killer) is replaced: the calls it knew stay covered at abx's death by the new one's
+ * sweep of abx's cgroups, though not their deadlines while abx is wedged. Spawns of one
+ * sandbox come from one thread (the process manager's), so nothing races here. */
+static int watch(abx_sandbox *sb, const abx_child *c, int64_t deadline_ms)
+{
+    const char(*cg)[ABX_CG_PATH] = (const char(*)[ABX_CG_PATH])c->cgroup;
+    if (abx_watchdog_watch(&sb->wd, c->pidfd, c->pid, cg, deadline_ms) == 0)
+        return 0;
+    if (!abx_watchdog_reap_if_dead(&sb->wd) ||
+        abx_watchdog_start(&sb->wd, (const char(*)[ABX_CG_PATH])sb->cg_parent) != 0)
+        return -1;
+    return abx_watchdog_watch(&sb->wd, c->pidfd, c->pid, cg, deadline_ms);
+}
+
 int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -841,8 +856,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     }
     out->pid = pid;
     out->pidfd = pidfd;
-    if (abx_watchdog_watch(&sb->wd, pidfd, pid, (const char(*)[ABX_CG_PATH])out->cgroup, req->deadline_ms) != 0 &&
-        required) {
+    if (watch(sb, out, req->deadline_ms) != 0 && required) {
         /* confinement required: a process the watchdog does not know could outlive abx */
         abx_child_kill(out, SIGKILL);
         int st;

@@ -386,6 +386,17 @@ int abx_watchdog_watch(abx_watchdog *wd, int pidfd, pid_t pid, const char (*cgro
     return r == (ssize_t)sizeof m ? 0 : -1;
 }
 
+bool abx_watchdog_reap_if_dead(abx_watchdog *wd)
+{
+    int st;
+    if (wd->pid <= 0 || waitpid(wd->pid, &st, WNOHANG) != wd->pid)
+        return false;
+    close(wd->sock);
+    wd->sock = -1;
+    wd->pid = -1;
+    return true;
+}
+
 void abx_watchdog_stop(abx_watchdog *wd)
 {
     if (wd->sock >= 0)

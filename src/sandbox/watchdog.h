@@ -39,6 +39,9 @@ int abx_watchdog_start(abx_watchdog *wd, const char (*parents)[ABX_CG_PATH]);
  * Never blocks. 0, or -1 (the watchdog is gone or not keeping up). */
 int abx_watchdog_watch(abx_watchdog *wd, int pidfd, pid_t pid, const char (*cgroups)[ABX_CG_PATH],
                        int64_t deadline_ms);
+/* When the watchdog has died (killed by hand, by the OOM killer), reap it and say so:
+ * the caller starts another. A live one is left alone, even one not keeping up. */
+bool abx_watchdog_reap_if_dead(abx_watchdog *wd);
 /* Close abx's end and wait for the watchdog to finish its sweep. */
 void abx_watchdog_stop(abx_watchdog *wd);
 

@@ -76,6 +76,14 @@ def _stat(pid):
     return st[st.index("(") + 1:st.rindex(")")], int(rest[1]), int(rest[2])
 
 
+def _state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
 def watchdogs_of(s):
     """The watchdog processes of server s: named abx-watchdog, in abx's process group
     (they stay there after abx is gone)."""
@@ -130,6 +138,26 @@ def test_restart_sweeps_a_dead_servers_processes(abx, workspace, how):
         s.start()
         assert wait_for(lambda: not pgrep("sleep " + m), timeout=5), \
             "a restarted abx left the dead server's processes running"
+    finally:
+        kill_leftovers(m)
+
+
+def test_a_killed_watchdog_is_replaced(abx, workspace):
+    """Killing the watchdog (by hand, the OOM killer) neither stops abx from running
+    commands (confinement is required here) nor leaves the next call unguarded."""
+    s = abx(config(workspace, timeout="5s"))
+    first = wait_for(lambda: watchdogs_of(s), timeout=5)
+    assert first, "no watchdog"
+    os.kill(first[0], signal.SIGKILL)
+    assert wait_for(lambda: _state(first[0]) in (None, "Z"), timeout=5)
+    m = marker()
+    start_daemon(s, "process", m)
+    try:
+        now = watchdogs_of(s)
+        assert now and first[0] not in now, now
+        os.kill(s.proc.pid, signal.SIGKILL)
+        s.proc.wait(timeout=10)
+        assert wait_for(lambda: not pgrep("sleep " + m), timeout=5), "the replacement watchdog did not act"
     finally:
         kill_leftovers(m)
 
