@@ -43,6 +43,8 @@ static abx_err system_info(abx_ctx *ctx, const json_t *args, abx_reply *r)
                              c->mntns, "cgroup_pids", c->cgroup_pids, "cgroup_memory", c->cgroup_memory,
                              "cgroup_version", c->cgroup_version, "cgroup_cpu", c->cgroup_cpu, "openat2", abx_jail_available(), "missing",
                              sb ? abx_sandbox_missing(sb) : "everything (the sandbox could not be built)");
+    json_object_set_new(conf, "seccomp", json_boolean(c->seccomp));
+    json_object_set_new(conf, "watchdog", json_boolean(c->watchdog));
     json_t *o = json_pack(
         "{s:{s:s, s:s, s:s}, s:i, s:{s:I, s:I}, s:o, s:I, s:{s:s, s:I}, s:o}", "os", "name", u.sysname,
         "kernel", u.release, "arch", u.machine, "cpus", (int)sysconf(_SC_NPROCESSORS_ONLN), "memory", "total_bytes",

@@ -181,6 +181,7 @@ static void do_spawn(abx_procs *m, pending *pd)
     p->pty_master = -1;
     p->s[0].fd = p->s[1].fd = -1;
     abx_spawn_req req = sp->spawn;
+    req.deadline_ms = sp->kill_after_ms > 0 ? abx_now_ms() + sp->kill_after_ms : 0;
     if (sp->pty) {
         struct winsize ws = {.ws_row = sp->rows ? sp->rows : 24, .ws_col = sp->cols ? sp->cols : 80};
         if (openpty(&master, &slave, NULL, NULL, &ws) != 0) {

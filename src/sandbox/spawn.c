@@ -8,8 +8,13 @@
  *
  * Child order: signals → setsid → PDEATHSIG → cgroups → netns → mount masks → stdio →
  * ctty → cwd → mark fds close-on-exec → securebits, capability bounding set, ambient →
- * ids → capabilities → no_new_privs → Landlock → seccomp (without net) → execve. */
+ * ids → capabilities → no_new_privs → Landlock → seccomp → execve.
+ *
+ * After the exec, the process is reported to the watchdog (watchdog.h), which kills it
+ * and everything in its cgroups if abx dies, and at its deadline if abx has not. */
 #include "sandbox/spawn.h"
+#include "sandbox/seccomp.h"
+#include "sandbox/watchdog.h"
 #include "core/util.h"
 #include <dirent.h>
 #include <errno.h>
@@ -84,14 +89,17 @@ struct abx_sandbox {
     abx_sandbox_caps caps;
     bool required;
     int netns_fd;               /* an empty network namespace, -1 if none */
-    char cg_parent[3][256];     /* [0] pids (or the v2 dir), [1] memory (v1), [2] cpu (v1) */
+    char cg_parent[ABX_CG_SLOTS][ABX_CG_PATH]; /* [0] pids (or the v2 dir), [1] memory (v1), [2] cpu (v1) */
     int cap_last;
     char *runtime_dir;          /* owned */
     char mask_file[160];        /* an empty file with mode 000: bound over masked files */
-    char tag[17];               /* random: cgroup names never meet a dead process's leftovers */
+    char tag[64];               /* <pid>-s<start>-<random>: names the live abx that owns a cgroup,
+                                   and never meets a dead process's leftovers */
     int *etc_fds;               /* O_PATH fds of /etc entries granted read-only (secrets left out) */
     size_t n_etc;
     atomic_ulong seq;
+    abx_seccomp_prog filter[2];  /* [0] without net, [1] with net */
+    abx_watchdog wd;
     char missing[256];
 };
 
@@ -200,8 +208,46 @@ static bool own_cgroup(const char *controller, char *out, size_t outlen)
     return found;
 }
 
-/* Remove what a dead abx left in a cgroup hierarchy (abx-<pid>-<tag> of a pid that is
- * gone, and the per-process groups inside it): killed servers cannot clean up. */
+/* When process pid started (clock ticks since boot, /proc/<pid>/stat field 22); 0 when
+ * it is gone. Paired with the pid it names one process for good: a reused pid has
+ * another start time. */
+static unsigned long long proc_start(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    unsigned long long start = 0;
+    for (int field = 2; p && *p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    if (p && sscanf(p + 1, "%llu", &start) != 1)
+        start = 0;
+    return start;
+}
+
+/* Is the abx that made this cgroup parent (abx-<pid>-s<start>-<tag>) dead? Older names
+ * (abx-<pid>-<tag>) only have the pid to go by. */
+static bool owner_dead(const char *name)
+{
+    int pid;
+    unsigned long long start;
+    if (sscanf(name, "abx-%d-s%llu-", &pid, &start) == 2 && pid > 0)
+        return proc_start(pid) != start;
+    if (sscanf(name, "abx-%d", &pid) == 1 && pid > 0)
+        return kill(pid, 0) != 0 && errno == ESRCH;
+    return false;
+}
+
+/* Empty and remove what a dead abx left in a cgroup hierarchy: its processes (a killed
+ * server cannot end them, and setsid'd ones escape its process groups) are killed,
+ * then the per-call groups and the parent are removed. */
 static void sweep_dead(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -209,22 +255,11 @@ static void sweep_dead(const char *dir)
         return;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        int pid;
-        if (sscanf(de->d_name, "abx-%d", &pid) != 1 || pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
+        if (strncmp(de->d_name, "abx-", 4) != 0 || !owner_dead(de->d_name))
             continue;
-        char top[512];
-        snprintf(top, sizeof top, "%s/%s", dir, de->d_name);
-        DIR *sub = opendir(top);
-        struct dirent *se;
-        while (sub && (se = readdir(sub)) != NULL)
-            if (se->d_name[0] == 'p') {
-                char child[768];
-                snprintf(child, sizeof child, "%s/%s", top, se->d_name);
-                rmdir(child);
-            }
-        if (sub)
-            closedir(sub);
-        rmdir(top);
+        char top[ABX_CG_PATH + 64];
+        if ((size_t)snprintf(top, sizeof top, "%s/%s", dir, de->d_name) < sizeof top)
+            abx_cgroup_kill_tree(top);
     }
     closedir(d);
 }
@@ -246,8 +281,7 @@ static void setup_cgroups(abx_sandbox *sb)
     /* cgroup v1 pids + memory (what this kind of machine mounts), else v2 */
     struct stat st;
     if (stat("/sys/fs/cgroup/pids/cgroup.procs", &st) == 0 && own_cgroup("pids", path, sizeof path)) {
-        snprintf(sb->cg_parent[0], sizeof sb->cg_parent[0], "/sys/fs/cgroup/pids%s/abx-%d-%s", path, (int)getpid(),
-                 sb->tag);
+        snprintf(sb->cg_parent[0], sizeof sb->cg_parent[0], "/sys/fs/cgroup/pids%s/abx-%s", path, sb->tag);
         sweep_parent_of(sb->cg_parent[0]);
         if (mkdir(sb->cg_parent[0], 0755) == 0 || errno == EEXIST) {
             sb->caps.cgroup_pids = true;
@@ -256,8 +290,7 @@ static void setup_cgroups(abx_sandbox *sb)
             sb->cg_parent[0][0] = '\0';
         }
         if (stat("/sys/fs/cgroup/memory/cgroup.procs", &st) == 0 && own_cgroup("memory", path, sizeof path)) {
-            snprintf(sb->cg_parent[1], sizeof sb->cg_parent[1], "/sys/fs/cgroup/memory%s/abx-%d-%s", path, (int)getpid(),
-                     sb->tag);
+            snprintf(sb->cg_parent[1], sizeof sb->cg_parent[1], "/sys/fs/cgroup/memory%s/abx-%s", path, sb->tag);
             sweep_parent_of(sb->cg_parent[1]);
             if (mkdir(sb->cg_parent[1], 0755) == 0 || errno == EEXIST)
                 sb->caps.cgroup_memory = true;
@@ -265,8 +298,7 @@ static void setup_cgroups(abx_sandbox *sb)
                 sb->cg_parent[1][0] = '\0';
         }
         if (stat("/sys/fs/cgroup/cpu/cgroup.procs", &st) == 0 && own_cgroup("cpu", path, sizeof path)) {
-            snprintf(sb->cg_parent[2], sizeof sb->cg_parent[2], "/sys/fs/cgroup/cpu%s/abx-%d-%s", path, (int)getpid(),
-                     sb->tag);
+            snprintf(sb->cg_parent[2], sizeof sb->cg_parent[2], "/sys/fs/cgroup/cpu%s/abx-%s", path, sb->tag);
             sweep_parent_of(sb->cg_parent[2]);
             if (mkdir(sb->cg_parent[2], 0755) == 0 || errno == EEXIST)
                 sb->caps.cgroup_cpu = true;
@@ -279,7 +311,7 @@ static void setup_cgroups(abx_sandbox *sb)
         /* v2: a child cgroup with pids and memory delegated to it */
         char base[256], ctl[300];
         snprintf(base, sizeof base, "/sys/fs/cgroup%s", path);
-        snprintf(sb->cg_parent[0], sizeof sb->cg_parent[0], "%s/abx-%d-%s", base, (int)getpid(), sb->tag);
+        snprintf(sb->cg_parent[0], sizeof sb->cg_parent[0], "%s/abx-%s", base, sb->tag);
         sweep_parent_of(sb->cg_parent[0]);
         snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", base);
         if ((mkdir(sb->cg_parent[0], 0755) == 0 || errno == EEXIST) && write_file(ctl, "+pids +memory")) {
@@ -350,6 +382,8 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    sb->wd.pid = -1;
+    sb->wd.sock = -1;
     sb->required = required;
     sb->netns_fd = -1;
     sb->caps.root = geteuid() == 0;
@@ -360,8 +394,13 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
     unsigned char rnd[8];
     if (abx_random(rnd, sizeof rnd) != 0)
         memset(rnd, 0x42, sizeof rnd);
-    abx_hex(rnd, sizeof rnd, sb->tag);
+    char hex[17];
+    abx_hex(rnd, sizeof rnd, hex);
+    snprintf(sb->tag, sizeof sb->tag, "%d-s%llu-%s", (int)getpid(), proc_start((int)getpid()), hex);
     setup_cgroups(sb);
+    sb->caps.seccomp = abx_seccomp_available() && abx_seccomp_build(false, &sb->filter[0]) == 0 &&
+                       abx_seccomp_build(true, &sb->filter[1]) == 0;
+    sb->caps.watchdog = abx_watchdog_start(&sb->wd, (const char(*)[ABX_CG_PATH])sb->cg_parent) == 0;
     sb->cap_last = CAP_LAST_CAP;
     FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
     if (f) {
@@ -386,12 +425,14 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
         {sb->caps.landlock_abi > 0, "landlock"},   {sb->caps.netns, "network namespace"},
         {sb->caps.mntns, "mount namespace"},       {sb->caps.cgroup_pids, "cgroup pids"},
         {sb->caps.cgroup_memory, "cgroup memory"}, {sb->caps.root, "root (capability dropping, run_as)"},
+        {sb->caps.seccomp, "seccomp"},             {sb->caps.watchdog, "watchdog"},
     };
     for (size_t i = 0; i < ABX_ARRAY_LEN(layers); i++)
         if (!layers[i].ok)
             o += (size_t)snprintf(sb->missing + o, o < sizeof sb->missing ? sizeof sb->missing - o : 0, "%s%s",
                                   o ? ", " : "", layers[i].what);
-    if (required && (sb->caps.landlock_abi == 0 || !sb->caps.netns || !sb->caps.cgroup_pids)) {
+    if (required && (sb->caps.landlock_abi == 0 || !sb->caps.netns || !sb->caps.cgroup_pids || !sb->caps.seccomp ||
+                     !sb->caps.watchdog)) {
         snprintf(err, errlen, "confine: required, but the kernel lacks: %s", sb->missing);
         abx_sandbox_free(sb);
         return NULL;
@@ -403,6 +444,7 @@ void abx_sandbox_free(abx_sandbox *sb)
 {
     if (!sb)
         return;
+    abx_watchdog_stop(&sb->wd); /* it kills what is left and removes the groups too */
     if (sb->netns_fd >= 0)
         close(sb->netns_fd);
     for (int i = 0; i < 3; i++)
@@ -587,70 +629,15 @@ static int make_cgroups(abx_sandbox *sb, const abx_confine *c, abx_child *out, i
 
 /* ---- the child ---- */
 
-/* ---- seccomp: no Unix sockets without net ----
+/* ---- seccomp ----
  *
- * Landlock (up to ABI 7) does not govern connect() on a pathname Unix socket, and the
- * empty network namespace does not separate them (they live in the file system): a
- * process could reach any socket on the host whose path it knows — a container
- * runtime's, the system bus, a user's ssh-agent in /tmp. Without `net`, socket(AF_UNIX)
- * is refused (EACCES) and io_uring, which can create sockets on its own, is unavailable
- * (ENOSYS). socketpair() stays: it connects nothing outside the process tree. */
-
-#if defined(__x86_64__)
-#define SECCOMP_ARCH AUDIT_ARCH_X86_64
-#define SECCOMP_X32_BIT 0x40000000u
-#elif defined(__aarch64__)
-#define SECCOMP_ARCH AUDIT_ARCH_AARCH64
-#endif
-
-#ifdef SECCOMP_ARCH
-#define SC_LD(off) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off))
-#define SC_JEQ(k, t, f) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (k), (t), (f))
-#define SC_RET(v) BPF_STMT(BPF_RET | BPF_K, (v))
-#define SC_NR offsetof(struct seccomp_data, nr)
-#define SC_ARCH offsetof(struct seccomp_data, arch)
-#define SC_ARG0 offsetof(struct seccomp_data, args[0]) /* low word on little-endian */
-
-/* Jump offsets count the instructions skipped after the jump; the index of each
- * instruction is in its comment. */
-static const struct sock_filter no_unix_filter[] = {
-#if defined(__x86_64__)
-    SC_LD(SC_ARCH),                                  /*  0 */
-    SC_JEQ(SECCOMP_ARCH, 1, 0),                      /*  1 → 3 native */
-    SC_JEQ(AUDIT_ARCH_I386, 9, 16),                  /*  2 → 12 i386, else → 19 allow */
-    SC_LD(SC_NR),                                    /*  3 native and x32 */
-    SC_JEQ(__NR_socket, 5, 0),                       /*  4 → 10 */
-    SC_JEQ(__NR_socket | SECCOMP_X32_BIT, 4, 0),     /*  5 → 10 */
-    SC_JEQ(__NR_io_uring_setup, 13, 0),              /*  6 → 20 */
-    SC_JEQ(__NR_io_uring_setup | SECCOMP_X32_BIT, 12, 0), /* 7 → 20 */
-    SC_RET(SECCOMP_RET_ALLOW),                       /*  8 */
-    SC_RET(SECCOMP_RET_ALLOW),                       /*  9 (unreached) */
-    SC_LD(SC_ARG0),                                  /* 10 socket(domain, ...) */
-    SC_JEQ(AF_UNIX, 6, 7),                           /* 11 → 18, else → 19 */
-    SC_LD(SC_NR),                                    /* 12 i386 */
-    SC_JEQ(359, 2, 0),                               /* 13 socket → 16 */
-    SC_JEQ(102, 3, 0),                               /* 14 socketcall (arguments in memory) → 18 */
-    SC_JEQ(425, 4, 3),                               /* 15 io_uring_setup → 20, else → 19 */
-    SC_LD(SC_ARG0),                                  /* 16 */
-    SC_JEQ(AF_UNIX, 0, 1),                           /* 17 → 18, else → 19 */
-    SC_RET(SECCOMP_RET_ERRNO | (EACCES & SECCOMP_RET_DATA)), /* 18 */
-    SC_RET(SECCOMP_RET_ALLOW),                       /* 19 */
-    SC_RET(SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)), /* 20 */
-#else
-    SC_LD(SC_ARCH),                                  /*  0 */
-    SC_JEQ(SECCOMP_ARCH, 0, 8),                      /*  1 another ABI: not filtered → 10 */
-    SC_LD(SC_NR),                                    /*  2 */
-    SC_JEQ(__NR_socket, 2, 0),                       /*  3 → 6 */
-    SC_JEQ(__NR_io_uring_setup, 4, 0),               /*  4 → 9 */
-    SC_RET(SECCOMP_RET_ALLOW),                       /*  5 */
-    SC_LD(SC_ARG0),                                  /*  6 */
-    SC_JEQ(AF_UNIX, 0, 2),                           /*  7 → 8, else → 10 */
-    SC_RET(SECCOMP_RET_ERRNO | (EACCES & SECCOMP_RET_DATA)), /* 8 */
-    SC_RET(SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)), /* 9 */
-    SC_RET(SECCOMP_RET_ALLOW),                       /* 10 */
-#endif
-};
-#endif
+ * Every process runs under the filter of seccomp.h: the kernel keyrings, io_uring and
+ * the socket families its statement does not grant are refused. Without `net`, AF_UNIX
+ * is refused too: Landlock (up to ABI 7) does not govern connect() on a pathname Unix
+ * socket and the empty network namespace does not separate them (they live in the file
+ * system), so a process could reach any socket on the host whose path it knows — a
+ * container runtime's, the system bus, a user's ssh-agent in /tmp. socketpair() stays:
+ * it connects nothing outside the process tree. */
 
 typedef struct child_args {
     const abx_spawn_req *req;
@@ -777,17 +764,30 @@ static int child_main(void *arg)
         child_fail(a, ST_NNP);
     if (a->use_ll && syscall(SYS_landlock_restrict_self, a->ruleset, 0) != 0)
         child_fail(a, ST_LANDLOCK);
-#ifdef SECCOMP_ARCH
     if (a->use_seccomp) {
-        struct sock_fprog prog = {.len = (unsigned short)(sizeof no_unix_filter / sizeof no_unix_filter[0]),
-                                  .filter = (struct sock_filter *)no_unix_filter};
+        const abx_seccomp_prog *f = &a->sb->filter[c->net ? 1 : 0];
+        struct sock_fprog prog = {.len = f->len, .filter = (struct sock_filter *)f->insn};
         if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
             child_fail(a, ST_SECCOMP);
     }
-#endif
     execve(req->argv[0], req->argv, req->envp);
     child_fail(a, ST_EXEC);
     return 127;
+}
+
+/* Report a started process to the watchdog. One that died (killed by hand, by the OOM
+ * killer) is replaced: the calls it knew stay covered at abx's death by the new one's
+ * sweep of abx's cgroups, though not their deadlines while abx is wedged. Spawns of one
+ * sandbox come from one thread (the process manager's), so nothing races here. */
+static int watch(abx_sandbox *sb, const abx_child *c, int64_t deadline_ms)
+{
+    const char(*cg)[ABX_CG_PATH] = (const char(*)[ABX_CG_PATH])c->cgroup;
+    if (abx_watchdog_watch(&sb->wd, c->pidfd, c->pid, cg, deadline_ms) == 0)
+        return 0;
+    if (!abx_watchdog_reap_if_dead(&sb->wd) ||
+        abx_watchdog_start(&sb->wd, (const char(*)[ABX_CG_PATH])sb->cg_parent) != 0)
+        return -1;
+    return abx_watchdog_watch(&sb->wd, c->pidfd, c->pid, cg, deadline_ms);
 }
 
 int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *err, size_t errlen)
@@ -803,7 +803,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     const size_t stack_size = 256 * 1024;
     int rc = -1;
     if (required && (sb->caps.landlock_abi == 0 || (!c->net && !sb->caps.netns) || !sb->caps.cgroup_pids ||
-                     ((c->n_masks || c->n_readonly) && !sb->caps.mntns))) {
+                     !sb->caps.seccomp || !sb->caps.watchdog || ((c->n_masks || c->n_readonly) && !sb->caps.mntns))) {
         snprintf(err, errlen, "confinement required but unavailable: %s", sb->missing);
         errno = ENOSYS;
         return -1;
@@ -814,7 +814,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     a.use_mntns = c->n_masks || c->n_readonly || (c->n_pins && sb->caps.mntns);
     a.use_caps = sb->caps.root;
     a.use_ll = sb->caps.landlock_abi > 0;
-    a.use_seccomp = !c->net;
+    a.use_seccomp = sb->caps.seccomp;
     a.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (a.devnull < 0 || pipe2(pipefd, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "cannot prepare the child: %s", strerror(errno));
@@ -864,6 +864,19 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     }
     out->pid = pid;
     out->pidfd = pidfd;
+    if (watch(sb, out, req->deadline_ms) != 0 && required) {
+        /* confinement required: a process the watchdog does not know could outlive abx */
+        abx_child_kill(out, SIGKILL);
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        close(pidfd);
+        out->pid = -1;
+        out->pidfd = -1;
+        snprintf(err, errlen, "confinement required but unavailable: the watchdog is not running");
+        errno = ENOSYS;
+        goto out;
+    }
     rc = 0;
 out:
     if (stack != MAP_FAILED) {
@@ -883,7 +896,7 @@ out:
     if (rc != 0)
         for (int i = 0; i < 3; i++)
             if (out->cgroup[i][0]) {
-                rmdir(out->cgroup[i]);
+                abx_cgroup_kill(out->cgroup[i], true);
                 out->cgroup[i][0] = '\0';
             }
     return rc;
@@ -916,10 +929,7 @@ void abx_child_cleanup(abx_child *c)
     for (int i = 0; i < 3; i++) {
         if (!c->cgroup[i][0])
             continue;
-        for (int tries = 0; tries < 50 && rmdir(c->cgroup[i]) != 0 && errno == EBUSY; tries++) {
-            kill_cgroup(c->cgroup[i], SIGKILL);
-            usleep(2000);
-        }
+        abx_cgroup_kill(c->cgroup[i], true);
         c->cgroup[i][0] = '\0';
     }
     if (c->pidfd >= 0) {

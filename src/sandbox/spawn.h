@@ -1,6 +1,6 @@
 /* spawn.h — start one confined process. Every process abx starts goes through
  * abx_spawn(): its own session and process group, PDEATHSIG, no_new_privs, all
- * capabilities dropped, run_as uid/gid, Landlock (read roots, write roots, system
+ * capabilities dropped, run_as uid/gid, seccomp (seccomp.h), Landlock (read roots, write roots, system
  * directories), an empty network namespace unless net is allowed, cgroup pids/memory
  * limits, masks over denied paths inside granted roots, no inherited descriptors.
  * The child never runs library code that allocates or locks: it is a vfork-style
@@ -25,11 +25,15 @@ typedef struct abx_sandbox_caps {
     bool cgroup_cpu;        /* a cpu controller we can write (cfs quota) */
     int cgroup_version;     /* 1 or 2; 0 = none */
     bool root;              /* abx runs as uid 0 (can change ids and drop capabilities) */
+    bool seccomp;           /* system-call filters (seccomp.h) */
+    bool watchdog;          /* the watchdog process runs (watchdog.h) */
 } abx_sandbox_caps;
 
 /* Shared, long-lived confinement resources: the empty network namespace (an fd), the
- * cgroup parent directories, the runtime dir for private TMPDIRs. required: fail when
- * something is missing instead of warning. */
+ * cgroup parent directories, the runtime dir for private TMPDIRs, the watchdog process.
+ * At start it empties and removes the cgroups a dead abx left (their processes are
+ * killed, setsid'd ones included). required: fail when something is missing instead of
+ * warning. */
 abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, size_t errlen);
 void abx_sandbox_free(abx_sandbox *sb);
 const abx_sandbox_caps *abx_sandbox_caps_get(const abx_sandbox *sb);
@@ -68,6 +72,8 @@ typedef struct abx_spawn_req {
     bool ctty;                       /* stdin is a terminal slave: make it the controlling tty */
     const abx_confine *confine;
     const char *tmpdir;              /* private TMPDIR granted read-write, or NULL */
+    int64_t deadline_ms;             /* CLOCK_MONOTONIC ms after which the watchdog kills the
+                                        process's group and cgroup if abx has not; 0 = none */
 } abx_spawn_req;
 
 typedef struct abx_child {

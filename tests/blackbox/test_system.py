@@ -119,6 +119,7 @@ def test_system_info_confinement(srv):
     v1 = os.path.exists("/sys/fs/cgroup/pids/cgroup.procs")
     assert c["cgroup_version"] == (1 if v1 else 2)
     assert c["openat2"] is True
+    assert c["seccomp"] is True and c["watchdog"] is True
     assert c["missing"] == ""
 
 

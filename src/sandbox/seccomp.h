@@ -1,0 +1,39 @@
+/* seccomp.h — the system-call filter every confined process runs under.
+ *
+ * Built from a table (seccomp.c) rather than written as hand-counted jumps: the
+ * builder resolves labels, so adding a rule cannot silently shift another's target.
+ * What it refuses, whatever the statement:
+ *   keyctl, add_key, request_key          EPERM   (the kernel keyrings are not
+ *                                                  namespaced: the host user's secrets)
+ *   io_uring_setup / _enter / _register   ENOSYS  (io_uring opens sockets on its own,
+ *                                                  past the socket() rule)
+ *   socket(): families the statement does not grant   EAFNOSUPPORT
+ *     without net: AF_INET, AF_INET6 (inside the empty network namespace) and
+ *                  AF_NETLINK with NETLINK_ROUTE; AF_UNIX is refused with EACCES
+ *     with net:    AF_UNIX, AF_INET, AF_INET6, AF_NETLINK with NETLINK_ROUTE
+ *     other netlink protocols                         EPROTONOSUPPORT
+ *   socketpair() of anything but AF_UNIX              EAFNOSUPPORT
+ *   i386 socketcall (its arguments are in memory, a filter cannot read them)  ENOSYS
+ *   any other ABI than the native one (and i386 on x86_64)                    ENOSYS
+ * x32 system calls are matched by their x86_64 numbers. */
+#ifndef ABX_SANDBOX_SECCOMP_H
+#define ABX_SANDBOX_SECCOMP_H
+
+#include <linux/filter.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define ABX_SECCOMP_MAX 96
+
+typedef struct abx_seccomp_prog {
+    struct sock_filter insn[ABX_SECCOMP_MAX];
+    unsigned short len;
+} abx_seccomp_prog;
+
+/* Build the filter for a statement with or without `net`. 0, or -1 when this
+ * architecture has no filter (the caller treats seccomp as unavailable). */
+int abx_seccomp_build(bool net, abx_seccomp_prog *out);
+/* The kernel accepts filters that return errno values. */
+bool abx_seccomp_available(void);
+
+#endif
