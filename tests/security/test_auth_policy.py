@@ -184,16 +184,20 @@ def _timed_request(port, tok, source):
 
 
 def _sample(port, n_per_kind, first_addr):
-    """Interleaved samples of wrong tokens: the real token with its last character changed
-    (all but one character match) and random tokens of the same length. Each source
-    address makes at most 10 attempts (the per-address budget) and every token is new."""
+    """Interleaved samples of wrong tokens: the real token with one of its last two
+    characters changed (all but one character match, the prefix matches at least n-2)
+    and random tokens of the same length. Each source address makes at most 10 attempts
+    (the per-address budget); near misses are spread over 70 distinct tokens so that a
+    retry's samples stay under the per-token budget (10 a minute) too."""
     near, far = [], []
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
     addr = first_addr
     used = 0
     for i in range(n_per_kind):
-        last = random.choice([ch for ch in alphabet if ch != ALICE_TOKEN[-1]])
-        near_tok = ALICE_TOKEN[:-1] + last
+        pos = len(ALICE_TOKEN) - 1 - (i % 2)
+        choices = [ch for ch in alphabet if ch != ALICE_TOKEN[pos]]
+        other = choices[(first_addr + i // 2) % len(choices)]  # in turn: at most 5 uses a token
+        near_tok = ALICE_TOKEN[:pos] + other + ALICE_TOKEN[pos + 1:]
         far_tok = "".join(random.choice(alphabet) for _ in ALICE_TOKEN)
         pair = [("near", near_tok), ("far", far_tok)]
         random.shuffle(pair)
