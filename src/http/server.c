@@ -4,7 +4,7 @@
  * (size cap from Content-Length before reading, Content-Type), then hands a request
  * value to abx_dispatch and renders the reply. Never decides policy itself. */
 #include "pipeline/pipeline.h"
-#include "config/yaml.h"
+#include "core/yaml.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
