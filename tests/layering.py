@@ -75,9 +75,6 @@ ALLOWED = {
     # Cut: the op answers through a bind hook in its namespace descriptor (step 2).
     ("pipeline/approval_bind.c", "builtin/commands.c"): "abx_sessions_cwd -> op bind hook",
     ("pipeline/approval_bind.c", "ext/custom.c"): "abx_custom_argv -> op bind hook",
-    # Cycle B: the process-wide default registry is filled from core. Cut:
-    # abx_registry_default moves to builtin/builtin.c; core keeps abx_registry_new.
-    ("core/registry.c", "builtin/builtin.c"): "cycle B: abx_registry_default -> builtin",
 }
 
 

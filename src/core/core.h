@@ -59,6 +59,7 @@ struct abx_registry {
     abx_lint *lints;         /* owned */
     size_t n_lints, cap_lints;
     bool frozen;
+    bool process_wide;       /* a static registry (the default): abx_registry_free leaves it */
     pthread_mutex_t mu;
     /* Frozen index (built by freeze, immutable afterwards): every visible op sorted by id. */
     abx_op **all;            /* owned array of borrowed pointers */
