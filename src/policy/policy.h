@@ -96,8 +96,7 @@ typedef struct abx_ident {
     int stmt;                 /* index into deny[], or -1 for a protected area */
 } abx_ident;
 
-/* The errno abx_policy_fd_check answers for a denied identity (mapped to policy.path_denied). */
-#define ABX_EIDENT EKEYREJECTED
+/* abx_policy_fd_check answers ABX_EIDENT (core/core.h) for a denied identity. */
 /* A deny target a mount can express for processes: a deny pattern without wildcards, or
  * X of "X/ **" (no space; the folder X, so files created in it later are hidden too), with the
  * identity its name had when the policy was compiled. A process spawn compares the two:
