@@ -43,13 +43,9 @@ FOLDER_OF = {
 
 # (from, to): why it is allowed for now, and the cut that removes it.
 ALLOWED = {
-    # Cycle A, tie 1: in-process calls are pipeline entries living in the listener file.
-    # Cut: abx_server_call, internal_request, abx_call_begin, abx_call_internal move to
-    # src/pipeline/call.c.
-    ("pipeline/approvals.c", "http/server.c"): "tie 1: abx_call_internal -> pipeline/call.c",
-    ("pipeline/lanes.c", "http/server.c"): "tie 1: abx_call_internal -> pipeline/call.c",
-    ("pipeline/mcp.c", "http/server.c"): "tie 1 + 2: abx_call_begin -> pipeline/call.c, "
-                                         "abx_ctx_header -> r->headers_fn",
+    # Cycle A, tie 1 is cut: abx_server_call, abx_call_begin and abx_call_internal live
+    # in pipeline/call.c. Tie 2 still holds mcp.c:
+    ("pipeline/mcp.c", "http/server.c"): "tie 2: abx_ctx_header -> r->headers_fn",
     # Cycle A, tie 2: abx_ctx_header asks libmicrohttpd. Cut: the request carries a
     # transport header lookup the listener fills in; the accessor moves to the pipeline.
     ("pipeline/log.c", "http/server.c"): "tie 2: abx_ctx_header -> r->headers_fn",
