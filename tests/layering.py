@@ -127,11 +127,14 @@ def source_of_object(path):
 
 
 def call_edges(objdir, src):
+    """(from, to) for each call into another file; None when no object of src/ is there."""
     defined, used = {}, {}
+    read = 0
     for obj in object_files(objdir):
         rel = source_of_object(obj)
         if rel is None or not os.path.isfile(os.path.join(src, rel)):
-            continue  # tests, fuzzers, generated code
+            continue  # tests, fuzzers, generated code, objects of deleted sources
+        read += 1
         out = subprocess.run(["nm", "-P", obj], capture_output=True, text=True, check=True).stdout
         for line in out.splitlines():
             f = line.split()
@@ -150,7 +153,7 @@ def call_edges(objdir, src):
                 (to,) = where
                 if to != rel:
                     edges.add((rel, to))
-    return edges
+    return edges if read else None
 
 
 def violations(edges):
@@ -196,7 +199,7 @@ def main(argv):
     edges = {(a, b, "include") for a, b in include_edges(src)}
     if objdir is not None:
         calls = call_edges(objdir, src)
-        if not calls:
+        if calls is None:
             print("layering: no objects under %s (build first)" % objdir, file=sys.stderr)
             return 2
         edges |= {(a, b, "call") for a, b in calls}
