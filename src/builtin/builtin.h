@@ -33,7 +33,4 @@ static inline int builtin_fd_check(abx_ctx *ctx, int fd, int dirfd)
     return abx_policy_fd_check(r->policy, r->slot, r->op, &r->decision, fd, dirfd);
 }
 
-/* errno from a jailed open/stat → the error table */
-abx_err abx_errno_to_err(int err);
-
 #endif

@@ -113,7 +113,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         cwd_path = s->workspace;
     }
     if (cwd_fd < 0) {
-        abx_reply_error(r, cwd_fd == -ENOTDIR ? ABX_E_FILES_NOT_A_DIRECTORY : abx_errno_to_err(-cwd_fd), NULL,
+        abx_reply_error(r, cwd_fd == -ENOTDIR ? ABX_E_FILES_NOT_A_DIRECTORY : abx_err_from_errno(-cwd_fd), NULL,
                         "the working directory cannot be opened: %s", strerror(-cwd_fd < 0 ? errno : -cwd_fd));
         goto out;
     }

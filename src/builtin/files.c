@@ -25,35 +25,9 @@ static void gitcfg_warn_at(int pfd, const char *name, const char *canonical, abx
 #define READ_DEFAULT_CAP (16LL * 1024 * 1024) /* files.read's own default max_bytes */
 #define LIST_MAX_DEPTH 64
 
-abx_err abx_errno_to_err(int err)
-{
-    switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-        return ABX_E_FILES_NOT_FOUND;
-    case EXDEV:
-    case ELOOP:
-    case ABX_EIDENT:
-        return ABX_E_POLICY_PATH_DENIED;
-    case EACCES:
-    case EPERM:
-        return ABX_E_FILES_ACCESS;
-    case ENAMETOOLONG:
-        return ABX_E_ARGS_INVALID;
-    case ENXIO: /* open() of a Unix socket, or of a device without a driver */
-        return ABX_E_FILES_NOT_REGULAR;
-    case EMFILE:
-    case ENFILE:
-    case ENOMEM:
-        return ABX_E_SERVER_UNAVAILABLE;
-    default:
-        return ABX_E_FILES_IO;
-    }
-}
-
 static abx_err errno_reply(abx_reply *r, int err, const char *param)
 {
-    abx_err e = abx_errno_to_err(err);
+    abx_err e = abx_err_from_errno(err);
     if (err == ELOOP) /* the jail met a symlink the policy did not see: the tree changed */
         return abx_reply_error(r, e, NULL, "path '%s' changed after the policy check (a symlink appeared on it)",
                                param);

@@ -2,7 +2,7 @@
  * keys are errors; keys of features this build does not have are errors too (never
  * accepted and ignored: a silent no-op in a security config is a lie). */
 #include "config/config.h"
-#include "config/yaml.h"
+#include "core/yaml.h"
 #include "core/util.h"
 #include <errno.h>
 #include <stdio.h>

@@ -5,7 +5,8 @@
 #ifndef ABX_CONFIG_CONFIG_H
 #define ABX_CONFIG_CONFIG_H
 
-#include "policy/policy.h"
+#include "core/diag.h"
+#include "core/yaml.h"
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>

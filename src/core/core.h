@@ -1,6 +1,6 @@
 /* core.h — the core module's internal view: op ids (grammar, prefix rule, aliases,
  * mangling), the registry and its frozen index, parameter schemas and argument
- * validation. Knows nothing of HTTP, SQLite or YAML. */
+ * validation, and the errno map. Knows nothing of HTTP, SQLite or YAML. */
 #ifndef ABX_CORE_CORE_H
 #define ABX_CORE_CORE_H
 
@@ -59,6 +59,7 @@ struct abx_registry {
     abx_lint *lints;         /* owned */
     size_t n_lints, cap_lints;
     bool frozen;
+    bool process_wide;       /* a static registry (the default): abx_registry_free leaves it */
     pthread_mutex_t mu;
     /* Frozen index (built by freeze, immutable afterwards): every visible op sorted by id. */
     abx_op **all;            /* owned array of borrowed pointers */
@@ -102,5 +103,15 @@ abx_err abx_args_add_text(const abx_op *op, json_t *args, const char *name, cons
 /* JSON Schema (2020-12) of one parameter / of the op's whole argument object (owned). */
 json_t *abx_param_schema(const abx_param *p);
 json_t *abx_op_args_schema(const abx_op *op);
+
+/* ---- errors (errors.c) ---- */
+/* The errno the policy's identity check (abx_policy_fd_check) answers for a denied
+ * identity; abx_err_from_errno maps it to policy.path_denied. Expands to an <errno.h> name. */
+#define ABX_EIDENT EKEYREJECTED
+/* errno from a jailed open/stat (or a process's working directory) → the error table:
+ * missing → files.not_found, an escape or a denied identity → policy.path_denied,
+ * permission → files.access, out of descriptors or memory → server.unavailable,
+ * anything else → files.io. */
+abx_err abx_err_from_errno(int err);
 
 #endif

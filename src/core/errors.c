@@ -1,6 +1,8 @@
 /* errors.c — lookups over the one error table (include/abx/errors.def).
- * Must never define a code that is not in the table. */
-#include <abx/abx.h>
+ * Must never define a code that is not in the table. Also the one errno → code map
+ * (abx_err_from_errno) that the file and process handlers share. */
+#include "core/core.h"
+#include <errno.h>
 #include <string.h>
 
 static const struct {
@@ -24,4 +26,30 @@ int abx_err_by_code(const char *code)
         if (strcmp(table[i].code, code) == 0)
             return i;
     return -1;
+}
+
+abx_err abx_err_from_errno(int err)
+{
+    switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+        return ABX_E_FILES_NOT_FOUND;
+    case EXDEV:
+    case ELOOP:
+    case ABX_EIDENT:
+        return ABX_E_POLICY_PATH_DENIED;
+    case EACCES:
+    case EPERM:
+        return ABX_E_FILES_ACCESS;
+    case ENAMETOOLONG:
+        return ABX_E_ARGS_INVALID;
+    case ENXIO: /* open() of a Unix socket, or of a device without a driver */
+        return ABX_E_FILES_NOT_REGULAR;
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+        return ABX_E_SERVER_UNAVAILABLE;
+    default:
+        return ABX_E_FILES_IO;
+    }
 }

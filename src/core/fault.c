@@ -1,20 +1,82 @@
-/* fault.c — allocation-failure injection for the allocators abx does not own: jansson's
- * (json_set_alloc_funcs) and SQLite's (SQLITE_CONFIG_MALLOC). With ABX_FAULT_INJECTION
- * they count against the same countdown as abx_malloc (ABX_FAIL_ALLOC_AT=n or
- * abx_fault_reset(n)), so a torture test that walks n over a request reaches failures
- * inside JSON building and ledger writes too. Compiled to nothing otherwise; never
- * part of a release build. */
-#include "core/util.h"
+/* fault.c — allocation-failure injection: the one countdown (the only global mutable
+ * state of core) that abx_malloc and friends ask, and the same countdown for the
+ * allocators abx does not own: jansson's (json_set_alloc_funcs) and SQLite's
+ * (SQLITE_CONFIG_MALLOC). With ABX_FAULT_INJECTION they all count against it
+ * (ABX_FAIL_ALLOC_AT=n or abx_fault_reset(n)), so a torture test that walks n over a
+ * request reaches failures inside JSON building and ledger writes too. The hooks are
+ * installed here on first use, so this file calls nothing in util.c (util.c calls
+ * it). Compiled to no-ops otherwise; never part of a release build. */
+#include "core/fault.h"
 
 #if defined(ABX_FAULT_INJECTION) && ABX_FAULT_INJECTION
 
+#include <errno.h>
 #include <jansson.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
-bool abx__fault_fail_now(void);
-void abx__fault_install_hooks(void);
+static void install_hooks(void);
+
+/* The countdown lives in two words updated separately; a reset that races with
+ * allocations on other threads may count a concurrent call on either side of it.
+ * Tests reset from one thread, so that is good enough. */
+static long fault_at;    /* the failing call number, 0 = disabled */
+static long fault_seen;  /* calls since the last reset */
+static int fault_state;  /* 0 = environment not read yet, 1 = being read, 2 = ready */
+
+static long fault_parse_env(void)
+{
+    const char *v = getenv("ABX_FAIL_ALLOC_AT");
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < 0)
+        return 0;
+    return n;
+}
+
+/* The environment is read on first use rather than in a constructor so that an
+ * allocation made by another constructor still sees it. */
+static void fault_init(void)
+{
+    if (__atomic_load_n(&fault_state, __ATOMIC_ACQUIRE) == 2)
+        return;
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&fault_state, &expected, 1, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&fault_at, fault_parse_env(), __ATOMIC_RELAXED);
+        __atomic_store_n(&fault_seen, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&fault_state, 2, __ATOMIC_RELEASE);
+        install_hooks(); /* jansson and SQLite count against the same countdown */
+        return;
+    }
+    while (__atomic_load_n(&fault_state, __ATOMIC_ACQUIRE) != 2)
+        ;
+}
+
+bool abx__fault_fail_now(void)
+{
+    fault_init();
+    long seen = __atomic_add_fetch(&fault_seen, 1, __ATOMIC_RELAXED);
+    long at = __atomic_load_n(&fault_at, __ATOMIC_RELAXED);
+    return at > 0 && seen == at;
+}
+
+void abx_fault_reset(long n)
+{
+    fault_init(); /* so a later first allocation cannot overwrite n with the environment */
+    __atomic_store_n(&fault_seen, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&fault_at, n > 0 ? n : 0, __ATOMIC_RELEASE);
+}
+
+long abx_fault_count(void)
+{
+    fault_init();
+    return __atomic_load_n(&fault_seen, __ATOMIC_RELAXED);
+}
 
 static void *json_alloc(size_t n)
 {
@@ -66,7 +128,7 @@ static int sq_roundup(int n) { return (n + 7) & ~7; }
 static int sq_init(void *u) { (void)u; return SQLITE_OK; }
 static void sq_shutdown(void *u) { (void)u; }
 
-void abx__fault_install_hooks(void)
+static void install_hooks(void)
 {
     json_set_alloc_funcs(json_alloc, free);
     static const sqlite3_mem_methods m = {sq_malloc, sq_free, sq_realloc, sq_size, sq_roundup, sq_init, sq_shutdown,
@@ -77,7 +139,14 @@ void abx__fault_install_hooks(void)
 
 #else
 
-void abx__fault_install_hooks(void);
-void abx__fault_install_hooks(void) {}
+void abx_fault_reset(long n)
+{
+    (void)n;
+}
+
+long abx_fault_count(void)
+{
+    return 0;
+}
 
 #endif

@@ -1,33 +1,14 @@
 /* registry.c — the registry of operations: register (validating the declaration),
  * copy-on-write children, freeze, and the frozen sorted index with aliases.
  * Every rule about what a declaration may say is checked here, once, and names
- * the offending id. After freeze nothing changes: lookups take no lock. */
+ * the offending id. After freeze nothing changes: lookups take no lock.
+ * Knows no namespace: the process-wide default registry, filled with the built-in
+ * tables, is made in builtin/builtin.c. */
 #include "core/core.h"
 #include "core/util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static abx_registry default_registry = {.mu = PTHREAD_MUTEX_INITIALIZER};
-static pthread_once_t default_once = PTHREAD_ONCE_INIT;
-
-extern int abx__builtin_register(abx_registry *reg, char *err, size_t errlen); /* builtin/builtin.c */
-
-static void default_init(void)
-{
-    char err[256];
-    if (abx__builtin_register(&default_registry, err, sizeof err) != 0) {
-        /* A broken built-in table is a programming error caught by every test. */
-        fprintf(stderr, "abx: built-in registration failed: %s\n", err);
-        abort();
-    }
-}
-
-abx_registry *abx_registry_default(void)
-{
-    pthread_once(&default_once, default_init);
-    return &default_registry;
-}
 
 abx_registry *abx_registry_new(abx_registry *parent)
 {
@@ -50,7 +31,7 @@ static void op_free(abx_op *op)
 
 void abx_registry_free(abx_registry *reg)
 {
-    if (!reg || reg == &default_registry)
+    if (!reg || reg->process_wide)
         return;
     for (size_t i = 0; i < reg->n_own; i++)
         op_free(reg->own[i]);

@@ -1,7 +1,6 @@
-/* util.c — the core module's leaf helpers: allocation wrappers (and the one piece of
- * global mutable state, the allocation-failure injector), the capped buffer, arenas,
+/* util.c — the core module's leaf helpers: allocation wrappers, the capped buffer, arenas,
  * SHA-256, hex/base64, UTF-8 checking, randomness, clocks, and parsing of config
- * sizes and durations.
+ * sizes and durations. The allocators ask the injector in fault.c (fault.h).
  * It must never depend on another abx module, log, abort, or exit: every failure is
  * reported to the caller, because the caller alone knows whether it is fatal. Every
  * allocation made here goes through abx_malloc and friends so that the fault-injection
@@ -19,94 +18,15 @@
 
 /* ---- allocation ------------------------------------------------------------------ */
 
+/* The countdown and the jansson/SQLite hooks live in fault.c. */
 #if defined(ABX_FAULT_INJECTION) && ABX_FAULT_INJECTION
-
-/* The countdown lives in two words updated separately; a reset that races with
- * allocations on other threads may count a concurrent call on either side of it.
- * Tests reset from one thread, so that is good enough. */
-static long fault_at;    /* the failing call number, 0 = disabled */
-static long fault_seen;  /* calls since the last reset */
-static int fault_state;  /* 0 = environment not read yet, 1 = being read, 2 = ready */
-
-static bool fault_fail_now(void);
-void abx__fault_install_hooks(void); /* src/core/fault.c */
-
-static long fault_parse_env(void)
-{
-    const char *v = getenv("ABX_FAIL_ALLOC_AT");
-    if (!v || !*v)
-        return 0;
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || *end || n < 0)
-        return 0;
-    return n;
-}
-
-/* The environment is read on first use rather than in a constructor so that an
- * allocation made by another constructor still sees it. */
-static void fault_init(void)
-{
-    if (__atomic_load_n(&fault_state, __ATOMIC_ACQUIRE) == 2)
-        return;
-    int expected = 0;
-    if (__atomic_compare_exchange_n(&fault_state, &expected, 1, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE)) {
-        __atomic_store_n(&fault_at, fault_parse_env(), __ATOMIC_RELAXED);
-        __atomic_store_n(&fault_seen, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&fault_state, 2, __ATOMIC_RELEASE);
-        abx__fault_install_hooks(); /* jansson and SQLite count against the same countdown */
-        return;
-    }
-    while (__atomic_load_n(&fault_state, __ATOMIC_ACQUIRE) != 2)
-        ;
-}
-
-bool abx__fault_fail_now(void);
-bool abx__fault_fail_now(void) { return fault_fail_now(); }
-
-static bool fault_fail_now(void)
-{
-    fault_init();
-    long seen = __atomic_add_fetch(&fault_seen, 1, __ATOMIC_RELAXED);
-    long at = __atomic_load_n(&fault_at, __ATOMIC_RELAXED);
-    return at > 0 && seen == at;
-}
-
-void abx_fault_reset(long n)
-{
-    fault_init(); /* so a later first allocation cannot overwrite n with the environment */
-    __atomic_store_n(&fault_seen, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&fault_at, n > 0 ? n : 0, __ATOMIC_RELEASE);
-}
-
-long abx_fault_count(void)
-{
-    fault_init();
-    return __atomic_load_n(&fault_seen, __ATOMIC_RELAXED);
-}
-
 #define FAULT_CHECK()                                                                   \
     do {                                                                                \
-        if (fault_fail_now())                                                           \
+        if (abx__fault_fail_now())                                                      \
             return NULL;                                                                \
     } while (0)
-
 #else
-
-void abx_fault_reset(long n)
-{
-    (void)n;
-}
-
-long abx_fault_count(void)
-{
-    return 0;
-}
-
 #define FAULT_CHECK() ((void)0)
-
 #endif
 
 /* Zero-size requests are bumped to one byte so that NULL always means failure

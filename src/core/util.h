@@ -1,7 +1,7 @@
 /* util.h — small shared helpers of the core module: checked allocation, a capped
  * growable buffer, per-request arenas, hashing, encodings, clocks.
  * Nothing here knows HTTP, SQLite or YAML; nothing here keeps global mutable state
- * except the allocation-failure injector used by the fault-injection build. */
+ * (the allocation-failure injector of the fault-injection build is fault.c's). */
 #ifndef ABX_CORE_UTIL_H
 #define ABX_CORE_UTIL_H
 
@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/fault.h"
 
 #define ABX_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -20,12 +22,7 @@ char *abx_strdup(const char *s);         /* NULL on failure or NULL s */
 char *abx_strndup(const char *s, size_t n);
 char *abx_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* caller frees */
 void abx_free(void *p);
-/* Fault injection. In a build with ABX_FAULT_INJECTION=1 the n-th allocation call
- * (any of the six allocators above, counted across threads) after abx_fault_reset(n)
- * fails, once; n <= 0 disables. ABX_FAIL_ALLOC_AT=n in the environment sets the
- * first countdown. In other builds both exist but do nothing; the count is always 0. */
-void abx_fault_reset(long n);
-long abx_fault_count(void);              /* allocation calls seen since the last reset */
+/* Fault injection: abx_fault_reset and abx_fault_count, in core/fault.h. */
 
 /* ---- strbuf: a growable, NUL-terminated byte buffer with a hard cap ---- */
 typedef struct abx_buf {

@@ -7,7 +7,7 @@
  * The process is started by exec.c like every other (confined, limits, ledger). */
 #include "ext/ext.h"
 #include "builtin/exec.h"
-#include "config/yaml.h"
+#include "core/yaml.h"
 #include "policy/paths.h"
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * what must outlive the registry (declarations, dlopen handles, workers) and answers
  * a reload that changed them. Only what the config names is ever loaded. */
 #include "ext/ext.h"
-#include "config/yaml.h"
+#include "core/yaml.h"
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>

@@ -10,7 +10,7 @@
  *       "file:/ABS/PATH" — a file that must exist,
  *       "abx:VERSION" — the lowest abx version the plugin works with) */
 #include "ext/ext.h"
-#include "config/yaml.h"
+#include "core/yaml.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>

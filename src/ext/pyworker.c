@@ -24,7 +24,7 @@
  * States: STOPPED (proc NULL) → RUNNING (workers_start or a call's restart) → STOPPED
  * (exit seen by a call, kill on timeout/reload/stop). */
 #include "ext/ext.h"
-#include "config/yaml.h"
+#include "core/yaml.h"
 #include "pipeline/pipeline.h"
 #include <errno.h>
 #include <fcntl.h>

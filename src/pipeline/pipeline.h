@@ -208,7 +208,7 @@ int abx_server_reload(abx_server *s, abx_diags *diags);
  * kernel has Landlock. Waits for the sandbox probe on first use. */
 bool abx_server_confine_required(abx_server *s);
 
-/* An internal call through the whole pipeline (in-process, batch, approved held calls):
+/* An internal call through the whole pipeline (in-process, batch, approved held calls; call.c):
  * the principal is trusted (already authenticated). Returns the HTTP status; *body owned. */
 int abx_call_internal(abx_server *s, abx_door door, const char *principal, const char *op, const json_t *args,
                       uint64_t batch_group, abx_approval *approved, json_t **body);

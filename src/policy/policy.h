@@ -8,6 +8,8 @@
 #define ABX_POLICY_POLICY_H
 
 #include "core/core.h"
+#include "core/diag.h"
+#include "core/yaml.h"
 #include "policy/command.h"
 #include <jansson.h>
 #include <errno.h>
@@ -15,7 +17,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-typedef struct abx_linemap abx_linemap;
 
 typedef struct abx_principal {
     char *id;                 /* owned */
@@ -95,8 +96,7 @@ typedef struct abx_ident {
     int stmt;                 /* index into deny[], or -1 for a protected area */
 } abx_ident;
 
-/* The errno abx_policy_fd_check answers for a denied identity (mapped to policy.path_denied). */
-#define ABX_EIDENT EKEYREJECTED
+/* abx_policy_fd_check answers ABX_EIDENT (core/core.h) for a denied identity. */
 /* A deny target a mount can express for processes: a deny pattern without wildcards, or
  * X of "X/ **" (no space; the folder X, so files created in it later are hidden too), with the
  * identity its name had when the policy was compiled. A process spawn compares the two:
@@ -164,23 +164,6 @@ typedef struct abx_policy_input {
     size_t n_protected;
     bool allow_lint_errors;         /* unsafe scopes become warnings */
 } abx_policy_input;
-
-typedef struct abx_diag {
-    char level[8];      /* "error" | "warning" */
-    char code[40];
-    int line;
-    char message[300];
-} abx_diag;
-
-typedef struct abx_diags {
-    abx_diag *items;
-    size_t n, cap;
-    size_t errors;
-} abx_diags;
-
-void abx_diag_add(abx_diags *d, const char *level, const char *code, int line, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-void abx_diags_release(abx_diags *d);
 
 abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags);
 /* The state-layout rule alone (config.state_writable), read from the statements' path

@@ -1,7 +1,7 @@
 /* fuzz_policy.c — config loading end to end: YAML text → policy compile on the
  * built-in registry → a few decisions. Must never crash, leak or hang, whatever the
  * file says (configs come from operators, but a parser is a parser). */
-#include "config/yaml.h"
+#include "core/yaml.h"
 #include "policy/policy.h"
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* fuzz_yaml.c — libFuzzer target for src/config/yaml.c: arbitrary bytes go to
+/* fuzz_yaml.c — libFuzzer target for src/core/yaml.c: arbitrary bytes go to
  * abx_yaml_load; a value that comes back is dumped with json_dumps, re-read by
  * jansson and compared, and walked to check that every node and every key has a
  * line > 0. Owns no state across inputs; must never leak, and must free
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/yaml.h"
+#include "core/yaml.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

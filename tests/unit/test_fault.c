@@ -1,4 +1,5 @@
-/* test_fault.c — the allocation-failure injector of src/core/util.c. In a build with
+/* test_fault.c — the allocation-failure injector of src/core/fault.c, which util.c's
+ * allocators ask. In a build with
  * ABX_FAULT_INJECTION=1 it checks the countdown, each allocator, the environment
  * variable, thread-safe counting, and that the helpers built on the allocators fail
  * cleanly at every possible point. In other builds it only checks that the injector's

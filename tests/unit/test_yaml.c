@@ -1,4 +1,4 @@
-/* test_yaml.c — unit tests of src/config/yaml.c: scalar typing, block/flow/JSON
+/* test_yaml.c — unit tests of src/core/yaml.c: scalar typing, block/flow/JSON
  * input, the line map, every refusal with its line, limits, and the empty cases.
  * Owns nothing but its own fixtures; must never read files or depend on other
  * abx modules. Memory is checked by running it under ASan/UBSan (LeakSanitizer). */
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/yaml.h"
+#include "core/yaml.h"
 
 /* ---- helpers ---- */
 

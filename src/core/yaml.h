@@ -3,8 +3,8 @@
  * Refuses what an operator never means and an attacker loves: aliases/anchors
  * (billion laughs), several documents, duplicate keys, non-string keys, nesting
  * deeper than 64, input over 4 MiB. */
-#ifndef ABX_CONFIG_YAML_H
-#define ABX_CONFIG_YAML_H
+#ifndef ABX_CORE_YAML_H
+#define ABX_CORE_YAML_H
 
 #include <jansson.h>
 #include <stddef.h>

@@ -18,7 +18,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* strtod_l, newlocale */
 #endif
-#include "config/yaml.h"
+#include "core/yaml.h"
 
 #include <limits.h>
 #include <locale.h>

@@ -1,0 +1,105 @@
+/* call.c — the pipeline's in-process entries: abx_server_call (the public API),
+ * abx_call_begin (a call whose reply the caller reads itself, streams included: MCP) and
+ * abx_call_internal (a call rendered to a status and a JSON body: batch, tools/call,
+ * approvals). Each builds an abx_request with the caller's principal already trusted
+ * and enters abx_dispatch like every other door; nothing here knows the transport.
+ * Moved out of http/server.c so the doors above the pipeline call down into it. */
+#include "pipeline/pipeline.h"
+#include <string.h>
+#include <unistd.h>
+
+int abx_server_call(abx_server *s, const char *op_id, const char *principal, const json_t *args, json_t **body)
+{
+    return abx_call_internal(s, ABX_DOOR_INPROC, principal, op_id, args, 0, NULL, body);
+}
+
+static abx_request *internal_request(abx_server *s, abx_door door, const char *principal, const char *op_id,
+                                     const json_t *args)
+{
+    abx_request *r = s->started ? abx_request_new(s, door) : NULL;
+    if (!r)
+        return NULL;
+    r->method = "CALL";
+    r->trusted_principal = true;
+    r->principal_name = principal;
+    r->op_name = op_id;
+    r->args_in = args;
+    return r;
+}
+
+abx_request *abx_call_begin(abx_server *s, const abx_call_in *in)
+{
+    abx_request *r = internal_request(s, in->door, in->principal, in->op, in->args);
+    if (!r)
+        return NULL;
+    r->cancel = in->cancel;
+    r->conn_fd = in->conn_fd;
+    if (in->client)
+        r->client = abx_arena_strdup(r->arena, in->client);
+    abx_dispatch(r);
+    /* the caller may read a stream after the connection is gone: the socket number could
+     * then name another connection, and the borrowed inputs are no longer needed */
+    r->conn_fd = -1;
+    r->principal_name = NULL;
+    r->args_in = NULL;
+    return r;
+}
+
+int abx_call_internal(abx_server *s, abx_door door, const char *principal, const char *op_id, const json_t *args,
+                      uint64_t batch_group, abx_approval *approved, json_t **body)
+{
+    *body = NULL;
+    abx_request *r = internal_request(s, door, principal, op_id, args);
+    if (!r) {
+        *body = json_pack("{s:{s:s,s:s}}", "error", "code", "server.unavailable", "message",
+                          s->started ? "out of memory" : "server not started");
+        return 503;
+    }
+    r->batch_group = batch_group;
+    r->approved = approved;
+    abx_dispatch(r);
+    int status = abx_reply_http_status(&r->reply);
+    if (r->reply.err) {
+        *body = json_pack("{s:{s:s, s:s}}", "error", "code", abx_err_code(r->reply.err), "message",
+                          r->reply.message ? r->reply.message : "");
+        if (*body && r->reply.details)
+            json_object_set(json_object_get(*body, "error"), "details", r->reply.details);
+    } else if (r->reply.stream_read) {
+        /* in-process: drain the stream (bounded) and return it as text */
+        abx_buf b;
+        abx_buf_init(&b, 16 * 1024 * 1024);
+        char chunk[16384];
+        long n;
+        while ((n = r->reply.stream_read(r->reply.stream_state, chunk, sizeof chunk)) > 0)
+            if (!abx_buf_append(&b, chunk, (size_t)n))
+                break;
+        *body = json_pack("{s:s, s:s%, s:b}", "content_type",
+                          r->reply.content_type ? r->reply.content_type : "text/event-stream", "text",
+                          b.data ? b.data : "", b.len, "truncated", b.failed);
+        abx_buf_release(&b);
+    } else if (r->reply.raw && r->reply.content_type && strncmp(r->reply.content_type, "application/json", 16) == 0 &&
+               (*body = json_loadb(r->reply.raw, r->reply.raw_len, 0, NULL)) != NULL) {
+        /* a JSON result served pre-rendered (the discovery cache): hand it back as JSON */
+    } else if (r->reply.raw) {
+        char *b64 = abx_base64_encode(r->reply.raw, r->reply.raw_len, NULL);
+        *body = json_pack("{s:s, s:I, s:s?, s:b}", "content_type",
+                          r->reply.content_type ? r->reply.content_type : "application/octet-stream", "length",
+                          (json_int_t)r->reply.raw_len, "content_base64", b64, "truncated", 0);
+        abx_free(b64);
+    } else if (r->reply.fd >= 0) {
+        /* bytes results in-process: content (up to 1 MiB) as base64 with its type */
+        size_t n = r->reply.length > (1u << 20) ? (1u << 20) : (size_t)r->reply.length;
+        char *buf = abx_malloc(n + 1);
+        ssize_t got = buf ? pread(r->reply.fd, buf, n, (off_t)r->reply.offset) : -1;
+        char *b64 = got >= 0 ? abx_base64_encode(buf, (size_t)got, NULL) : NULL;
+        *body = json_pack("{s:s, s:I, s:s?, s:b}", "content_type",
+                          r->reply.content_type ? r->reply.content_type : "application/octet-stream", "length",
+                          (json_int_t)r->reply.length, "content_base64", b64, "truncated", r->reply.length > n);
+        abx_free(b64);
+        abx_free(buf);
+    } else {
+        *body = r->reply.body ? json_incref(r->reply.body) : json_object();
+    }
+    abx_request_free(r);
+    return status;
+}

@@ -1,0 +1,85 @@
+# The source lists, folder by folder in the layer order of docs/architecture.md (bottom first).
+# Listed by hand, not globbed: adding a file is a decision this diff shows, and
+# tests/layering.py checks where the file may reach.
+set(ABX_SRC_CORE
+  src/core/diag.c
+  src/core/errors.c
+  src/core/fault.c
+  src/core/ids.c
+  src/core/registry.c
+  src/core/schema.c
+  src/core/util.c
+  src/core/yaml.c
+)
+set(ABX_SRC_SANDBOX
+  src/sandbox/jail.c
+  src/sandbox/procs.c
+  src/sandbox/seccomp.c
+  src/sandbox/spawn.c
+  src/sandbox/watchdog.c
+)
+set(ABX_SRC_LEDGER
+  src/ledger/ledger.c
+)
+set(ABX_SRC_HTTP
+  src/http/router.c
+  src/http/server.c
+  src/http/target.c
+  src/http/websocket.c
+)
+set(ABX_SRC_CONFIG
+  src/config/config.c
+)
+set(ABX_SRC_POLICY
+  src/policy/command.c
+  src/policy/paths.c
+  src/policy/policy.c
+  src/policy/url.c
+)
+set(ABX_SRC_DISCOVERY
+  src/discovery/cache.c
+  src/discovery/catalog.c
+  src/discovery/genclient.c
+  src/discovery/openapi.c
+  src/discovery/tools.c
+)
+set(ABX_SRC_PIPELINE
+  src/pipeline/approval_bind.c
+  src/pipeline/approvals.c
+  src/pipeline/auth.c
+  src/pipeline/batch.c
+  src/pipeline/call.c
+  src/pipeline/dispatch.c
+  src/pipeline/explain.c
+  src/pipeline/idempotency.c
+  src/pipeline/lanes.c
+  src/pipeline/legacy.c
+  src/pipeline/log.c
+  src/pipeline/mcp.c
+  src/pipeline/metrics.c
+  src/pipeline/toolcall.c
+)
+set(ABX_SRC_BUILTIN
+  src/builtin/approvals_ops.c
+  src/builtin/builtin.c
+  src/builtin/commands.c
+  src/builtin/core.c
+  src/builtin/exec.c
+  src/builtin/files.c
+  src/builtin/gitcfg.c
+  src/builtin/ledger_ops.c
+  src/builtin/process.c
+  src/builtin/system.c
+  src/builtin/terminal.c
+)
+set(ABX_SRC_EXT
+  src/ext/custom.c
+  src/ext/ext.c
+  src/ext/plugin.c
+  src/ext/pyworker.c
+)
+set(ABX_SRC_CLI
+  src/cli/call.c
+  src/cli/main.c
+  src/cli/mcp.c
+)
