@@ -158,8 +158,11 @@ static bool probe_mntns(void)
     pid_t pid = fork();
     if (pid < 0)
         return false;
+    /* what a child needs, not just unshare(): in a chroot "/" is no mount point and
+     * making it private fails (EINVAL); then no mask can be applied and saying so at
+     * start (sandbox.unavailable naming the layer) beats a spawn failing on each call */
     if (pid == 0)
-        _exit(unshare(CLONE_NEWNS) == 0 ? 0 : 1);
+        _exit(unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 ? 0 : 1);
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }

@@ -524,3 +524,67 @@ def test_children_end_when_abx_stops(abx, workspace):
     s.proc.send_signal(signal.SIGTERM)
     s.proc.wait(timeout=15)
     assert wait_for(lambda: not pgrep("sleep " + m), timeout=10), "a grandchild outlived abx"
+
+
+CHROOT_SCRIPT = r"""
+set -e
+R="$1"; BIN="$2"; CFG="$3"; PORT="$4"
+for d in usr lib lib32 lib64 libx32 bin sbin etc dev proc sys tmp "$5"; do
+  [ -e "/$d" ] || continue
+  mkdir -p "$R/$d"; mount --rbind "/$d" "$R/$d"
+done
+exec chroot "$R" "$BIN" serve --config "$CFG" --listen "127.0.0.1:$PORT"
+"""
+
+
+def test_chroot_without_a_mount_at_root_fails_closed(tmp_path, workspace):
+    """In a chroot "/" is no mount point: a private mount namespace cannot be made
+    private there, so masks cannot be applied. abx detects that at start and a command
+    that needs a mask is 503 sandbox.unavailable naming the layer (not a spawn failure
+    on every call, and never an unmasked run)."""
+    import shutil
+    import subprocess
+    import requests
+    import abx_blackbox_conftest as bb
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("chroot"):
+        pytest.skip("needs root, unshare and chroot")
+    with open(os.path.join(workspace, "secret.txt"), "w") as f:
+        f.write("chroot-secret-7731\n")
+    root = tmp_path / "root"
+    root.mkdir()
+    cfg = config(workspace, deny=[{"paths": [workspace + "/secret.txt"]}])
+    cfg_path = str(tmp_path / "abx.json")
+    import json
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    port = bb.free_port()
+    top = os.path.realpath(bb.ABX_BIN).split("/")[1]
+    env = dict(os.environ, ABX_HOME=str(tmp_path / "home"))
+    p = subprocess.Popen(["unshare", "-m", "--propagation", "private", "bash", "-c", CHROOT_SCRIPT, "x", str(root),
+                          os.path.realpath(bb.ABX_BIN), cfg_path, str(port), top],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        url = "http://127.0.0.1:%d" % port
+        assert wait_for(lambda: _up(url), timeout=15), p.stderr.read1(4000) if p.poll() is not None else "not up"
+        h = {"Authorization": "Bearer " + ALICE_TOKEN}
+        r = requests.post(url + "/ops/commands.run", json={"command": "cat secret.txt"}, headers=h, timeout=10)
+        assert r.status_code == 503, r.text
+        assert r.json()["error"]["code"] == "sandbox.unavailable" and "mount namespace" in r.text, r.text
+        assert "chroot-secret-7731" not in r.text
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            _, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            _, err = p.communicate()
+    rep = bb.sanitizer_report(err.decode(errors="replace"))
+    assert rep is None, err[-4000:]
+
+
+def _up(url):
+    import requests
+    try:
+        return requests.get(url + "/health", timeout=1).status_code == 200
+    except requests.RequestException:
+        return False
