@@ -43,14 +43,8 @@ FOLDER_OF = {
 
 # (from, to): why it is allowed for now, and the cut that removes it.
 ALLOWED = {
-    # Cycle A, tie 1 is cut: abx_server_call, abx_call_begin and abx_call_internal live
-    # in pipeline/call.c. Tie 2 still holds mcp.c:
-    ("pipeline/mcp.c", "http/server.c"): "tie 2: abx_ctx_header -> r->headers_fn",
-    # Cycle A, tie 2: abx_ctx_header asks libmicrohttpd. Cut: the request carries a
-    # transport header lookup the listener fills in; the accessor moves to the pipeline.
-    ("pipeline/log.c", "http/server.c"): "tie 2: abx_ctx_header -> r->headers_fn",
-    ("builtin/core.c", "http/server.c"): "tie 2: abx_ctx_header -> r->headers_fn",
-    ("builtin/files.c", "http/server.c"): "tie 2: abx_ctx_header -> r->headers_fn",
+    # Cycle A, ties 1 and 2 are cut: the in-process calls live in pipeline/call.c, and
+    # abx_ctx_header (pipeline/request.c) asks the lookup the listener puts on the request.
     # Cycle A, tie 3 (+4 for system.c): the confine mode and run ids are server facts.
     # Cut: abx_procs_new receives them; system.reload goes through abx_ctx_reload.
     ("builtin/exec.c", "http/server.c"): "tie 3: confine mode -> abx_procs_new",

@@ -210,6 +210,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls);
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c);
 static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *c);
+
+/* The request's header lookup (abx_ctx_header): the connection answers while it lives,
+ * which is as long as the request does. */
+static const char *connection_header(void *ud, const char *name)
+{
+    return MHD_lookup_connection_value(ud, MHD_HEADER_KIND, name);
+}
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t);
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code);
@@ -765,7 +772,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     r->client = abx_arena_strdup(r->arena, addr);
     const union MHD_ConnectionInfo *fdi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->conn_fd = fdi ? fdi->connect_fd : -1;
-    r->connection = c;
+    r->header_fn = connection_header;
+    r->header_ud = c;
     return cr;
 }
 
@@ -793,12 +801,6 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         atomic_fetch_add(&s->conns, 1);
     else
         atomic_fetch_sub(&s->conns, 1);
-}
-
-const char *abx_ctx_header(const abx_ctx *ctx, const char *name)
-{
-    struct MHD_Connection *c = ctx->req->connection;
-    return c ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, name) : NULL;
 }
 
 static void add_common_headers(abx_server *s, abx_request *r, struct MHD_Response *resp)

@@ -101,6 +101,10 @@ struct abx_server {
     char version_header[96];    /* "abx/0.1.0 catalog=1" */
 };
 
+/* A transport's request-header lookup: the value of header name, or NULL. The listener
+ * installs one on the requests it builds; the pipeline never names the transport. */
+typedef const char *(*abx_header_fn)(void *ud, const char *name);
+
 typedef struct abx_request {
     abx_server *server;         /* borrowed */
     abx_arena *arena;           /* owned; freed with the request */
@@ -123,7 +127,8 @@ typedef struct abx_request {
     int conn_fd;                /* the client's socket (HTTP), -1 otherwise: cancellation checks */
     atomic_bool *cancel;        /* borrowed, or NULL: set by the door to cancel the call (MCP) */
     const char *last_event_id;  /* Last-Event-ID header (resumable streams) */
-    void *connection;           /* struct MHD_Connection * (HTTP), for header lookups; NULL otherwise */
+    abx_header_fn header_fn;    /* the transport's header lookup (abx_ctx_header); NULL: no headers */
+    void *header_ud;            /* its argument (the HTTP listener's connection), borrowed */
     const char *ws_key;         /* Sec-WebSocket-Key, when the request asks for an upgrade */
     bool ws_upgrade;            /* Upgrade: websocket and Connection: upgrade */
     bool terminal_listener;     /* arrived on the terminal listener */
@@ -159,7 +164,7 @@ typedef struct abx_request {
     abx_reply reply;
 } abx_request;
 
-/* Create a request (arena, id, start time). NULL on OOM. */
+/* Create a request (arena, id, start time; request.c). NULL on OOM. */
 abx_request *abx_request_new(abx_server *s, abx_door door);
 void abx_request_free(abx_request *r);
 /* Step 2, idempotent: the transport may call it early (body rules, busy slot). */
