@@ -45,12 +45,10 @@ FOLDER_OF = {
 ALLOWED = {
     # Cycle A, ties 1 and 2 are cut: the in-process calls live in pipeline/call.c, and
     # abx_ctx_header (pipeline/request.c) asks the lookup the listener puts on the request.
-    # Cycle A, tie 3 (+4 for system.c): the confine mode and run ids are server facts.
-    # Cut: abx_procs_new receives them; system.reload goes through abx_ctx_reload.
-    ("builtin/exec.c", "http/server.c"): "tie 3: confine mode -> abx_procs_new",
-    ("builtin/system.c", "http/server.c"): "tie 3 + 4: confine mode -> abx_procs_new, "
-                                           "abx_server_reload -> abx_ctx_reload",
-    ("ext/pyworker.c", "http/server.c"): "tie 3: confine mode -> abx_procs_new",
+    # Cycle A, tie 3 is cut: abx_procs_new receives the confine mode, the run ids and the
+    # runtime dir, and makes private TMPDIRs (abx_procs_make_tmpdir).
+    # Cycle A, tie 4: system.reload calls abx_server_reload. Cut: abx_ctx_reload.
+    ("builtin/system.c", "http/server.c"): "tie 4: abx_server_reload -> abx_ctx_reload",
     # Cycle A, tie 5 and the namespace lifecycle: the pipeline's server value owns
     # per-namespace state and ext. Cut: namespace descriptor {name, ops, state_new,
     # state_free}; abx_server moves to src/server/server.h (tie 8).

@@ -37,7 +37,7 @@ static abx_err system_info(abx_ctx *ctx, const json_t *args, abx_reply *r)
     static const abx_sandbox_caps none;
     const abx_sandbox_caps *c = sb ? abx_sandbox_caps_get(sb) : &none;
     json_t *conf = json_pack("{s:s, s:b, s:i, s:b, s:b, s:b, s:b, s:i, s:b, s:b, s:s}", "mode",
-                             abx_server_confine_required(q->server) ? "required" : "best_effort", "landlock",
+                             abx_procs_confine_required(q->server->procs) ? "required" : "best_effort", "landlock",
                              c->landlock_abi > 0,
                              "landlock_abi", c->landlock_abi, "network_namespace", c->netns, "mount_namespace",
                              c->mntns, "cgroup_pids", c->cgroup_pids, "cgroup_memory", c->cgroup_memory,

@@ -197,13 +197,6 @@ int abx_server_add_hook(abx_server *s, abx_policy_hook hook, void *udata, char *
     return 0;
 }
 
-bool abx_server_confine_required(abx_server *s)
-{
-    if (s->cfg.confine_set)
-        return s->cfg.confine_required;
-    abx_sandbox *sb = s->procs ? abx_procs_sandbox(s->procs) : NULL;
-    return !sb || abx_sandbox_caps_get(sb)->landlock_abi > 0;
-}
 int abx_server_port(const abx_server *s) { return s->port; }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -499,17 +492,21 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     static atomic_int servers; /* one runtime dir per server, even with several in one process */
     snprintf(s->runtime_dir, sizeof s->runtime_dir, "/tmp/abx-%d-%d", (int)getpid(), atomic_fetch_add(&servers, 1));
     abx_rm_tree(s->runtime_dir); /* left by an earlier process with the same pid, if any */
+    /* what every process shares, decided once: the process manager owns it */
+    abx_procs_opts po = {.runtime_dir = s->runtime_dir, .confine_set = s->cfg.confine_set,
+                         .confine_required = s->cfg.confine_required, .ring_bytes = 1024 * 1024,
+                         .retention_ms = 10 * 60 * 1000};
     if (s->cfg.run_as_set) {
-        s->run_uid = s->cfg.run_uid;
-        s->run_gid = s->cfg.run_gid;
+        po.run_uid = s->cfg.run_uid;
+        po.run_gid = s->cfg.run_gid;
     } else {
         struct stat wst;
         if (stat(s->workspace, &wst) == 0) {
-            s->run_uid = wst.st_uid;
-            s->run_gid = wst.st_gid;
+            po.run_uid = wst.st_uid;
+            po.run_gid = wst.st_gid;
         }
     }
-    s->procs = abx_procs_new(s->runtime_dir, 1024 * 1024, 10 * 60 * 1000, errbuf, errlen);
+    s->procs = abx_procs_new(&po, errbuf, errlen);
     s->approvals = abx_approvals_new();
     s->idem = abx_idem_new();
     if (!s->procs || !s->approvals || !s->idem) {

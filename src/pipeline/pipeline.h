@@ -87,8 +87,7 @@ struct abx_server {
     char *ledger_path;          /* owned */
     pthread_mutex_t flood_mu;   /* aggregation of unauthenticated/unmounted floods */
     struct { char key[80]; int64_t minute; uint64_t count; } flood[64];
-    unsigned run_uid, run_gid;
-    char runtime_dir[64];       /* private TMPDIRs live below it */
+    char runtime_dir[64];       /* private TMPDIRs live below it (the process manager makes them) */
     struct abx_sessions *sessions; /* owned: commands.sessions state */
     abx_approvals *approvals;   /* owned: held calls */
     struct { abx_policy_hook fn; void *udata; } hooks[16]; /* C policy hooks (veto or narrow) */
@@ -208,10 +207,6 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
 /* Re-read the config file and swap the snapshot atomically; on failure the old policy
  * stays and diags say why. 0 or -1. */
 int abx_server_reload(abx_server *s, abx_diags *diags);
-
-/* Whether confinement is required: the config's `confine`, else required where the
- * kernel has Landlock. Waits for the sandbox probe on first use. */
-bool abx_server_confine_required(abx_server *s);
 
 /* An internal call through the whole pipeline (in-process, batch, approved held calls; call.c):
  * the principal is trusted (already authenticated). Returns the HTTP status; *body owned. */
