@@ -46,9 +46,8 @@ ALLOWED = {
     # Cycle A, ties 1 and 2 are cut: the in-process calls live in pipeline/call.c, and
     # abx_ctx_header (pipeline/request.c) asks the lookup the listener puts on the request.
     # Cycle A, tie 3 is cut: abx_procs_new receives the confine mode, the run ids and the
-    # runtime dir, and makes private TMPDIRs (abx_procs_make_tmpdir).
-    # Cycle A, tie 4: system.reload calls abx_server_reload. Cut: abx_ctx_reload.
-    ("builtin/system.c", "http/server.c"): "tie 4: abx_server_reload -> abx_ctx_reload",
+    # runtime dir, and makes private TMPDIRs (abx_procs_make_tmpdir). Tie 4 is cut:
+    # system.reload calls abx_ctx_reload, which runs the reload the server installed.
     # Cycle A, tie 5 and the namespace lifecycle: the pipeline's server value owns
     # per-namespace state and ext. Cut: namespace descriptor {name, ops, state_new,
     # state_free}; abx_server moves to src/server/server.h (tie 8).

@@ -95,7 +95,7 @@ static abx_err system_policy_reload(abx_ctx *ctx, const json_t *args, abx_reply 
 {
     abx_request *q = builtin_req(ctx);
     abx_diags d = {0};
-    int rc = abx_server_reload(q->server, &d);
+    int rc = abx_ctx_reload(ctx, &d);
     json_t *diags = json_array();
     for (size_t i = 0; i < d.n; i++)
         json_array_append_new(diags, json_pack("{s:s, s:s, s:i, s:s}", "level", d.items[i].level, "code",

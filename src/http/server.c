@@ -473,6 +473,9 @@ int abx_server_reload(abx_server *s, abx_diags *diags)
     return p ? 0 : -1;
 }
 
+/* The pipeline's way back to the config file (system.reload, abx_ctx_reload). */
+static int reload_installed(void *ud, abx_diags *diags) { return abx_server_reload(ud, diags); }
+
 int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
 {
     if (s->started) {
@@ -507,6 +510,8 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
         }
     }
     s->procs = abx_procs_new(&po, errbuf, errlen);
+    s->reload.fn = reload_installed;
+    s->reload.ud = s;
     s->approvals = abx_approvals_new();
     s->idem = abx_idem_new();
     if (!s->procs || !s->approvals || !s->idem) {

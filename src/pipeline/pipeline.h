@@ -89,6 +89,10 @@ struct abx_server {
     struct { char key[80]; int64_t minute; uint64_t count; } flood[64];
     char runtime_dir[64];       /* private TMPDIRs live below it (the process manager makes them) */
     struct abx_sessions *sessions; /* owned: commands.sessions state */
+    struct {                    /* installed by the server at start: re-read the config (abx_ctx_reload) */
+        int (*fn)(void *ud, abx_diags *diags);
+        void *ud;
+    } reload;
     abx_approvals *approvals;   /* owned: held calls */
     struct { abx_policy_hook fn; void *udata; } hooks[16]; /* C policy hooks (veto or narrow) */
     int n_hooks;
@@ -207,6 +211,10 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
 /* Re-read the config file and swap the snapshot atomically; on failure the old policy
  * stays and diags say why. 0 or -1. */
 int abx_server_reload(abx_server *s, abx_diags *diags);
+/* The same for a handler (system.reload; request.c): through the reload the server
+ * installed at start, so the pipeline and its handlers never call up into the server.
+ * 0 or -1 (diags say why). */
+int abx_ctx_reload(abx_ctx *ctx, abx_diags *diags);
 
 /* An internal call through the whole pipeline (in-process, batch, approved held calls; call.c):
  * the principal is trusted (already authenticated). Returns the HTTP status; *body owned. */

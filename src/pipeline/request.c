@@ -1,7 +1,8 @@
 /* request.c — the request value: its birth (arena, id, start time), its end, and what a
- * handler may ask of the transport it came through. The transport is not named here: a
- * listener that can answer header lookups installs one (r->header_fn, r->header_ud);
- * a request without one (in-process calls, batch, MCP's inner calls) has no headers. */
+ * handler may ask of the transport it came through and of the server above. Neither is
+ * named here: a listener that can answer header lookups installs one (r->header_fn,
+ * r->header_ud), and a request without one (in-process calls, batch, MCP's inner calls)
+ * has no headers; the server installs its reload (s->reload) when it starts. */
 #include "pipeline/pipeline.h"
 #include <stdio.h>
 #include <string.h>
@@ -90,4 +91,14 @@ const char *abx_ctx_header(const abx_ctx *ctx, const char *name)
 {
     const abx_request *r = ctx->req;
     return r->header_fn ? r->header_fn(r->header_ud, name) : NULL;
+}
+
+int abx_ctx_reload(abx_ctx *ctx, abx_diags *diags)
+{
+    abx_server *s = ctx->req->server;
+    if (!s->reload.fn) {
+        abx_diag_add(diags, "error", "config.reload_failed", 0, "this server cannot reload its config");
+        return -1;
+    }
+    return s->reload.fn(s->reload.ud, diags);
 }
