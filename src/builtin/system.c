@@ -116,7 +116,7 @@ static const abx_param env_params[] = {
     {0},
 };
 
-const abx_op_def abx_builtin_system[] = {
+static const abx_op_def system_ops[] = {
     {.id = "system.info", .effects = ABX_EFF_READ,
      .summary = "OS, kernel, CPUs, memory, workspace disk, uptime, abx version, confinement available.",
      .http = {"GET /system/info"}, .since = "0.1", .handler = system_info},
@@ -129,3 +129,5 @@ const abx_op_def abx_builtin_system[] = {
      .errors = "config.reload_failed", .handler = system_policy_reload},
     {0},
 };
+
+const abx_namespace abx_ns_system = {.name = "system", .ops = system_ops};

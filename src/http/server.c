@@ -4,6 +4,7 @@
  * (size cap from Content-Length before reading, Content-Type), then hands a request
  * value to abx_dispatch and renders the reply. Never decides policy itself. */
 #include "pipeline/pipeline.h"
+#include "builtin/builtin.h"
 #include "core/yaml.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -518,6 +519,8 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
         snprintf(errbuf, errlen, "out of memory");
         return -1;
     }
+    if (abx_ns_start(s, abx_builtin_namespaces, errbuf, errlen) != 0)
+        return -1;
     if (!s->cfg.ledger_off) {
         s->ledger_path = ledger_path_of(s->no_listen, &s->cfg, true);
         char *home = abx_home_dir();
@@ -728,7 +731,7 @@ void abx_server_free(abx_server *s)
     abx_router_free(s->router);
     abx_metrics_free(s->metrics);
     abx_auth_limiter_free(s->limiter);
-    abx_sessions_free(s->sessions);
+    abx_ns_stop(s); /* the namespaces' states (command sessions) */
     abx_idem_free(s->idem);
     abx_mcp_free(s->mcp);
     abx_ledger_close(s->ledger); /* after the listeners: every call in flight has been recorded */

@@ -64,6 +64,16 @@ struct abx_ctx {
 typedef struct abx_metrics abx_metrics;
 typedef struct abx_auth_limiter abx_auth_limiter;
 
+/* A namespace: its ops and the life of its per-server state (namespace.c). The server
+ * drives the list it is given (state_new at start, state_free when it is freed); a
+ * handler reaches its state through its own descriptor (abx_ctx_ns_state). */
+typedef struct abx_namespace {
+    const char *name;                /* the ops' id prefix: "commands" */
+    const abx_op_def *ops;           /* terminated by a zeroed entry */
+    void *(*state_new)(void);        /* NULL: no state; returns NULL when out of memory */
+    void (*state_free)(void *state);
+} abx_namespace;
+
 struct abx_server {
     abx_registry *reg;          /* owned child registry */
     abx_router *router;         /* owned, built at start */
@@ -88,7 +98,8 @@ struct abx_server {
     pthread_mutex_t flood_mu;   /* aggregation of unauthenticated/unmounted floods */
     struct { char key[80]; int64_t minute; uint64_t count; } flood[64];
     char runtime_dir[64];       /* private TMPDIRs live below it (the process manager makes them) */
-    struct abx_sessions *sessions; /* owned: commands.sessions state */
+    struct { const abx_namespace *ns; void *state; } ns[16]; /* each namespace's state (owned) */
+    size_t n_ns;
     struct {                    /* installed by the server at start: re-read the config (abx_ctx_reload) */
         int (*fn)(void *ud, abx_diags *diags);
         void *ud;
@@ -353,8 +364,15 @@ void abx_mcp_conv_cancel_all(abx_mcp *m, abx_mcp_conv *c);
 /* A JSON-RPC error answer (owned); id borrowed (NULL → null). */
 json_t *abx_mcp_error(const json_t *id, int code, const char *message, abx_err abx_code);
 
+/* namespace states (namespace.c): made for each namespace of the NULL-terminated list,
+ * in order, once per server. 0, or -1 with err (then none is kept). */
+int abx_ns_start(abx_server *s, const abx_namespace *const *list, char *err, size_t errlen);
+void abx_ns_stop(abx_server *s);
+/* ns's state on this server, or NULL (no state, or the server did not start it) */
+void *abx_ns_state(abx_server *s, const abx_namespace *ns);
+void *abx_ctx_ns_state(abx_ctx *ctx, const abx_namespace *ns);
+
 /* command sessions (builtin/commands.c) */
-void abx_sessions_free(struct abx_sessions *s);
 /* The working directory a session remembers (for the owner), malloc'd; NULL if none. */
 char *abx_sessions_cwd(abx_server *s, const char *id, const char *owner);
 
