@@ -48,9 +48,10 @@ ALLOWED = {
     # Cycle A, tie 3 is cut: abx_procs_new receives the confine mode, the run ids and the
     # runtime dir, and makes private TMPDIRs (abx_procs_make_tmpdir). Tie 4 is cut:
     # system.reload calls abx_ctx_reload, which runs the reload the server installed.
-    # Cycle A, tie 5 and the namespace lifecycle: the pipeline's server value owns
-    # per-namespace state and ext. Cut: namespace descriptor {name, ops, state_new,
-    # state_free}; abx_server moves to src/server/server.h (tie 8).
+    # Cycle A, tie 5 is cut (it pointed down, so it was never listed): a namespace is a
+    # descriptor {name, ops, state_new, state_free} whose state the server drives
+    # (pipeline/namespace.c). Tie 8: the pipeline's server value still owns ext. Cut:
+    # abx_server moves to src/server/server.h.
     ("pipeline/pipeline.h", "ext/ext.h"): "tie 8: abx_server owns abx_ext -> server/server.h",
     # Cycle A, tie 6 (dispatch.c calling batch/toolcall/mcp/legacy) is invisible here:
     # the doors still live in pipeline/. It shows when they move to src/doors/.
