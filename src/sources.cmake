@@ -57,6 +57,8 @@ set(ABX_SRC_PIPELINE
   src/pipeline/log.c
   src/pipeline/mcp.c
   src/pipeline/metrics.c
+  src/pipeline/namespace.c
+  src/pipeline/request.c
   src/pipeline/toolcall.c
 )
 set(ABX_SRC_BUILTIN

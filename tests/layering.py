@@ -43,23 +43,15 @@ FOLDER_OF = {
 
 # (from, to): why it is allowed for now, and the cut that removes it.
 ALLOWED = {
-    # Cycle A, tie 1 is cut: abx_server_call, abx_call_begin and abx_call_internal live
-    # in pipeline/call.c. Tie 2 still holds mcp.c:
-    ("pipeline/mcp.c", "http/server.c"): "tie 2: abx_ctx_header -> r->headers_fn",
-    # Cycle A, tie 2: abx_ctx_header asks libmicrohttpd. Cut: the request carries a
-    # transport header lookup the listener fills in; the accessor moves to the pipeline.
-    ("pipeline/log.c", "http/server.c"): "tie 2: abx_ctx_header -> r->headers_fn",
-    ("builtin/core.c", "http/server.c"): "tie 2: abx_ctx_header -> r->headers_fn",
-    ("builtin/files.c", "http/server.c"): "tie 2: abx_ctx_header -> r->headers_fn",
-    # Cycle A, tie 3 (+4 for system.c): the confine mode and run ids are server facts.
-    # Cut: abx_procs_new receives them; system.reload goes through abx_ctx_reload.
-    ("builtin/exec.c", "http/server.c"): "tie 3: confine mode -> abx_procs_new",
-    ("builtin/system.c", "http/server.c"): "tie 3 + 4: confine mode -> abx_procs_new, "
-                                           "abx_server_reload -> abx_ctx_reload",
-    ("ext/pyworker.c", "http/server.c"): "tie 3: confine mode -> abx_procs_new",
-    # Cycle A, tie 5 and the namespace lifecycle: the pipeline's server value owns
-    # per-namespace state and ext. Cut: namespace descriptor {name, ops, state_new,
-    # state_free}; abx_server moves to src/server/server.h (tie 8).
+    # Cycle A, ties 1 and 2 are cut: the in-process calls live in pipeline/call.c, and
+    # abx_ctx_header (pipeline/request.c) asks the lookup the listener puts on the request.
+    # Cycle A, tie 3 is cut: abx_procs_new receives the confine mode, the run ids and the
+    # runtime dir, and makes private TMPDIRs (abx_procs_make_tmpdir). Tie 4 is cut:
+    # system.reload calls abx_ctx_reload, which runs the reload the server installed.
+    # Cycle A, tie 5 is cut (it pointed down, so it was never listed): a namespace is a
+    # descriptor {name, ops, state_new, state_free} whose state the server drives
+    # (pipeline/namespace.c). Tie 8: the pipeline's server value still owns ext. Cut:
+    # abx_server moves to src/server/server.h.
     ("pipeline/pipeline.h", "ext/ext.h"): "tie 8: abx_server owns abx_ext -> server/server.h",
     # Cycle A, tie 6 (dispatch.c calling batch/toolcall/mcp/legacy) is invisible here:
     # the doors still live in pipeline/. It shows when they move to src/doors/.

@@ -46,7 +46,7 @@ static const abx_param decide_params[] = {
     {0},
 };
 
-const abx_op_def abx_builtin_approvals[] = {
+static const abx_op_def approvals_ops[] = {
     {.id = "approvals.list", .effects = ABX_EFF_READ,
      .summary = "Held calls: approvers see all, others their own (pending and recent).", .http = {"GET /approvals"},
      .since = "0.1", .handler = approvals_list},
@@ -61,3 +61,5 @@ const abx_op_def abx_builtin_approvals[] = {
      .handler = approvals_decide},
     {0},
 };
+
+const abx_namespace abx_ns_approvals = {.name = "approvals", .ops = approvals_ops};

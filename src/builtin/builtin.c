@@ -1,6 +1,7 @@
-/* builtin.c — the one place the built-in namespaces are composed into the default
- * registry, in a fixed order, and the home of that process-wide registry (core makes
- * registries but knows no namespace). Each namespace's table lives next to its handlers. */
+/* builtin.c — the one place the built-in namespaces are composed: their descriptors in a
+ * fixed order, the default registry filled from them, and the home of that process-wide
+ * registry (core makes registries but knows no namespace). Each namespace's descriptor
+ * and table live next to its handlers; the server starts their states from the list. */
 #include "builtin/builtin.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,13 +9,15 @@
 static abx_registry default_registry = {.process_wide = true, .mu = PTHREAD_MUTEX_INITIALIZER};
 static pthread_once_t default_once = PTHREAD_ONCE_INIT;
 
+const abx_namespace *const abx_builtin_namespaces[] = {
+    &abx_ns_core, &abx_ns_files, &abx_ns_system, &abx_ns_commands, &abx_ns_process, &abx_ns_terminal,
+    &abx_ns_ledger, &abx_ns_approvals, NULL,
+};
+
 static int builtin_register(abx_registry *reg, char *err, size_t errlen)
 {
-    const abx_op_def *tables[] = {abx_builtin_core, abx_builtin_files, abx_builtin_system, abx_builtin_commands,
-                                  abx_builtin_process, abx_builtin_terminal, abx_builtin_ledger,
-                                  abx_builtin_approvals};
-    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
-        if (abx__registry_add(reg, tables[i], true, err, errlen) != 0)
+    for (const abx_namespace *const *ns = abx_builtin_namespaces; *ns; ns++)
+        if (abx__registry_add(reg, (*ns)->ops, true, err, errlen) != 0)
             return -1;
     return 0;
 }

@@ -6,14 +6,12 @@
 
 #include "pipeline/pipeline.h"
 
-extern const abx_op_def abx_builtin_core[];
-extern const abx_op_def abx_builtin_files[];
-extern const abx_op_def abx_builtin_system[];
-extern const abx_op_def abx_builtin_commands[];
-extern const abx_op_def abx_builtin_process[];
-extern const abx_op_def abx_builtin_terminal[];
-extern const abx_op_def abx_builtin_ledger[];
-extern const abx_op_def abx_builtin_approvals[];
+/* Each namespace's descriptor, defined next to its op table and handlers. */
+extern const abx_namespace abx_ns_core, abx_ns_files, abx_ns_system, abx_ns_commands, abx_ns_process,
+    abx_ns_terminal, abx_ns_ledger, abx_ns_approvals;
+/* The built-in namespaces in registration order, NULL-terminated (builtin.c): the
+ * default registry holds their ops, and every server starts their states. */
+extern const abx_namespace *const abx_builtin_namespaces[];
 
 int abx_landlock_abi(void); /* 0 when Landlock is unavailable */
 

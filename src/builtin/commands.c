@@ -55,21 +55,19 @@ struct abx_sessions {
 
 #define MAX_SESSIONS 256
 
-static struct abx_sessions *sessions_of(abx_server *s)
+/* The namespace's state, one per server (abx_ns_commands: the server makes it at start
+ * and frees it with itself). */
+static void *sessions_new(void)
 {
-    static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&init_mu);
-    if (!s->sessions) {
-        s->sessions = abx_calloc(1, sizeof *s->sessions);
-        if (s->sessions)
-            pthread_mutex_init(&s->sessions->mu, NULL);
-    }
-    pthread_mutex_unlock(&init_mu);
-    return s->sessions;
+    struct abx_sessions *ss = abx_calloc(1, sizeof *ss);
+    if (ss)
+        pthread_mutex_init(&ss->mu, NULL);
+    return ss;
 }
 
-void abx_sessions_free(struct abx_sessions *ss)
+static void sessions_free(void *state)
 {
+    struct abx_sessions *ss = state;
     if (!ss)
         return;
     for (session *x = ss->head, *nx; x; x = nx) {
@@ -82,6 +80,8 @@ void abx_sessions_free(struct abx_sessions *ss)
     pthread_mutex_destroy(&ss->mu);
     abx_free(ss);
 }
+
+static struct abx_sessions *sessions_of(abx_ctx *ctx) { return abx_ctx_ns_state(ctx, &abx_ns_commands); }
 
 static session *find_session(struct abx_sessions *ss, const char *id, const char *owner)
 {
@@ -100,7 +100,7 @@ static json_t *session_json(const session *x)
 
 char *abx_sessions_cwd(abx_server *s, const char *id, const char *owner)
 {
-    struct abx_sessions *ss = id && owner ? sessions_of(s) : NULL;
+    struct abx_sessions *ss = id && owner ? abx_ns_state(s, &abx_ns_commands) : NULL;
     if (!ss)
         return NULL;
     pthread_mutex_lock(&ss->mu);
@@ -112,7 +112,7 @@ char *abx_sessions_cwd(abx_server *s, const char *id, const char *owner)
 
 static abx_err sessions_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    struct abx_sessions *ss = sessions_of(builtin_req(ctx)->server);
+    struct abx_sessions *ss = sessions_of(ctx);
     if (!ss)
         return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
     session *x = abx_calloc(1, sizeof *x);
@@ -148,7 +148,7 @@ static abx_err sessions_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 static abx_err sessions_exec(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    struct abx_sessions *ss = sessions_of(builtin_req(ctx)->server);
+    struct abx_sessions *ss = sessions_of(ctx);
     const char *id = json_string_value(json_object_get(args, "id"));
     pthread_mutex_lock(&ss->mu);
     session *x = find_session(ss, id, abx_ctx_principal(ctx));
@@ -177,7 +177,7 @@ static abx_err sessions_exec(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 static abx_err sessions_close(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    struct abx_sessions *ss = sessions_of(builtin_req(ctx)->server);
+    struct abx_sessions *ss = sessions_of(ctx);
     const char *id = json_string_value(json_object_get(args, "id"));
     pthread_mutex_lock(&ss->mu);
     for (session **pp = &ss->head; *pp; pp = &(*pp)->next) {
@@ -200,7 +200,7 @@ static abx_err sessions_close(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 static abx_err sessions_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    struct abx_sessions *ss = sessions_of(builtin_req(ctx)->server);
+    struct abx_sessions *ss = sessions_of(ctx);
     json_t *arr = json_array();
     pthread_mutex_lock(&ss->mu);
     for (session *x = ss->head; x; x = x->next)
@@ -254,7 +254,7 @@ static const abx_param session_id_params[] = {{"id", ABX_T_STRING, .required = t
     (ABX_LIM_TIMEOUT | ABX_LIM_MAX_OUTPUT_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY | ABX_LIM_MEMORY |              \
      ABX_LIM_PIDS | ABX_LIM_CPU)
 
-const abx_op_def abx_builtin_commands[] = {
+static const abx_op_def commands_ops[] = {
     {.id = "commands.run", .effects = ABX_EFF_EXEC,
      .summary = "Run a command confined; answer its exit code, stdout and stderr (or status running at the soft "
                 "timeout).",
@@ -284,3 +284,6 @@ const abx_op_def abx_builtin_commands[] = {
      .http = {"GET /commands/sessions/list"}, .since = "0.1", .handler = sessions_list},
     {0},
 };
+
+const abx_namespace abx_ns_commands = {.name = "commands", .ops = commands_ops, .state_new = sessions_new,
+                                         .state_free = sessions_free};

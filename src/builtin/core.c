@@ -143,7 +143,7 @@ static const abx_param describe_params[] = {
     {0},
 };
 
-const abx_op_def abx_builtin_core[] = {
+static const abx_op_def core_ops[] = {
     {.id = "core.health", .effects = ABX_EFF_READ, .summary = "Liveness check; anonymous by default.",
      .http = {"GET /health"}, .since = "0.1", .handler = core_health},
     {.id = "core.capabilities", .effects = ABX_EFF_READ,
@@ -167,3 +167,5 @@ const abx_op_def abx_builtin_core[] = {
      .http = {"POST /explain"}, .params = explain_params, .since = "0.1", .handler = core_explain},
     {0},
 };
+
+const abx_namespace abx_ns_core = {.name = "core", .ops = core_ops};

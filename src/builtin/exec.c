@@ -118,14 +118,9 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         goto out;
     }
     /* a private TMPDIR, granted read-write; /tmp itself is not */
-    snprintf(tmpdir, sizeof tmpdir, "%s/tmp-XXXXXX", s->runtime_dir);
-    if (mkdir(s->runtime_dir, 0711) != 0 && errno != EEXIST) {
-        abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "cannot create %s: %s", s->runtime_dir, strerror(errno));
-        goto out;
-    }
-    if (!mkdtemp(tmpdir) || chown(tmpdir, s->run_uid, s->run_gid) != 0) {
-        abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "cannot create a private TMPDIR: %s", strerror(errno));
-        tmpdir[0] = '\0';
+    char why[300];
+    if (abx_procs_make_tmpdir(s->procs, tmpdir, sizeof tmpdir, why, sizeof why) != 0) {
+        abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "%s", why);
         goto out;
     }
     /* environment: a small fixed base, the session's, then the call's allowlisted values;
@@ -153,8 +148,9 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .readonly = (const char *const *)v.readonly, .n_readonly = v.n_readonly,
         .pins = (const char *const *)v.pins, .n_pins = v.n_pins,
         .net = d->net, .pids_max = pids, .memory_max = mem, .cpu_milli = cpu,
-        .uid = s->run_uid, .gid = s->run_gid, .set_ids = true, .required = abx_server_confine_required(s),
+        .set_ids = true, .required = abx_procs_confine_required(s->procs),
     };
+    abx_procs_run_ids(s->procs, &conf.uid, &conf.gid);
     int64_t kill_after = life > 0 ? life : 0;
     if (o->hard_timeout_ms > 0 && (kill_after == 0 || o->hard_timeout_ms < kill_after))
         kill_after = o->hard_timeout_ms;
@@ -170,7 +166,6 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .cols = o->cols,
         .rows = o->rows,
     };
-    char why[300];
     p = abx_proc_start(s->procs, &spec, why, sizeof why);
     if (!p) {
         bool confine = strstr(why, "confinement required") != NULL;

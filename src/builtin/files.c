@@ -3107,7 +3107,7 @@ GITCFG_WRAP(files_edit, "path")
 GITCFG_WRAP(files_move, "dst")
 GITCFG_WRAP(files_copy, "dst")
 
-const abx_op_def abx_builtin_files[] = {
+static const abx_op_def files_ops[] = {
     {.id = "files.stat", .effects = ABX_EFF_READ,
      .summary = "Type, size, mode and times of a path; a missing path inside the scope is {\"exists\": false}.",
      .http = {"GET /files/stat"}, .params = stat_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
@@ -3197,3 +3197,5 @@ const abx_op_def abx_builtin_files[] = {
      .errors = "files.not_found files.access files.io files.not_a_directory", .handler = files_watch},
     {0},
 };
+
+const abx_namespace abx_ns_files = {.name = "files", .ops = files_ops};

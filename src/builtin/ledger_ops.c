@@ -51,7 +51,7 @@ static const abx_param timeline_params[] = {
 };
 static const abx_param get_params[] = {{"group_id", ABX_T_INT, .required = true, ABX_MIN(1), .doc = "Group id"}, {0}};
 
-const abx_op_def abx_builtin_ledger[] = {
+static const abx_op_def ledger_ops[] = {
     {.id = "ledger.timeline", .effects = ABX_EFF_READ,
      .summary = "Redacted, field-bounded pages of the action ledger: the latest window first, then by ordinal.",
      .http = {"GET /ledger/timeline"}, .params = timeline_params, .since = "0.1",
@@ -61,3 +61,5 @@ const abx_op_def abx_builtin_ledger[] = {
      .errors = "ledger.not_found ledger.unavailable", .handler = ledger_get},
     {0},
 };
+
+const abx_namespace abx_ns_ledger = {.name = "ledger", .ops = ledger_ops};

@@ -206,7 +206,7 @@ static const abx_param signal_params[] = {
     {0},
 };
 
-const abx_op_def abx_builtin_process[] = {
+static const abx_op_def process_ops[] = {
     {.id = "process.start", .effects = ABX_EFF_EXEC,
      .summary = "Start a confined background process; its output is kept whether or not anyone listens.",
      .http = {"POST /process"}, .params = start_params, .one_of = "command|argv",
@@ -235,3 +235,5 @@ const abx_op_def abx_builtin_process[] = {
      .errors = "process.not_found process.not_running", .handler = process_signal},
     {0},
 };
+
+const abx_namespace abx_ns_process = {.name = "process", .ops = process_ops};

@@ -37,7 +37,7 @@ static abx_err system_info(abx_ctx *ctx, const json_t *args, abx_reply *r)
     static const abx_sandbox_caps none;
     const abx_sandbox_caps *c = sb ? abx_sandbox_caps_get(sb) : &none;
     json_t *conf = json_pack("{s:s, s:b, s:i, s:b, s:b, s:b, s:b, s:i, s:b, s:b, s:s}", "mode",
-                             abx_server_confine_required(q->server) ? "required" : "best_effort", "landlock",
+                             abx_procs_confine_required(q->server->procs) ? "required" : "best_effort", "landlock",
                              c->landlock_abi > 0,
                              "landlock_abi", c->landlock_abi, "network_namespace", c->netns, "mount_namespace",
                              c->mntns, "cgroup_pids", c->cgroup_pids, "cgroup_memory", c->cgroup_memory,
@@ -95,7 +95,7 @@ static abx_err system_policy_reload(abx_ctx *ctx, const json_t *args, abx_reply 
 {
     abx_request *q = builtin_req(ctx);
     abx_diags d = {0};
-    int rc = abx_server_reload(q->server, &d);
+    int rc = abx_ctx_reload(ctx, &d);
     json_t *diags = json_array();
     for (size_t i = 0; i < d.n; i++)
         json_array_append_new(diags, json_pack("{s:s, s:s, s:i, s:s}", "level", d.items[i].level, "code",
@@ -116,7 +116,7 @@ static const abx_param env_params[] = {
     {0},
 };
 
-const abx_op_def abx_builtin_system[] = {
+static const abx_op_def system_ops[] = {
     {.id = "system.info", .effects = ABX_EFF_READ,
      .summary = "OS, kernel, CPUs, memory, workspace disk, uptime, abx version, confinement available.",
      .http = {"GET /system/info"}, .since = "0.1", .handler = system_info},
@@ -129,3 +129,5 @@ const abx_op_def abx_builtin_system[] = {
      .errors = "config.reload_failed", .handler = system_policy_reload},
     {0},
 };
+
+const abx_namespace abx_ns_system = {.name = "system", .ops = system_ops};

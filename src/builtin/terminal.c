@@ -195,7 +195,7 @@ static const abx_param resize_params[] = {
     {0},
 };
 
-const abx_op_def abx_builtin_terminal[] = {
+static const abx_op_def terminal_ops[] = {
     {.id = "terminal.create", .effects = ABX_EFF_EXEC,
      .summary = "Start a program (a shell by default) on a confined pseudo-terminal; connect to it over WebSocket.",
      .http = {"POST /terminal"}, .params = create_params,
@@ -217,3 +217,5 @@ const abx_op_def abx_builtin_terminal[] = {
      .errors = "process.not_found", .handler = terminal_delete},
     {0},
 };
+
+const abx_namespace abx_ns_terminal = {.name = "terminal", .ops = terminal_ops};

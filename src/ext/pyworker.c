@@ -516,12 +516,8 @@ static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_
     snprintf(home, sizeof home, "HOME=%s", w->ext->pydir);
     /* a private TMPDIR (tempfile works), granted read-write to this process only and
      * removed with its record, as for every process abx starts */
-    snprintf(tmpdir, sizeof tmpdir, "%s/tmp-XXXXXX", s->runtime_dir);
-    if ((mkdir(s->runtime_dir, 0711) != 0 && errno != EEXIST) || !mkdtemp(tmpdir) ||
-        chown(tmpdir, s->run_uid, s->run_gid) != 0) {
-        snprintf(why, whylen, "cannot create a private TMPDIR: %s", strerror(errno));
+    if (abx_procs_make_tmpdir(s->procs, tmpdir, sizeof tmpdir, why, whylen) != 0)
         return -1;
-    }
     snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmpdir);
     char *argv[] = {w->python, "-B", "-I", script, w->module, w->config_dir, NULL};
     char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", home, tmpenv, NULL};
@@ -545,9 +541,9 @@ static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_
         .masks = view ? (const char *const *)view->masks : NULL, .n_masks = view ? view->n_masks : 0,
         .readonly = view ? (const char *const *)view->readonly : NULL, .n_readonly = view ? view->n_readonly : 0,
         .pins = view ? (const char *const *)view->pins : NULL, .n_pins = view ? view->n_pins : 0,
-        .net = net, .uid = s->run_uid, .gid = s->run_gid, .set_ids = true,
-        .required = abx_server_confine_required(s),
+        .net = net, .set_ids = true, .required = abx_procs_confine_required(s->procs),
     };
+    abx_procs_run_ids(s->procs, &conf.uid, &conf.gid);
     char tag[160];
     snprintf(tag, sizeof tag, "python worker %s", w->module);
     abx_proc_spec spec = {

@@ -4,6 +4,7 @@
  * (size cap from Content-Length before reading, Content-Type), then hands a request
  * value to abx_dispatch and renders the reply. Never decides policy itself. */
 #include "pipeline/pipeline.h"
+#include "builtin/builtin.h"
 #include "core/yaml.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -197,19 +198,19 @@ int abx_server_add_hook(abx_server *s, abx_policy_hook hook, void *udata, char *
     return 0;
 }
 
-bool abx_server_confine_required(abx_server *s)
-{
-    if (s->cfg.confine_set)
-        return s->cfg.confine_required;
-    abx_sandbox *sb = s->procs ? abx_procs_sandbox(s->procs) : NULL;
-    return !sb || abx_sandbox_caps_get(sb)->landlock_abi > 0;
-}
 int abx_server_port(const abx_server *s) { return s->port; }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls);
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c);
 static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *c);
+
+/* The request's header lookup (abx_ctx_header): the connection answers while it lives,
+ * which is as long as the request does. */
+static const char *connection_header(void *ud, const char *name)
+{
+    return MHD_lookup_connection_value(ud, MHD_HEADER_KIND, name);
+}
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t);
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code);
@@ -473,6 +474,9 @@ int abx_server_reload(abx_server *s, abx_diags *diags)
     return p ? 0 : -1;
 }
 
+/* The pipeline's way back to the config file (system.reload, abx_ctx_reload). */
+static int reload_installed(void *ud, abx_diags *diags) { return abx_server_reload(ud, diags); }
+
 int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
 {
     if (s->started) {
@@ -492,23 +496,31 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     static atomic_int servers; /* one runtime dir per server, even with several in one process */
     snprintf(s->runtime_dir, sizeof s->runtime_dir, "/tmp/abx-%d-%d", (int)getpid(), atomic_fetch_add(&servers, 1));
     abx_rm_tree(s->runtime_dir); /* left by an earlier process with the same pid, if any */
+    /* what every process shares, decided once: the process manager owns it */
+    abx_procs_opts po = {.runtime_dir = s->runtime_dir, .confine_set = s->cfg.confine_set,
+                         .confine_required = s->cfg.confine_required, .ring_bytes = 1024 * 1024,
+                         .retention_ms = 10 * 60 * 1000};
     if (s->cfg.run_as_set) {
-        s->run_uid = s->cfg.run_uid;
-        s->run_gid = s->cfg.run_gid;
+        po.run_uid = s->cfg.run_uid;
+        po.run_gid = s->cfg.run_gid;
     } else {
         struct stat wst;
         if (stat(s->workspace, &wst) == 0) {
-            s->run_uid = wst.st_uid;
-            s->run_gid = wst.st_gid;
+            po.run_uid = wst.st_uid;
+            po.run_gid = wst.st_gid;
         }
     }
-    s->procs = abx_procs_new(s->runtime_dir, 1024 * 1024, 10 * 60 * 1000, errbuf, errlen);
+    s->procs = abx_procs_new(&po, errbuf, errlen);
+    s->reload.fn = reload_installed;
+    s->reload.ud = s;
     s->approvals = abx_approvals_new();
     s->idem = abx_idem_new();
     if (!s->procs || !s->approvals || !s->idem) {
         snprintf(errbuf, errlen, "out of memory");
         return -1;
     }
+    if (abx_ns_start(s, abx_builtin_namespaces, errbuf, errlen) != 0)
+        return -1;
     if (!s->cfg.ledger_off) {
         s->ledger_path = ledger_path_of(s->no_listen, &s->cfg, true);
         char *home = abx_home_dir();
@@ -719,7 +731,7 @@ void abx_server_free(abx_server *s)
     abx_router_free(s->router);
     abx_metrics_free(s->metrics);
     abx_auth_limiter_free(s->limiter);
-    abx_sessions_free(s->sessions);
+    abx_ns_stop(s); /* the namespaces' states (command sessions) */
     abx_idem_free(s->idem);
     abx_mcp_free(s->mcp);
     abx_ledger_close(s->ledger); /* after the listeners: every call in flight has been recorded */
@@ -765,7 +777,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     r->client = abx_arena_strdup(r->arena, addr);
     const union MHD_ConnectionInfo *fdi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->conn_fd = fdi ? fdi->connect_fd : -1;
-    r->connection = c;
+    r->header_fn = connection_header;
+    r->header_ud = c;
     return cr;
 }
 
@@ -793,12 +806,6 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         atomic_fetch_add(&s->conns, 1);
     else
         atomic_fetch_sub(&s->conns, 1);
-}
-
-const char *abx_ctx_header(const abx_ctx *ctx, const char *name)
-{
-    struct MHD_Connection *c = ctx->req->connection;
-    return c ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, name) : NULL;
 }
 
 static void add_common_headers(abx_server *s, abx_request *r, struct MHD_Response *resp)

@@ -71,7 +71,7 @@ void abx_log_request(const abx_request *r, int status, int64_t dur_us)
     json_object_set_new(o, "op", r->op ? json_string(r->op->id) : json_null());
     if (r->reply.err)
         json_object_set_new(o, "error", json_string(abx_err_code(r->reply.err)));
-    const char *client = r->connection ? abx_ctx_header(&r->ctx, "X-ABX-Client") : NULL;
+    const char *client = abx_ctx_header(&r->ctx, "X-ABX-Client");
     if (client) /* "python/0.1.0 catalog=1": which client and catalog the caller was built against */
         json_object_set_new(o, "client", json_stringn(client, strnlen(client, 120))); /* invalid UTF-8: left out */
     emit(o);

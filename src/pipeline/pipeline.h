@@ -64,6 +64,16 @@ struct abx_ctx {
 typedef struct abx_metrics abx_metrics;
 typedef struct abx_auth_limiter abx_auth_limiter;
 
+/* A namespace: its ops and the life of its per-server state (namespace.c). The server
+ * drives the list it is given (state_new at start, state_free when it is freed); a
+ * handler reaches its state through its own descriptor (abx_ctx_ns_state). */
+typedef struct abx_namespace {
+    const char *name;                /* the ops' id prefix: "commands" */
+    const abx_op_def *ops;           /* terminated by a zeroed entry */
+    void *(*state_new)(void);        /* NULL: no state; returns NULL when out of memory */
+    void (*state_free)(void *state);
+} abx_namespace;
+
 struct abx_server {
     abx_registry *reg;          /* owned child registry */
     abx_router *router;         /* owned, built at start */
@@ -87,9 +97,13 @@ struct abx_server {
     char *ledger_path;          /* owned */
     pthread_mutex_t flood_mu;   /* aggregation of unauthenticated/unmounted floods */
     struct { char key[80]; int64_t minute; uint64_t count; } flood[64];
-    unsigned run_uid, run_gid;
-    char runtime_dir[64];       /* private TMPDIRs live below it */
-    struct abx_sessions *sessions; /* owned: commands.sessions state */
+    char runtime_dir[64];       /* private TMPDIRs live below it (the process manager makes them) */
+    struct { const abx_namespace *ns; void *state; } ns[16]; /* each namespace's state (owned) */
+    size_t n_ns;
+    struct {                    /* installed by the server at start: re-read the config (abx_ctx_reload) */
+        int (*fn)(void *ud, abx_diags *diags);
+        void *ud;
+    } reload;
     abx_approvals *approvals;   /* owned: held calls */
     struct { abx_policy_hook fn; void *udata; } hooks[16]; /* C policy hooks (veto or narrow) */
     int n_hooks;
@@ -100,6 +114,10 @@ struct abx_server {
     bool started;
     char version_header[96];    /* "abx/0.1.0 catalog=1" */
 };
+
+/* A transport's request-header lookup: the value of header name, or NULL. The listener
+ * installs one on the requests it builds; the pipeline never names the transport. */
+typedef const char *(*abx_header_fn)(void *ud, const char *name);
 
 typedef struct abx_request {
     abx_server *server;         /* borrowed */
@@ -123,7 +141,8 @@ typedef struct abx_request {
     int conn_fd;                /* the client's socket (HTTP), -1 otherwise: cancellation checks */
     atomic_bool *cancel;        /* borrowed, or NULL: set by the door to cancel the call (MCP) */
     const char *last_event_id;  /* Last-Event-ID header (resumable streams) */
-    void *connection;           /* struct MHD_Connection * (HTTP), for header lookups; NULL otherwise */
+    abx_header_fn header_fn;    /* the transport's header lookup (abx_ctx_header); NULL: no headers */
+    void *header_ud;            /* its argument (the HTTP listener's connection), borrowed */
     const char *ws_key;         /* Sec-WebSocket-Key, when the request asks for an upgrade */
     bool ws_upgrade;            /* Upgrade: websocket and Connection: upgrade */
     bool terminal_listener;     /* arrived on the terminal listener */
@@ -159,7 +178,7 @@ typedef struct abx_request {
     abx_reply reply;
 } abx_request;
 
-/* Create a request (arena, id, start time). NULL on OOM. */
+/* Create a request (arena, id, start time; request.c). NULL on OOM. */
 abx_request *abx_request_new(abx_server *s, abx_door door);
 void abx_request_free(abx_request *r);
 /* Step 2, idempotent: the transport may call it early (body rules, busy slot). */
@@ -203,10 +222,10 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
 /* Re-read the config file and swap the snapshot atomically; on failure the old policy
  * stays and diags say why. 0 or -1. */
 int abx_server_reload(abx_server *s, abx_diags *diags);
-
-/* Whether confinement is required: the config's `confine`, else required where the
- * kernel has Landlock. Waits for the sandbox probe on first use. */
-bool abx_server_confine_required(abx_server *s);
+/* The same for a handler (system.reload; request.c): through the reload the server
+ * installed at start, so the pipeline and its handlers never call up into the server.
+ * 0 or -1 (diags say why). */
+int abx_ctx_reload(abx_ctx *ctx, abx_diags *diags);
 
 /* An internal call through the whole pipeline (in-process, batch, approved held calls; call.c):
  * the principal is trusted (already authenticated). Returns the HTTP status; *body owned. */
@@ -345,8 +364,15 @@ void abx_mcp_conv_cancel_all(abx_mcp *m, abx_mcp_conv *c);
 /* A JSON-RPC error answer (owned); id borrowed (NULL → null). */
 json_t *abx_mcp_error(const json_t *id, int code, const char *message, abx_err abx_code);
 
+/* namespace states (namespace.c): made for each namespace of the NULL-terminated list,
+ * in order, once per server. 0, or -1 with err (then none is kept). */
+int abx_ns_start(abx_server *s, const abx_namespace *const *list, char *err, size_t errlen);
+void abx_ns_stop(abx_server *s);
+/* ns's state on this server, or NULL (no state, or the server did not start it) */
+void *abx_ns_state(abx_server *s, const abx_namespace *ns);
+void *abx_ctx_ns_state(abx_ctx *ctx, const abx_namespace *ns);
+
 /* command sessions (builtin/commands.c) */
-void abx_sessions_free(struct abx_sessions *s);
 /* The working directory a session remembers (for the owner), malloc'd; NULL if none. */
 char *abx_sessions_cwd(abx_server *s, const char *id, const char *owner);
 

@@ -72,6 +72,8 @@ struct abx_procs {
     abx_sandbox *sb;          /* owned; built by the manager thread */
     bool sb_ready;
     char runtime_dir[128];
+    unsigned run_uid, run_gid;
+    bool confine_set, confine_required;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cond;      /* output arrived, a process exited, a spawn finished */
@@ -458,16 +460,20 @@ abx_sandbox *abx_procs_sandbox(abx_procs *m)
     return sb;
 }
 
-abx_procs *abx_procs_new(const char *runtime_dir, size_t ring_bytes, int64_t retention_ms, char *err, size_t errlen)
+abx_procs *abx_procs_new(const abx_procs_opts *o, char *err, size_t errlen)
 {
     abx_procs *m = abx_calloc(1, sizeof *m);
     if (!m) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    snprintf(m->runtime_dir, sizeof m->runtime_dir, "%s", runtime_dir);
-    m->ring_cap = ring_bytes ? ring_bytes : 1024 * 1024;
-    m->retention_ms = retention_ms > 0 ? retention_ms : 10 * 60 * 1000;
+    snprintf(m->runtime_dir, sizeof m->runtime_dir, "%s", o->runtime_dir);
+    m->run_uid = o->run_uid;
+    m->run_gid = o->run_gid;
+    m->confine_set = o->confine_set;
+    m->confine_required = o->confine_required;
+    m->ring_cap = o->ring_bytes ? o->ring_bytes : 1024 * 1024;
+    m->retention_ms = o->retention_ms > 0 ? o->retention_ms : 10 * 60 * 1000;
     pthread_mutex_init(&m->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -488,6 +494,46 @@ abx_procs *abx_procs_new(const char *runtime_dir, size_t ring_bytes, int64_t ret
         return NULL;
     }
     return m;
+}
+
+bool abx_procs_confine_required(abx_procs *m)
+{
+    if (m->confine_set)
+        return m->confine_required;
+    abx_sandbox *sb = abx_procs_sandbox(m);
+    return !sb || abx_sandbox_caps_get(sb)->landlock_abi > 0;
+}
+
+void abx_procs_run_ids(const abx_procs *m, uid_t *uid, gid_t *gid)
+{
+    *uid = m->run_uid;
+    *gid = m->run_gid;
+}
+
+int abx_procs_make_tmpdir(abx_procs *m, char *dir, size_t dirlen, char *why, size_t whylen)
+{
+    if ((size_t)snprintf(dir, dirlen, "%s/tmp-XXXXXX", m->runtime_dir) >= dirlen) {
+        snprintf(why, whylen, "cannot create a private TMPDIR: the runtime dir's name is too long");
+        dir[0] = '\0';
+        return -1;
+    }
+    if (mkdir(m->runtime_dir, 0711) != 0 && errno != EEXIST) {
+        snprintf(why, whylen, "cannot create %s: %s", m->runtime_dir, strerror(errno));
+        dir[0] = '\0';
+        return -1;
+    }
+    if (!mkdtemp(dir)) {
+        snprintf(why, whylen, "cannot create a private TMPDIR: %s", strerror(errno));
+        dir[0] = '\0';
+        return -1;
+    }
+    if (chown(dir, m->run_uid, m->run_gid) != 0) {
+        snprintf(why, whylen, "cannot create a private TMPDIR: %s", strerror(errno));
+        rmdir(dir); /* empty: made just above */
+        dir[0] = '\0';
+        return -1;
+    }
+    return 0;
 }
 
 void abx_procs_free(abx_procs *m, int64_t grace_ms)

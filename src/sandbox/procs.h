@@ -23,11 +23,31 @@ typedef struct abx_proc abx_proc;
 
 enum abx_stream_id { ABX_STDOUT = 0, ABX_STDERR = 1 };
 
+/* What every process the manager starts shares, fixed for the manager's life: the
+ * server decides it once (config, workspace owner) and handlers ask the manager. */
+typedef struct abx_procs_opts {
+    const char *runtime_dir;   /* private TMPDIRs live below it (copied) */
+    unsigned run_uid, run_gid; /* the ids confined processes run as */
+    bool confine_set;          /* the config chose the confinement mode: */
+    bool confine_required;     /*   required, else best effort (unset: see abx_procs_confine_required) */
+    size_t ring_bytes;         /* per-stream output ring; 0 = 1 MiB */
+    int64_t retention_ms;      /* how long exited records stay; 0 = 10 minutes */
+} abx_procs_opts;
+
 /* The manager thread probes the kernel and builds the sandbox (namespaces, cgroups) off
  * the start-up path: serving begins before that work is done. */
-abx_procs *abx_procs_new(const char *runtime_dir, size_t ring_bytes, int64_t retention_ms, char *err, size_t errlen);
+abx_procs *abx_procs_new(const abx_procs_opts *o, char *err, size_t errlen);
 /* The sandbox, once the manager has built it (waits for that); NULL if it failed. */
 abx_sandbox *abx_procs_sandbox(abx_procs *m);
+/* Whether confinement is required: the mode the config chose, else required where the
+ * kernel has Landlock (waits for the sandbox probe on first use). */
+bool abx_procs_confine_required(abx_procs *m);
+/* The ids confined processes run as. */
+void abx_procs_run_ids(const abx_procs *m, uid_t *uid, gid_t *gid);
+/* A fresh private TMPDIR for one process: a directory below the runtime dir (made if
+ * missing), owned by the run ids. 0 with dir filled, or -1 with why. Hand it to the
+ * process with abx_proc_set_tmpdir, or remove it with abx_rm_tree. */
+int abx_procs_make_tmpdir(abx_procs *m, char *dir, size_t dirlen, char *why, size_t whylen);
 /* TERM every process group, wait up to grace_ms, KILL the rest, stop the thread. */
 void abx_procs_free(abx_procs *m, int64_t grace_ms);
 

@@ -1,0 +1,51 @@
+/* namespace.c — the life of a namespace's per-server state. A namespace is a descriptor
+ * (abx_namespace: name, ops, state_new, state_free); the server hands its list to
+ * abx_ns_start when it starts and calls abx_ns_stop when it is freed, as nginx drives
+ * its modules' create/exit hooks. The server names no namespace and no namespace names
+ * the server: a handler finds its state through the descriptor it owns. */
+#include "pipeline/pipeline.h"
+#include <stdio.h>
+
+
+int abx_ns_start(abx_server *s, const abx_namespace *const *list, char *err, size_t errlen)
+{
+    if (s->n_ns) /* started already (a start retried after a failure): keep those states */
+        return 0;
+    for (; *list; list++) {
+        if (s->n_ns == ABX_ARRAY_LEN(s->ns)) {
+            snprintf(err, errlen, "at most %zu namespaces", ABX_ARRAY_LEN(s->ns));
+            abx_ns_stop(s);
+            return -1;
+        }
+        void *state = NULL;
+        if ((*list)->state_new && !(state = (*list)->state_new())) {
+            snprintf(err, errlen, "out of memory");
+            abx_ns_stop(s);
+            return -1;
+        }
+        s->ns[s->n_ns].ns = *list;
+        s->ns[s->n_ns].state = state;
+        s->n_ns++;
+    }
+    return 0;
+}
+
+void abx_ns_stop(abx_server *s)
+{
+    while (s->n_ns > 0) { /* the reverse of the start order */
+        s->n_ns--;
+        if (s->ns[s->n_ns].ns->state_free && s->ns[s->n_ns].state)
+            s->ns[s->n_ns].ns->state_free(s->ns[s->n_ns].state);
+        s->ns[s->n_ns].state = NULL;
+    }
+}
+
+void *abx_ns_state(abx_server *s, const abx_namespace *ns)
+{
+    for (size_t i = 0; i < s->n_ns; i++)
+        if (s->ns[i].ns == ns)
+            return s->ns[i].state;
+    return NULL;
+}
+
+void *abx_ctx_ns_state(abx_ctx *ctx, const abx_namespace *ns) { return abx_ns_state(ctx->req->server, ns); }

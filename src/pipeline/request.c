@@ -1,0 +1,104 @@
+/* request.c — the request value: its birth (arena, id, start time), its end, and what a
+ * handler may ask of the transport it came through and of the server above. Neither is
+ * named here: a listener that can answer header lookups installs one (r->header_fn,
+ * r->header_ud), and a request without one (in-process calls, batch, MCP's inner calls)
+ * has no headers; the server installs its reload (s->reload) when it starts. */
+#include "pipeline/pipeline.h"
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *abx_door_name(abx_door d)
+{
+    switch (d) {
+    case ABX_DOOR_HTTP: return "http";
+    case ABX_DOOR_RPC: return "rpc";
+    case ABX_DOOR_COMMANDS: return "commands";
+    case ABX_DOOR_INPROC: return "inproc";
+    case ABX_DOOR_BATCH: return "batch";
+    case ABX_DOOR_APPROVAL: return "approval";
+    case ABX_DOOR_TOOLS: return "tools";
+    case ABX_DOOR_MCP: return "mcp";
+    }
+    return "?";
+}
+
+static atomic_ulong request_counter;
+static char boot_prefix[9];
+static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
+
+static void boot_init(void)
+{
+    unsigned char r[4];
+    if (abx_random(r, sizeof r) != 0)
+        memset(r, 0x5a, sizeof r);
+    abx_hex(r, sizeof r, boot_prefix);
+}
+
+abx_request *abx_request_new(abx_server *s, abx_door door)
+{
+    pthread_once(&boot_once, boot_init);
+    abx_arena *a = abx_arena_new();
+    if (!a)
+        return NULL;
+    abx_request *r = abx_arena_alloc(a, sizeof *r);
+    if (!r) {
+        abx_arena_free(a);
+        return NULL;
+    }
+    r->arena = a;
+    r->server = s;
+    r->door = door;
+    r->slot = -1;
+    r->reply.fd = -1;
+    r->conn_fd = -1;
+    r->start_us = abx_now_us();
+    r->ctx.req = r;
+    unsigned long n = atomic_fetch_add_explicit(&request_counter, 1, memory_order_relaxed) + 1;
+    snprintf(r->id, sizeof r->id, "%s-%08lx", boot_prefix, n);
+    abx_buf_init(&r->body, 0);
+    return r;
+}
+
+void abx_request_free(abx_request *r)
+{
+    if (!r)
+        return;
+    if (r->sink.free_fn && r->sink.state)
+        r->sink.free_fn(r->sink.state);
+    if (r->policy) {
+        abx_release(r->policy, &r->decision);
+        abx_policy_unref(r->policy);
+    }
+    abx_decision_release(&r->decision);
+    json_decref(r->args);
+    abx_free(r->reply.message);
+    json_decref(r->reply.details);
+    json_decref(r->reply.body);
+    json_decref(r->reply.headers);
+    abx_free(r->reply.raw);
+    if (r->reply.stream_free && r->reply.stream_state)
+        r->reply.stream_free(r->reply.stream_state);
+    if (r->reply.ws_ops && r->reply.ws_state)
+        r->reply.ws_ops->free_fn(r->reply.ws_state);
+    if (r->reply.fd >= 0)
+        close(r->reply.fd);
+    abx_buf_release(&r->body);
+    abx_arena_free(r->arena);
+}
+
+const char *abx_ctx_header(const abx_ctx *ctx, const char *name)
+{
+    const abx_request *r = ctx->req;
+    return r->header_fn ? r->header_fn(r->header_ud, name) : NULL;
+}
+
+int abx_ctx_reload(abx_ctx *ctx, abx_diags *diags)
+{
+    abx_server *s = ctx->req->server;
+    if (!s->reload.fn) {
+        abx_diag_add(diags, "error", "config.reload_failed", 0, "this server cannot reload its config");
+        return -1;
+    }
+    return s->reload.fn(s->reload.ud, diags);
+}
