@@ -58,11 +58,8 @@ ALLOWED = {
     # Cycle A, tie 7: POST /commands/{name}. Cut: the legacy door resolves the name to
     # custom.<id> before dispatch.
     ("pipeline/dispatch.c", "ext/custom.c"): "tie 7: abx_ext_command_find -> doors/legacy.c",
-    # Issue 12's approval binding (not in the review): to hash what a held call will run,
-    # it asks commands.c for a session's cwd and custom.c for a declarative command's argv.
-    # Cut: the op answers through a bind hook in its namespace descriptor (step 2).
-    ("pipeline/approval_bind.c", "builtin/commands.c"): "abx_sessions_cwd -> op bind hook",
-    ("pipeline/approval_bind.c", "ext/custom.c"): "abx_custom_argv -> op bind hook",
+    # Issue 12's approval binding is cut: the binder asks the op's namespace descriptor
+    # (bind_cwd, bind_argv), which commands.c and custom.c fill; the server starts ext's.
 }
 
 

@@ -72,6 +72,10 @@ typedef struct abx_namespace {
     const abx_op_def *ops;           /* terminated by a zeroed entry */
     void *(*state_new)(void);        /* NULL: no state; returns NULL when out of memory */
     void (*state_free)(void *state);
+    /* What a held call of one of its ops will run, where the decision does not say it
+     * (approval_bind.c hashes the files it names); NULL: nothing to add. */
+    char *(*bind_cwd)(abx_ctx *ctx, const json_t *args);   /* the start directory, malloc'd, or NULL */
+    char **(*bind_argv)(abx_ctx *ctx, const json_t *args); /* the argv, in the request's arena, or NULL */
 } abx_namespace;
 
 struct abx_server {
@@ -371,10 +375,9 @@ void abx_ns_stop(abx_server *s);
 /* ns's state on this server, or NULL (no state, or the server did not start it) */
 void *abx_ns_state(abx_server *s, const abx_namespace *ns);
 void *abx_ctx_ns_state(abx_ctx *ctx, const abx_namespace *ns);
-
-/* command sessions (builtin/commands.c) */
-/* The working directory a session remembers (for the owner), malloc'd; NULL if none. */
-char *abx_sessions_cwd(abx_server *s, const char *id, const char *owner);
+/* The started namespace whose name is op_id's first segment ("commands" for
+ * "commands.sessions.exec"), or NULL. */
+const abx_namespace *abx_ns_of(abx_server *s, const char *op_id);
 
 /* snapshot capture (one reference; release with abx_policy_unref) */
 abx_policy *abx_server_snapshot(abx_server *s);
