@@ -55,9 +55,8 @@ ALLOWED = {
     ("pipeline/pipeline.h", "ext/ext.h"): "tie 8: abx_server owns abx_ext -> server/server.h",
     # Cycle A, tie 6 (dispatch.c calling batch/toolcall/mcp/legacy) is invisible here:
     # the doors still live in pipeline/. It shows when they move to src/doors/.
-    # Cycle A, tie 7: POST /commands/{name}. Cut: the legacy door resolves the name to
-    # custom.<id> before dispatch.
-    ("pipeline/dispatch.c", "ext/custom.c"): "tie 7: abx_ext_command_find -> doors/legacy.c",
+    # Cycle A, tie 7 is cut: POST /commands/{name} resolves the name to custom.<id>
+    # through the command registry the server installs from ext (s->commands).
     # Issue 12's approval binding is cut: the binder asks the op's namespace descriptor
     # (bind_cwd, bind_argv), which commands.c and custom.c fill; the server starts ext's.
 }

@@ -567,6 +567,15 @@ int abx__ext_custom_load(abx_ext *e, abx_registry *reg, const abx_config *cfg, c
     return rc;
 }
 
+const char *abx_ext_command_at(void *ud, size_t i, const char **name)
+{
+    const abx_ext *e = ud;
+    if (!e || i >= e->n_commands)
+        return NULL;
+    *name = e->commands[i].name;
+    return e->commands[i].id;
+}
+
 const abx_ext_command *abx_ext_command_find(const abx_ext *e, const char *name)
 {
     for (size_t i = 0; e && i < e->n_commands; i++)

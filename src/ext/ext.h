@@ -51,6 +51,10 @@ void abx_ext_free(abx_ext *e);
 int abx_ext_line_of(const abx_ext *e, const char *id);
 /* A declarative command by its original name, or NULL. */
 const abx_ext_command *abx_ext_command_find(const abx_ext *e, const char *name);
+/* The i-th declarative command's op id and original name (*name), or NULL past the
+ * last; ud is the abx_ext. The server installs it as the pipeline's command registry
+ * (abx_command_at_fn). */
+const char *abx_ext_command_at(void *ud, size_t i, const char **name);
 
 /* At server start (after the policy compiled) and at each reload: compute, for each
  * Python worker, the union of the roots the statements mounting its ops grant under

@@ -163,6 +163,8 @@ abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char 
     size_t before = dd->errors;
     state_precheck(s, dd); /* before plugins and Python modules run any code */
     s->ext = dd->errors > before ? NULL : abx_ext_load(s->reg, &s->cfg, s->workspace, dd);
+    s->commands.fn = abx_ext_command_at; /* POST /commands/{name} resolves through ext */
+    s->commands.ud = s->ext;
     if (!s->ext || dd->errors > before) {
         size_t off = (size_t)snprintf(errbuf, errlen, "config errors:");
         for (size_t i = 0; i < dd->n && off < errlen; i++)

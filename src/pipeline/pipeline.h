@@ -78,6 +78,11 @@ typedef struct abx_namespace {
     char **(*bind_argv)(abx_ctx *ctx, const json_t *args); /* the argv, in the request's arena, or NULL */
 } abx_namespace;
 
+/* The legacy command registry (POST /commands/{name}, GET /commands): the i-th
+ * declarative command's op id (custom.<mangled>) with its original name in *name, or
+ * NULL past the last. ext answers it; the server installs it (s->commands). */
+typedef const char *(*abx_command_at_fn)(void *ud, size_t i, const char **name);
+
 struct abx_server {
     abx_registry *reg;          /* owned child registry */
     abx_router *router;         /* owned, built at start */
@@ -104,6 +109,10 @@ struct abx_server {
     char runtime_dir[64];       /* private TMPDIRs live below it (the process manager makes them) */
     struct { const abx_namespace *ns; void *state; } ns[16]; /* each namespace's state (owned) */
     size_t n_ns;
+    struct {                    /* installed by the server with ext: the legacy command registry */
+        abx_command_at_fn fn;   /* NULL: no declarative commands */
+        void *ud;
+    } commands;
     struct {                    /* installed by the server at start: re-read the config (abx_ctx_reload) */
         int (*fn)(void *ud, abx_diags *diags);
         void *ud;
@@ -378,6 +387,10 @@ void *abx_ctx_ns_state(abx_ctx *ctx, const abx_namespace *ns);
 /* The started namespace whose name is op_id's first segment ("commands" for
  * "commands.sessions.exec"), or NULL. */
 const abx_namespace *abx_ns_of(abx_server *s, const char *op_id);
+
+/* legacy commands (legacy.c): the op id of the declarative command called name (its
+ * original name from the config), or NULL */
+const char *abx_command_op_id(abx_server *s, const char *name);
 
 /* snapshot capture (one reference; release with abx_policy_unref) */
 abx_policy *abx_server_snapshot(abx_server *s);
