@@ -5,6 +5,7 @@
  * value to abx_dispatch and renders the reply. Never decides policy itself. */
 #include "pipeline/pipeline.h"
 #include "builtin/builtin.h"
+#include "ext/ext.h"
 #include "core/yaml.h"
 #include <arpa/inet.h>
 #include <errno.h>

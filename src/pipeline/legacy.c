@@ -22,14 +22,15 @@ void abx_commands_list(abx_request *r)
         abx_fail(r, ABX_E_AUTH_REQUIRED, "credentials are required: Authorization: Bearer <token>");
         return;
     }
-    const abx_ext *e = r->server->ext;
-    const abx_registry *reg = r->server->reg;
+    abx_server *s = r->server;
+    const abx_registry *reg = s->reg;
     json_t *list = json_array();
-    for (size_t i = 0; e && list && i < e->n_commands; i++) {
-        const abx_op *op = abx_registry_get(reg, e->commands[i].id);
+    const char *id, *name;
+    for (size_t i = 0; s->commands.fn && list && (id = s->commands.fn(s->commands.ud, i, &name)); i++) {
+        const abx_op *op = abx_registry_get(reg, id);
         if (!op || !abx_policy_mounted(r->policy, r->slot, abx_registry_index_of(reg, op)))
             continue;
-        json_array_append_new(list, json_pack("{s:s, s:s, s:s?, s:o}", "name", e->commands[i].name, "op", op->id,
+        json_array_append_new(list, json_pack("{s:s, s:s, s:s?, s:o}", "name", name, "op", op->id,
                                               "summary", op->def->summary, "params", abx_op_args_schema(op)));
     }
     if (!list) {

@@ -15,7 +15,6 @@
 #include "sandbox/jail.h"
 #include "sandbox/procs.h"
 #include "ledger/ledger.h"
-#include "ext/ext.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,6 +29,7 @@ typedef enum abx_door {
     ABX_DOOR_MCP,    /* POST /mcp (Streamable HTTP) and abx mcp (stdio), and the calls inside */
     ABX_DOOR_COMMANDS /* the legacy command registry: POST /commands/{name}, GET /commands */
 } abx_door;
+typedef struct abx_ext abx_ext; /* ext/ext.h: the server owns it; the pipeline only holds it */
 typedef struct abx_approval abx_approval;
 typedef struct abx_approvals abx_approvals;
 const char *abx_door_name(abx_door d);
