@@ -50,19 +50,14 @@ ALLOWED = {
     # system.reload calls abx_ctx_reload, which runs the reload the server installed.
     # Cycle A, tie 5 is cut (it pointed down, so it was never listed): a namespace is a
     # descriptor {name, ops, state_new, state_free} whose state the server drives
-    # (pipeline/namespace.c). Tie 8: the pipeline's server value still owns ext. Cut:
-    # abx_server moves to src/server/server.h.
-    ("pipeline/pipeline.h", "ext/ext.h"): "tie 8: abx_server owns abx_ext -> server/server.h",
+    # (pipeline/namespace.c). Tie 8 is cut: pipeline.h only forward-declares abx_ext, and
+    # GET /commands lists through the command registry the server installs (s->commands).
     # Cycle A, tie 6 (dispatch.c calling batch/toolcall/mcp/legacy) is invisible here:
     # the doors still live in pipeline/. It shows when they move to src/doors/.
-    # Cycle A, tie 7: POST /commands/{name}. Cut: the legacy door resolves the name to
-    # custom.<id> before dispatch.
-    ("pipeline/dispatch.c", "ext/custom.c"): "tie 7: abx_ext_command_find -> doors/legacy.c",
-    # Issue 12's approval binding (not in the review): to hash what a held call will run,
-    # it asks commands.c for a session's cwd and custom.c for a declarative command's argv.
-    # Cut: the op answers through a bind hook in its namespace descriptor (step 2).
-    ("pipeline/approval_bind.c", "builtin/commands.c"): "abx_sessions_cwd -> op bind hook",
-    ("pipeline/approval_bind.c", "ext/custom.c"): "abx_custom_argv -> op bind hook",
+    # Cycle A, tie 7 is cut: POST /commands/{name} resolves the name to custom.<id>
+    # through the command registry the server installs from ext (s->commands).
+    # Issue 12's approval binding is cut: the binder asks the op's namespace descriptor
+    # (bind_cwd, bind_argv), which commands.c and custom.c fill; the server starts ext's.
 }
 
 

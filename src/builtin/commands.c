@@ -98,9 +98,16 @@ static json_t *session_json(const session *x)
     return json_pack("{s:s, s:s?, s:O, s:s}", "id", x->id, "cwd", x->cwd, "env", x->env, "created_at", ts);
 }
 
-char *abx_sessions_cwd(abx_server *s, const char *id, const char *owner)
+/* The approval binder's question (abx_namespace.bind_cwd): the directory a held
+ * commands.sessions.exec will start in is the one its session remembers for the
+ * caller. malloc'd; NULL for other ops, unknown sessions and sessions without one. */
+static char *sessions_bind_cwd(abx_ctx *ctx, const json_t *args)
 {
-    struct abx_sessions *ss = id && owner ? abx_ns_state(s, &abx_ns_commands) : NULL;
+    if (strcmp(abx_ctx_op_id(ctx), "commands.sessions.exec") != 0)
+        return NULL;
+    const char *id = json_string_value(json_object_get(args, "id"));
+    const char *owner = abx_ctx_principal(ctx);
+    struct abx_sessions *ss = id && owner ? abx_ctx_ns_state(ctx, &abx_ns_commands) : NULL;
     if (!ss)
         return NULL;
     pthread_mutex_lock(&ss->mu);
@@ -286,4 +293,4 @@ static const abx_op_def commands_ops[] = {
 };
 
 const abx_namespace abx_ns_commands = {.name = "commands", .ops = commands_ops, .state_new = sessions_new,
-                                         .state_free = sessions_free};
+                                         .state_free = sessions_free, .bind_cwd = sessions_bind_cwd};

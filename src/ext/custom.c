@@ -125,7 +125,10 @@ static abx_err custom_run(abx_ctx *ctx, const json_t *args, abx_reply *r)
     return abx_exec_run(ctx, args, &o, 0, r);
 }
 
-char **abx_custom_argv(abx_ctx *ctx, const json_t *args)
+/* The approval binder's question (abx_namespace.bind_argv): the argv a declarative
+ * command would run for these arguments, in the request's arena; NULL for any other op
+ * (approvals bind the files it names). */
+static char **custom_bind_argv(abx_ctx *ctx, const json_t *args)
 {
     if (ctx->req->op->def->handler != custom_run)
         return NULL;
@@ -133,6 +136,10 @@ char **abx_custom_argv(abx_ctx *ctx, const json_t *args)
     char why[200];
     return expand(ctx, abx_ctx_udata(ctx), args, &argv, why, sizeof why) == ABX_OK ? argv : NULL;
 }
+
+/* The custom.* ops come from the config (registered at load), so the descriptor has no
+ * table of its own: it is there for the binder. The server starts it after the built-ins. */
+const abx_namespace abx_ext_ns_custom = {.name = "custom", .bind_argv = custom_bind_argv};
 
 /* ---- loading ---- */
 
@@ -558,6 +565,15 @@ int abx__ext_custom_load(abx_ext *e, abx_registry *reg, const abx_config *cfg, c
             rc = -1;
     }
     return rc;
+}
+
+const char *abx_ext_command_at(void *ud, size_t i, const char **name)
+{
+    const abx_ext *e = ud;
+    if (!e || i >= e->n_commands)
+        return NULL;
+    *name = e->commands[i].name;
+    return e->commands[i].id;
 }
 
 const abx_ext_command *abx_ext_command_find(const abx_ext *e, const char *name)

@@ -17,6 +17,7 @@
 typedef struct abx_ext abx_ext;
 typedef struct abx_pyworker abx_pyworker;
 struct abx_server;
+struct abx_namespace;
 struct abx_policy;
 
 /* A declarative command as the legacy routes see it (POST /commands/{name}). */
@@ -50,6 +51,10 @@ void abx_ext_free(abx_ext *e);
 int abx_ext_line_of(const abx_ext *e, const char *id);
 /* A declarative command by its original name, or NULL. */
 const abx_ext_command *abx_ext_command_find(const abx_ext *e, const char *name);
+/* The i-th declarative command's op id and original name (*name), or NULL past the
+ * last; ud is the abx_ext. The server installs it as the pipeline's command registry
+ * (abx_command_at_fn). */
+const char *abx_ext_command_at(void *ud, size_t i, const char **name);
 
 /* At server start (after the policy compiled) and at each reload: compute, for each
  * Python worker, the union of the roots the statements mounting its ops grant under
@@ -61,9 +66,9 @@ void abx_ext_workers_stop(abx_ext *e);
 /* Reload: warn when custom:/load: changed (ops are registered once, at start). */
 void abx_ext_reload_check(const abx_ext *e, const abx_config *fresh, abx_diags *d);
 
-/* The argv a declarative command (custom.*) would run for these arguments, in the
- * request's arena; NULL for any other op (approvals bind the files it names). */
-char **abx_custom_argv(abx_ctx *ctx, const json_t *args);
+/* The declarative commands' namespace (custom.*): no op table (they are registered at
+ * load) and no state; it tells the approval binder the argv a held call will run. */
+extern const struct abx_namespace abx_ext_ns_custom;
 
 /* internal: each form's loader (custom.c, plugin.c, pyworker.c) */
 void abx__ext_origin(abx_ext *e, const char *id, int line);

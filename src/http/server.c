@@ -5,6 +5,7 @@
  * value to abx_dispatch and renders the reply. Never decides policy itself. */
 #include "pipeline/pipeline.h"
 #include "builtin/builtin.h"
+#include "ext/ext.h"
 #include "core/yaml.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -163,6 +164,8 @@ abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char 
     size_t before = dd->errors;
     state_precheck(s, dd); /* before plugins and Python modules run any code */
     s->ext = dd->errors > before ? NULL : abx_ext_load(s->reg, &s->cfg, s->workspace, dd);
+    s->commands.fn = abx_ext_command_at; /* POST /commands/{name} resolves through ext */
+    s->commands.ud = s->ext;
     if (!s->ext || dd->errors > before) {
         size_t off = (size_t)snprintf(errbuf, errlen, "config errors:");
         for (size_t i = 0; i < dd->n && off < errlen; i++)
@@ -477,6 +480,19 @@ int abx_server_reload(abx_server *s, abx_diags *diags)
 /* The pipeline's way back to the config file (system.reload, abx_ctx_reload). */
 static int reload_installed(void *ud, abx_diags *diags) { return abx_server_reload(ud, diags); }
 
+/* The built-in namespaces, then ext's (declarative commands): the server composes the
+ * list, so the pipeline names neither. */
+static int start_namespaces(abx_server *s, char *errbuf, size_t errlen)
+{
+    const abx_namespace *list[ABX_ARRAY_LEN(s->ns) + 2];
+    size_t n = 0;
+    for (const abx_namespace *const *ns = abx_builtin_namespaces; *ns && n < ABX_ARRAY_LEN(s->ns); ns++)
+        list[n++] = *ns;
+    list[n++] = &abx_ext_ns_custom;
+    list[n] = NULL;
+    return abx_ns_start(s, list, errbuf, errlen);
+}
+
 int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
 {
     if (s->started) {
@@ -519,7 +535,7 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
         snprintf(errbuf, errlen, "out of memory");
         return -1;
     }
-    if (abx_ns_start(s, abx_builtin_namespaces, errbuf, errlen) != 0)
+    if (start_namespaces(s, errbuf, errlen) != 0)
         return -1;
     if (!s->cfg.ledger_off) {
         s->ledger_path = ledger_path_of(s->no_listen, &s->cfg, true);

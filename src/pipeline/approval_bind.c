@@ -247,7 +247,7 @@ static void consider_words(binder *B, const char *s)
 }
 
 /* The directory relative argv words are resolved against, as the process will get it:
- * the admitted cwd, else a session's remembered one, else the statement's first root,
+ * the admitted cwd, else what the op's namespace says (a session's remembered one), else the statement's first root,
  * else the workspace (exec.c). malloc'd. */
 static char *call_cwd(abx_request *r, const abx_fs_view *v)
 {
@@ -255,9 +255,9 @@ static char *call_cwd(abx_request *r, const abx_fs_view *v)
     for (size_t i = 0; i < d->n_paths; i++)
         if (strcmp(d->paths[i].param, "cwd") == 0)
             return abx_strdup(d->paths[i].canonical);
-    if (strcmp(r->op->id, "commands.sessions.exec") == 0) {
-        char *c = abx_sessions_cwd(r->server, json_string_value(json_object_get(r->args, "id")),
-                                   abx_policy_principal_id(r->policy, r->slot));
+    const abx_namespace *ns = abx_ns_of(r->server, r->op->id);
+    if (ns && ns->bind_cwd) { /* a session's remembered directory (commands.c) */
+        char *c = ns->bind_cwd(&r->ctx, r->args);
         if (c)
             return c;
     }
@@ -302,7 +302,8 @@ abx_err abx_bind_files(abx_request *r, abx_bound_files *out, char *msg, size_t m
         consider(&B, "/", d->paths[i].canonical, strlen(d->paths[i].canonical), true);
     char *const *argv = d->argv.v;
     size_t argc = d->argv.n;
-    if (!argc && (argv = abx_custom_argv(&r->ctx, r->args))) /* a declarative command's own template */
+    const abx_namespace *ns = argc ? NULL : abx_ns_of(r->server, r->op->id);
+    if (ns && ns->bind_argv && (argv = ns->bind_argv(&r->ctx, r->args))) /* a declarative command's template */
         while (argv[argc])
             argc++;
     for (size_t i = 0; i < argc; i++) {

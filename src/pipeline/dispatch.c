@@ -402,8 +402,8 @@ static abx_err step4_5_resolve_mounted(abx_request *r)
     } else if (r->door == ABX_DOOR_COMMANDS) {
         /* by original name, and only declarative commands: never a way around the REST routes */
         asked = r->op_name;
-        const abx_ext_command *c = asked ? abx_ext_command_find(r->server->ext, asked) : NULL;
-        r->op = c ? abx_registry_get(reg, c->id) : NULL;
+        const char *id = asked ? abx_command_op_id(r->server, asked) : NULL;
+        r->op = id ? abx_registry_get(reg, id) : NULL;
         if (r->op)
             r->op_index = abx_registry_index_of(reg, r->op);
     } else {

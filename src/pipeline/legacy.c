@@ -2,8 +2,19 @@
  * POST /batch (authenticated once, no op of its own, audited in step 10) that lists the
  * declarative commands mounted for the caller by their original names. Calls go
  * through POST /commands/{name}, which dispatch.c resolves by that name to the op
- * custom.<mangled> and runs through the whole pipeline. */
+ * custom.<mangled> (abx_command_op_id, asking the registry the server installed from
+ * ext) and runs through the whole pipeline. */
 #include "pipeline/pipeline.h"
+#include <string.h>
+
+const char *abx_command_op_id(abx_server *s, const char *name)
+{
+    const char *id, *n;
+    for (size_t i = 0; s->commands.fn && (id = s->commands.fn(s->commands.ud, i, &n)); i++)
+        if (strcmp(n, name) == 0)
+            return id;
+    return NULL;
+}
 
 void abx_commands_list(abx_request *r)
 {
@@ -11,14 +22,15 @@ void abx_commands_list(abx_request *r)
         abx_fail(r, ABX_E_AUTH_REQUIRED, "credentials are required: Authorization: Bearer <token>");
         return;
     }
-    const abx_ext *e = r->server->ext;
-    const abx_registry *reg = r->server->reg;
+    abx_server *s = r->server;
+    const abx_registry *reg = s->reg;
     json_t *list = json_array();
-    for (size_t i = 0; e && list && i < e->n_commands; i++) {
-        const abx_op *op = abx_registry_get(reg, e->commands[i].id);
+    const char *id, *name;
+    for (size_t i = 0; s->commands.fn && list && (id = s->commands.fn(s->commands.ud, i, &name)); i++) {
+        const abx_op *op = abx_registry_get(reg, id);
         if (!op || !abx_policy_mounted(r->policy, r->slot, abx_registry_index_of(reg, op)))
             continue;
-        json_array_append_new(list, json_pack("{s:s, s:s, s:s?, s:o}", "name", e->commands[i].name, "op", op->id,
+        json_array_append_new(list, json_pack("{s:s, s:s, s:s?, s:o}", "name", name, "op", op->id,
                                               "summary", op->def->summary, "params", abx_op_args_schema(op)));
     }
     if (!list) {

@@ -5,6 +5,7 @@
  * the server: a handler finds its state through the descriptor it owns. */
 #include "pipeline/pipeline.h"
 #include <stdio.h>
+#include <string.h>
 
 
 int abx_ns_start(abx_server *s, const abx_namespace *const *list, char *err, size_t errlen)
@@ -49,3 +50,12 @@ void *abx_ns_state(abx_server *s, const abx_namespace *ns)
 }
 
 void *abx_ctx_ns_state(abx_ctx *ctx, const abx_namespace *ns) { return abx_ns_state(ctx->req->server, ns); }
+
+const abx_namespace *abx_ns_of(abx_server *s, const char *op_id)
+{
+    size_t len = strcspn(op_id, ".");
+    for (size_t i = 0; i < s->n_ns; i++)
+        if (strlen(s->ns[i].ns->name) == len && strncmp(s->ns[i].ns->name, op_id, len) == 0)
+            return s->ns[i].ns;
+    return NULL;
+}

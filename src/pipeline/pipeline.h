@@ -15,7 +15,6 @@
 #include "sandbox/jail.h"
 #include "sandbox/procs.h"
 #include "ledger/ledger.h"
-#include "ext/ext.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,6 +29,7 @@ typedef enum abx_door {
     ABX_DOOR_MCP,    /* POST /mcp (Streamable HTTP) and abx mcp (stdio), and the calls inside */
     ABX_DOOR_COMMANDS /* the legacy command registry: POST /commands/{name}, GET /commands */
 } abx_door;
+typedef struct abx_ext abx_ext; /* ext/ext.h: the server owns it; the pipeline only holds it */
 typedef struct abx_approval abx_approval;
 typedef struct abx_approvals abx_approvals;
 const char *abx_door_name(abx_door d);
@@ -72,7 +72,16 @@ typedef struct abx_namespace {
     const abx_op_def *ops;           /* terminated by a zeroed entry */
     void *(*state_new)(void);        /* NULL: no state; returns NULL when out of memory */
     void (*state_free)(void *state);
+    /* What a held call of one of its ops will run, where the decision does not say it
+     * (approval_bind.c hashes the files it names); NULL: nothing to add. */
+    char *(*bind_cwd)(abx_ctx *ctx, const json_t *args);   /* the start directory, malloc'd, or NULL */
+    char **(*bind_argv)(abx_ctx *ctx, const json_t *args); /* the argv, in the request's arena, or NULL */
 } abx_namespace;
+
+/* The legacy command registry (POST /commands/{name}, GET /commands): the i-th
+ * declarative command's op id (custom.<mangled>) with its original name in *name, or
+ * NULL past the last. ext answers it; the server installs it (s->commands). */
+typedef const char *(*abx_command_at_fn)(void *ud, size_t i, const char **name);
 
 struct abx_server {
     abx_registry *reg;          /* owned child registry */
@@ -100,6 +109,10 @@ struct abx_server {
     char runtime_dir[64];       /* private TMPDIRs live below it (the process manager makes them) */
     struct { const abx_namespace *ns; void *state; } ns[16]; /* each namespace's state (owned) */
     size_t n_ns;
+    struct {                    /* installed by the server with ext: the legacy command registry */
+        abx_command_at_fn fn;   /* NULL: no declarative commands */
+        void *ud;
+    } commands;
     struct {                    /* installed by the server at start: re-read the config (abx_ctx_reload) */
         int (*fn)(void *ud, abx_diags *diags);
         void *ud;
@@ -371,10 +384,13 @@ void abx_ns_stop(abx_server *s);
 /* ns's state on this server, or NULL (no state, or the server did not start it) */
 void *abx_ns_state(abx_server *s, const abx_namespace *ns);
 void *abx_ctx_ns_state(abx_ctx *ctx, const abx_namespace *ns);
+/* The started namespace whose name is op_id's first segment ("commands" for
+ * "commands.sessions.exec"), or NULL. */
+const abx_namespace *abx_ns_of(abx_server *s, const char *op_id);
 
-/* command sessions (builtin/commands.c) */
-/* The working directory a session remembers (for the owner), malloc'd; NULL if none. */
-char *abx_sessions_cwd(abx_server *s, const char *id, const char *owner);
+/* legacy commands (legacy.c): the op id of the declarative command called name (its
+ * original name from the config), or NULL */
+const char *abx_command_op_id(abx_server *s, const char *name);
 
 /* snapshot capture (one reference; release with abx_policy_unref) */
 abx_policy *abx_server_snapshot(abx_server *s);
