@@ -179,9 +179,8 @@ static bool load_limits(abx_config *c, abx_diags *d)
             c->auth_failures = (int)json_integer_value(val);
         } else {
             abx_diag_add(d, "error", "config.unknown_key", line,
-                         "unknown key 'limits.%s' (request_max_bytes, upload_max_bytes, header_bytes, headers, connections, "
-                         "read_timeout, "
-                         "approval_ttl, auth_failures)", k);
+                         "unknown key 'limits.%s' (request_max_bytes, upload_max_bytes, header_bytes, headers, "
+                         "connections, read_timeout, approval_ttl, auth_failures)", k);
             return false;
         }
     }
