@@ -136,6 +136,21 @@ static bool load_limits(abx_config *c, abx_diags *d)
                 c->request_max_bytes = x;
             else
                 c->upload_max_bytes = x;
+        } else if (strcmp(k, "header_bytes") == 0) {
+            /* the ceiling stays under libmicrohttpd's per-connection memory (128 KiB), which
+             * must also hold the read buffer: past it MHD would answer by itself */
+            x = text ? abx_parse_size(text) : -1;
+            if (x < 1024 || x > 64 * 1024) {
+                abx_diag_add(d, "error", "config.bad_value", line, "'limits.header_bytes' must be a size 1KiB..64KiB");
+                return false;
+            }
+            c->header_bytes = x;
+        } else if (strcmp(k, "headers") == 0) {
+            if (!json_is_integer(val) || json_integer_value(val) < 8 || json_integer_value(val) > 1000) {
+                abx_diag_add(d, "error", "config.bad_value", line, "'limits.headers' must be 8..1000");
+                return false;
+            }
+            c->header_count = (int)json_integer_value(val);
         } else if (strcmp(k, "connections") == 0) {
             if (!json_is_integer(val) || json_integer_value(val) < 1 || json_integer_value(val) > 100000) {
                 abx_diag_add(d, "error", "config.bad_value", line, "'limits.connections' must be 1..100000");
@@ -164,8 +179,8 @@ static bool load_limits(abx_config *c, abx_diags *d)
             c->auth_failures = (int)json_integer_value(val);
         } else {
             abx_diag_add(d, "error", "config.unknown_key", line,
-                         "unknown key 'limits.%s' (request_max_bytes, upload_max_bytes, connections, read_timeout, "
-                         "approval_ttl, auth_failures)", k);
+                         "unknown key 'limits.%s' (request_max_bytes, upload_max_bytes, header_bytes, headers, "
+                         "connections, read_timeout, approval_ttl, auth_failures)", k);
             return false;
         }
     }
@@ -183,6 +198,8 @@ static void set_defaults(abx_config *c)
     c->auth_failures = 100;
     c->upload_max_bytes = 4LL * 1024 * 1024 * 1024;
     c->connections = 256;
+    c->header_bytes = 16 * 1024;
+    c->header_count = 100;
     c->read_timeout_ms = 3000;
 }
 

@@ -32,6 +32,8 @@ typedef struct abx_config {
     int auth_failures;                   /* failed authentications per minute, all addresses together (100) */
     int64_t upload_max_bytes;
     int connections;
+    int64_t header_bytes; /* request line + headers, bytes (431 past it) */
+    int header_count;     /* headers per request (431 past it) */
     int64_t read_timeout_ms;
     bool confine_set, confine_required;  /* unset: required where the kernel has Landlock */
     bool run_as_set;                     /* unset: auto (the workspace's owner) */

@@ -1019,6 +1019,34 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     return MHD_YES;
 }
 
+/* The size of the header section as it came on the wire (request line, each header line,
+ * the blank line), rebuilt from what libmicrohttpd parsed: it keeps the whole block in the
+ * connection's memory pool, whose 128 KiB bound is far above the 16 KiB we promise. */
+typedef struct hdr_size {
+    size_t bytes;
+    size_t count;
+} hdr_size;
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t klen,
+                                    const char *value, size_t vlen)
+{
+    (void)kind;
+    (void)key;
+    (void)value;
+    hdr_size *hz = cls;
+    hz->bytes += klen + 2 + vlen + 2; /* "Key: value\r\n" */
+    hz->count++;
+    return MHD_YES;
+}
+
+static bool headers_within_limits(struct MHD_Connection *c, const abx_config *cfg, const char *method,
+                                  size_t target_len, const char *version)
+{
+    hdr_size hz = {strlen(method) + 1 + target_len + 1 + strlen(version) + 2 + 2, 0};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, count_header, &hz);
+    return hz.bytes <= (size_t)cfg->header_bytes && hz.count <= (size_t)cfg->header_count;
+}
+
 static bool host_allowed(abx_server *s, const char *host)
 {
     if (!host)
@@ -1063,11 +1091,16 @@ static bool is_json_type(const char *ct)
 }
 
 /* First call for a request: step 0 and the transport half of step 1. */
-static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const char *method)
+static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const char *method,
+                                  const char *version)
 {
     abx_request *r = cr->r;
     abx_server *s = r->server;
     r->method = abx_arena_strdup(r->arena, method);
+    /* step 0a: bounded headers, before anything reads them (and before authentication) */
+    if (!headers_within_limits(c, &s->cfg, method, cr->raw_len, version))
+        return reject(c, cr, ABX_E_REQUEST_HEADERS_TOO_LARGE,
+                      "the request line and headers exceed limits.header_bytes or limits.headers");
     /* step 0b: the raw target */
     if (!abx_target_ok(cr->raw, cr->raw_len))
         return reject(c, cr, ABX_E_REQUEST_BAD_TARGET, "the request target is malformed");
@@ -1170,7 +1203,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_reply(c, cr);
     }
     if (!cr->started) {
-        enum MHD_Result rc = first_call(c, cr, method);
+        enum MHD_Result rc = first_call(c, cr, method, version);
         cr->started = true;
         return rc;
     }
