@@ -2103,18 +2103,7 @@ int abx_policy_fd_check(const abx_policy *p, int slot, const abx_op *op, const a
 bool abx_policy_path_visible(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d,
                              const char *canonical)
 {
-    if (d->err)
-        return false;
-    for (size_t i = 0; i < p->n_deny; i++) {
-        const abx_stmt *s = &p->deny[i];
-        if (!s->has_paths || (s->n_ops && !stmt_has_op(s, op, false)) ||
-            (s->n_principals && !stmt_has_principal(p, s, slot)))
-            continue;
-        for (int a = 0; a < ABX_ACC_IDX__N; a++)
-            if (pattern_list_match(s->paths[a], s->n_paths[a], canonical, NULL))
-                return false;
-    }
-    if (protected_path(p, canonical, ABX_ACC_READ))
+    if (d->err || abx_policy_path_hidden(p, slot, op, canonical))
         return false;
     for (size_t i = 0; i < d->n_admitting; i++) {
         const abx_stmt *s = &p->allow[d->admitting[i]];
