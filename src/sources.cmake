@@ -6,6 +6,7 @@ set(ABX_SRC_CORE
   src/core/errors.c
   src/core/fault.c
   src/core/ids.c
+  src/core/linemap.c
   src/core/registry.c
   src/core/schema.c
   src/core/util.c

@@ -25,7 +25,6 @@ ALLOWED = {
     "builtin/files.c": 3201,
     "config/config.c:abx_config_load": 267,
     "core/util.c": 1067,
-    "core/yaml.c": 857,
     "doors/mcp.c": 1279,
     "ext/pyworker.c": 1026,
     "ledger/ledger.c": 1490,
