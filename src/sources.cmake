@@ -74,6 +74,7 @@ set(ABX_SRC_EXT
   src/ext/custom.c
   src/ext/ext.c
   src/ext/plugin.c
+  src/ext/pycatalog.c
   src/ext/pyworker.c
 )
 set(ABX_SRC_DOORS

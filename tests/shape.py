@@ -26,7 +26,6 @@ ALLOWED = {
     "config/config.c:abx_config_load": 267,
     "core/util.c": 1067,
     "doors/mcp.c": 1279,
-    "ext/pyworker.c": 1026,
     "ledger/ledger.c": 1490,
     "pipeline/dispatch.c": 887,
     "policy/paths.c:abx_path_canon_gated": 154,
