@@ -181,7 +181,7 @@ static int check_decl(const abx_op_def *d, bool builtin, char *err, size_t errle
         snprintf(err, errlen, "op '%s' has no handler", d->id);
         return -1;
     }
-    if (d->effects & ~(unsigned)(ABX_EFF_READ | ABX_EFF_WRITE | ABX_EFF_DELETE | ABX_EFF_EXEC | ABX_EFF_NET | ABX_EFF_ADMIN)) {
+    if (d->effects & ~((1u << ABX_EFF__COUNT) - 1)) {
         snprintf(err, errlen, "op '%s' declares unknown effect bits", d->id);
         return -1;
     }

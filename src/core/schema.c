@@ -23,22 +23,21 @@ const abx_param *abx_op_param(const abx_op *op, const char *name)
 
 const char *abx_type_name(abx_type t)
 {
-    switch (t) {
-    case ABX_T_STRING: return "string";
-    case ABX_T_INT: return "integer";
-    case ABX_T_NUMBER: return "number";
-    case ABX_T_BOOL: return "boolean";
-    case ABX_T_BYTES: return "bytes";
-    case ABX_T_LIST: return "list";
-    case ABX_T_MAP: return "map";
-    case ABX_T_ENUM: return "enum";
-    case ABX_T_OBJECT: return "object";
-    case ABX_T_ANY: return "any";
-    default: return "none";
-    }
+    static const char *const n[] = {
+#define ABX_TYPE(id, name, doc) [ABX_T_##id] = name,
+#include "abx/vocab.def"
+#undef ABX_TYPE
+    };
+    return (unsigned)t < ABX_ARRAY_LEN(n) && n[t] ? n[t] : "none";
 }
 
-static const char *const effect_names[] = {"read", "write", "delete", "exec", "net", "admin"};
+static const char *const effect_names[] = {
+#define ABX_EFFECT(id, name, doc) [ABX_EFF__##id] = name,
+#include "abx/vocab.def"
+#undef ABX_EFFECT
+};
+
+const char *abx_effect_name(unsigned index) { return index < ABX_EFF__COUNT ? effect_names[index] : NULL; }
 
 const char *abx_effects_text(unsigned effects, char *buf, size_t len)
 {
@@ -60,7 +59,11 @@ unsigned abx_effect_parse(const char *name)
 
 const char *abx_stream_name(abx_stream s)
 {
-    static const char *const n[] = {"none", "sse", "ndjson", "bytes", "ws"};
+    static const char *const n[] = {
+#define ABX_STREAM(id, name, doc) [ABX_STREAM_##id] = name,
+#include "abx/vocab.def"
+#undef ABX_STREAM
+    };
     return (unsigned)s < ABX_ARRAY_LEN(n) ? n[s] : "none";
 }
 
@@ -76,7 +79,11 @@ const char *abx_limit_name(enum abx_limit l)
 
 const char *abx_kind_name(abx_kind k)
 {
-    static const char *const n[] = {"plain", "path", "command", "url", "language", "agent"};
+    static const char *const n[] = {
+#define ABX_KIND(id, name, doc) [ABX_KIND_##id] = name,
+#include "abx/vocab.def"
+#undef ABX_KIND
+    };
     return (unsigned)k < ABX_ARRAY_LEN(n) ? n[k] : "plain";
 }
 
