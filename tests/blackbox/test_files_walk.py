@@ -90,10 +90,14 @@ def test_a_denied_subtree_and_a_denied_link_name_are_not_walked_by_any_op(abx, w
     for got in (listed(s), found(s), searched(s), set(archived(s, workspace))):
         assert not [p for p in got if p == "secret" or p.startswith("secret/")], got
         assert "masked" not in got, got  # a symlink is held to deny statements by its own name
+    # an op's own filter (find's pattern, search's include) never lets a denied entry through
+    assert "secret/s.txt" not in found(s, pattern="s.txt")
+    assert searched(s, include=["*s.txt"]) == set()
     # without the deny statement every op sees both again (the test can tell them apart)
     s2 = abx(multi_config())
     assert "secret/s.txt" in listed(s2) and "masked" in listed(s2) and "masked" in found(s2)
-    assert "secret/s.txt" in searched(s2)
+    assert "secret/s.txt" in searched(s2) and searched(s2, include=["*s.txt"]) == {"secret/s.txt"}
+    assert "secret/s.txt" in found(s2, pattern="s.txt")
 
 
 def test_hidden_names_follow_include_hidden_in_every_op(abx, workspace, tree):

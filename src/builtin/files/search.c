@@ -149,17 +149,25 @@ static void search_file(search_st *st, int fd, const struct stat *sb, const char
     json_decref(jrel);
 }
 
-/* Each entry the walker delivers (hidden names, the policy, depth and cancellation are
- * walk.h's): symlinks are not searched, an excluded directory is not entered, and a
- * regular file that passes include, exclude and max_file_size is read. */
+/* What search never reads, dropped before the policy is asked: symlinks and other
+ * non-regular files, excluded directories (with all below them), and files that do not
+ * pass include and exclude. */
+static bool search_drops(const files_walk_entry *e, void *ud)
+{
+    const search_st *st = ud;
+    if (S_ISDIR(e->st.st_mode))
+        return files_glob_any(st->exclude, e->rel, e->name);
+    return !S_ISREG(e->st.st_mode) || files_glob_any(st->exclude, e->rel, e->name) ||
+           (json_array_size(st->include) && !files_glob_any(st->include, e->rel, e->name));
+}
+
+/* Each regular file the walker delivers (hidden names, the policy, depth and
+ * cancellation are walk.h's) within max_file_size is read. */
 static files_walk_step search_entry(files_walk *w, const files_walk_entry *e, void *ud)
 {
     search_st *st = ud;
     (void)w;
-    if (S_ISDIR(e->st.st_mode))
-        return files_glob_any(st->exclude, e->rel, e->name) ? FILES_WALK_PRUNE : FILES_WALK_NEXT;
-    if (!S_ISREG(e->st.st_mode) || files_glob_any(st->exclude, e->rel, e->name) ||
-        (json_array_size(st->include) && !files_glob_any(st->include, e->rel, e->name)))
+    if (!S_ISREG(e->st.st_mode))
         return FILES_WALK_NEXT;
     if (e->st.st_size > st->max_file_size) {
         st->skipped++;
@@ -228,7 +236,8 @@ static abx_err files_search(abx_ctx *ctx, const json_t *args, abx_reply *r)
         e = files_oom(r);
     if (!e && S_ISDIR(sb.st_mode)) {
         files_walk_opts o = {.ctx = ctx, .args = args, .param = "path", .check = FILES_WALK_ADMIT,
-                             .hidden = json_is_true(json_object_get(args, "include_hidden")), .cancellable = true};
+                             .hidden = json_is_true(json_object_get(args, "include_hidden")), .cancellable = true,
+                             .filter = search_drops, .filter_ud = &st};
         bool cut = false;
         (void)files_walk_run(&o, fd, NULL, pv->canonical, "path", search_entry, &st, &cut); /* unreadable: no results */
         st.truncated = st.truncated || cut;
@@ -265,12 +274,24 @@ typedef struct find_st {
 
 /* Each entry the walker delivers: symlinks are reported as symlinks (never followed);
  * a match is one result, counted against max_results. */
+static bool find_matches(const find_st *st, const files_walk_entry *e)
+{
+    bool is_dir = S_ISDIR(e->st.st_mode);
+    bool type_ok = st->want == 0 || (st->want == 1 && S_ISREG(e->st.st_mode)) || (st->want == 2 && is_dir);
+    return type_ok && fnmatch(st->pattern, st->by_path ? e->rel : e->name, 0) == 0;
+}
+
+/* Entries that are neither a match nor a directory to go through are dropped before
+ * the policy is asked. */
+static bool find_drops(const files_walk_entry *e, void *ud)
+{
+    return !S_ISDIR(e->st.st_mode) && !find_matches(ud, e);
+}
+
 static files_walk_step find_entry(files_walk *w, const files_walk_entry *e, void *ud)
 {
     find_st *st = ud;
-    bool is_dir = S_ISDIR(e->st.st_mode);
-    bool type_ok = st->want == 0 || (st->want == 1 && S_ISREG(e->st.st_mode)) || (st->want == 2 && is_dir);
-    if (!type_ok || fnmatch(st->pattern, st->by_path ? e->rel : e->name, 0) != 0)
+    if (!find_matches(st, e))
         return FILES_WALK_NEXT;
     if (!files_walk_take(w))
         return FILES_WALK_STOP;
@@ -307,7 +328,7 @@ static abx_err files_find(abx_ctx *ctx, const json_t *args, abx_reply *r)
     }
     files_walk_opts o = {.ctx = ctx, .args = args, .param = "path", .check = FILES_WALK_ADMIT,
                          .hidden = json_is_true(json_object_get(args, "include_hidden")), .cancellable = true,
-                         .max_entries = max};
+                         .max_entries = max, .filter = find_drops, .filter_ud = &st};
     bool truncated = false;
     (void)files_walk_run(&o, fd, NULL, pv->canonical, "path", find_entry, &st, &truncated); /* unreadable: none */
     close(fd);

@@ -279,7 +279,9 @@ int files_walk_next(files_walk *w, files_walk_entry *e)
             cur_release(w);
             return walk_fail_oom(w);
         }
-        int ok = entry_allowed(w);
+        *e = (files_walk_entry){.dirfd = top->fd, .name = w->name, .rel = w->rel, .abs = w->abs,
+                                .abs_b = w->abs_b, .st = w->st, .depth = w->n - 1};
+        int ok = w->o.filter && w->o.filter(e, w->o.filter_ud) ? 0 : entry_allowed(w);
         if (ok < 0)
             return -1;
         if (ok == 0) {
@@ -289,8 +291,6 @@ int files_walk_next(files_walk *w, files_walk_entry *e)
         w->dirfd = top->fd;
         w->depth = w->n - 1;
         w->enter = S_ISDIR(w->st.st_mode); /* never a symlink: the stat did not follow it */
-        *e = (files_walk_entry){.dirfd = w->dirfd, .name = w->name, .rel = w->rel, .abs = w->abs,
-                                .abs_b = w->abs_b, .st = w->st, .depth = w->depth};
         return 1;
     }
     return w->err ? -1 : 0;

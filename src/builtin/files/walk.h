@@ -11,7 +11,8 @@
  *     lead out of the jail nor form a loop; what the op does with the link (show it,
  *     skip it, copy or archive it as a link, remove it) is the op's rule, never its target.
  *  3. Hidden names (a leading '.') are skipped unless the walk asks for them.
- *  4. Policy. Unless the walk says otherwise, an entry the call could not name on its own
+ *  4. Policy. Unless the walk says otherwise (and after the op's own filter, which can
+ *     only drop entries), an entry the call could not name on its own
  *     is neither delivered nor entered (check, below): a denied or protected path, one
  *     outside the call's scopes or roots, a denied identity under another name. With
  *     FILES_WALK_REQUIRE such an entry fails the whole walk before the op changes anything.
@@ -51,6 +52,13 @@ typedef enum files_walk_check {
     FILES_WALK_NONE,
 } files_walk_check;
 
+typedef struct files_walk_entry files_walk_entry;
+/* An op's own filter, asked before the policy: true drops the entry unseen (a directory
+ * with everything below it). Dropping reveals nothing, and spares a policy decision for
+ * each entry the op would not return anyway (find's non-matching names, search's
+ * excluded files). */
+typedef bool (*files_walk_filter)(const files_walk_entry *e, void *ud);
+
 typedef struct files_walk_opts {
     abx_ctx *ctx;
     abx_reply *r;          /* a failing walk's error goes here (strict or REQUIRE) */
@@ -66,10 +74,12 @@ typedef struct files_walk_opts {
     int max_depth;         /* 0: FILES_WALK_MAX_DEPTH */
     int64_t max_entries;   /* files_walk_take; <= 0: no limit */
     int64_t max_bytes;     /* files_walk_charge; <= 0: no limit */
+    files_walk_filter filter; /* NULL: none */
+    void *filter_ud;
 } files_walk_opts;
 
 /* One entry; its strings and dirfd are valid until the next files_walk_next. */
-typedef struct files_walk_entry {
+struct files_walk_entry {
     int dirfd;             /* the directory that holds it (the walk's fd: do not close) */
     const char *name;      /* its name in dirfd (one component) */
     const char *rel;       /* its path from the start ("a/b"), below the start's prefix */
@@ -78,7 +88,7 @@ typedef struct files_walk_entry {
     struct stat st;        /* lstat: a symlink is a symlink */
     int depth;             /* 0: in the start directory */
     bool post;             /* a directory delivered again after its entries (opts.post) */
-} files_walk_entry;
+};
 
 typedef struct files_walk files_walk;
 
