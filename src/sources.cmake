@@ -63,7 +63,18 @@ set(ABX_SRC_BUILTIN
   src/builtin/commands.c
   src/builtin/core.c
   src/builtin/exec.c
-  src/builtin/files.c
+  src/builtin/files/archive.c
+  src/builtin/files/common.c
+  src/builtin/files/files.c
+  src/builtin/files/gitwarn.c
+  src/builtin/files/read.c
+  src/builtin/files/search.c
+  src/builtin/files/stage.c
+  src/builtin/files/transfer.c
+  src/builtin/files/tree.c
+  src/builtin/files/walk.c
+  src/builtin/files/watch.c
+  src/builtin/files/write.c
   src/builtin/gitcfg.c
   src/builtin/ledger_ops.c
   src/builtin/process.c
