@@ -219,6 +219,113 @@ static bool record_mask_idents(abx_policy *p)
     return true;
 }
 
+/* The policy block itself: a mapping of known keys; sets c->strict. */
+static bool read_policy_block(cctx *c, const json_t *pol)
+{
+    static const char *const pkeys[] = {"strict", "presets", "allow", "deny", NULL};
+    if (pol && !json_is_object(pol)) {
+        abx_diag_add(c->d, "error", "config.invalid", abx_pol_line_of(c, pol, NULL), "'policy' must be a mapping");
+        return false;
+    }
+    if (pol && !abx_pol_check_keys(c, pol, pkeys, "policy"))
+        return false;
+    const json_t *strict = pol ? json_object_get(pol, "strict") : NULL;
+    if (strict && !json_is_boolean(strict)) {
+        abx_diag_add(c->d, "error", "config.bad_value", abx_pol_line_of(c, pol, "strict"),
+                     "'strict' must be a boolean");
+        return false;
+    }
+    c->strict = !strict || json_is_true(strict);
+    return true;
+}
+
+/* anonymous ops: an implicit statement (default: core.health only) */
+static bool add_anonymous(cctx *c, json_t *anon)
+{
+    json_t *st = json_pack("{s:O?, s:[s]}", "ops", anon, "principals", "anonymous");
+    if (!anon)
+        json_object_set_new(st, "ops", json_pack("[s]", "core.health"));
+    abx_stmt s;
+    bool ok = abx_pol_parse_stmt(c, &s, st, true, "auth.anonymous");
+    json_decref(st);
+    if (!ok || !abx_pol_add_stmt(&c->p->allow, &c->p->n_allow, &s)) {
+        abx_pol_stmt_release(&s);
+        return false;
+    }
+    return true;
+}
+
+/* No policy block means the workspace preset; otherwise the presets it names. */
+static bool add_presets(cctx *c, const json_t *pol)
+{
+    if (!pol)
+        return expand_preset(c, "workspace", 0);
+    if (!json_object_get(pol, "presets"))
+        return true;
+    char **names;
+    size_t n;
+    if (!abx_pol_strlist(c, pol, "presets", &names, &n))
+        return false;
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = expand_preset(c, names[i], abx_pol_line_of(c, pol, "presets"));
+    abx_pol_free_strlist(names, n);
+    return ok;
+}
+
+/* policy.allow and policy.deny, labelled "allow[i]" and "deny[i]". */
+static bool add_statements(cctx *c, const json_t *pol)
+{
+    static const char *const sides[] = {"allow", "deny"};
+    abx_policy *p = c->p;
+    for (int side = 0; side < 2 && pol; side++) {
+        const json_t *list = json_object_get(pol, sides[side]);
+        if (!list)
+            continue;
+        if (!json_is_array(list)) {
+            abx_diag_add(c->d, "error", "config.invalid", abx_pol_line_of(c, pol, sides[side]),
+                         "'policy.%s' must be a list", sides[side]);
+            return false;
+        }
+        size_t i;
+        json_t *it;
+        json_array_foreach(list, i, it)
+        {
+            char label[32];
+            snprintf(label, sizeof label, "%s[%zu]", sides[side], i);
+            abx_stmt s;
+            if (!abx_pol_parse_stmt(c, &s, it, side == 0, label) ||
+                !abx_pol_add_stmt(side == 0 ? &p->allow : &p->deny, side == 0 ? &p->n_allow : &p->n_deny, &s)) {
+                abx_pol_stmt_release(&s);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* What the snapshot precomputes once the statements stand: deny identities, the
+ * admission counters, the mount table and the process masks. */
+static bool derive_tables(cctx *c)
+{
+    abx_policy *p = c->p;
+    for (size_t i = 0; i < p->n_principals; i++)
+        for (size_t r = 0; r < p->principals[i].n_roles; r++)
+            if (strcmp(p->principals[i].roles[r], "approver") == 0)
+                p->has_approver = true;
+    if (!compile_idents(p)) {
+        abx_diag_add(c->d, "error", "config.internal", 0, "out of memory resolving deny identities");
+        return false;
+    }
+    p->concurrency = abx_calloc(p->n_allow + 1, sizeof *p->concurrency);
+    p->rate_tat = abx_calloc((p->n_principals + 1) * p->n_allow + 1, sizeof *p->rate_tat);
+    if (!build_mount_table(c) || !p->concurrency || !p->rate_tat || !record_mask_idents(p)) {
+        abx_diag_add(c->d, "error", "config.internal", 0, "out of memory building the mount table");
+        return false;
+    }
+    return true;
+}
+
 abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
 {
     abx_policy *p = abx_calloc(1, sizeof *p);
@@ -238,111 +345,13 @@ abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
             abx_pol_add_protected(p, in->protected_files[i],
                                   in->protected_what ? in->protected_what[i] : "abx's own file");
     json_t *anon = NULL;
-    if (!abx_pol_parse_auth(&c, in->auth, &anon))
+    if (!abx_pol_parse_auth(&c, in->auth, &anon) || !read_policy_block(&c, in->policy) || !add_anonymous(&c, anon) ||
+        !add_presets(&c, in->policy) || !add_statements(&c, in->policy))
         goto fail;
-    const json_t *pol = in->policy;
-    static const char *const pkeys[] = {"strict", "presets", "allow", "deny", NULL};
-    if (pol && !json_is_object(pol)) {
-        abx_diag_add(diags, "error", "config.invalid", abx_pol_line_of(&c, pol, NULL), "'policy' must be a mapping");
-        goto fail;
-    }
-    if (pol && !abx_pol_check_keys(&c, pol, pkeys, "policy"))
-        goto fail;
-    const json_t *strict = pol ? json_object_get(pol, "strict") : NULL;
-    if (strict && !json_is_boolean(strict)) {
-        abx_diag_add(diags, "error", "config.bad_value", abx_pol_line_of(&c, pol, "strict"),
-                     "'strict' must be a boolean");
-        goto fail;
-    }
-    c.strict = !strict || json_is_true(strict);
-    /* anonymous ops: an implicit statement (default: core.health only) */
-    {
-        json_t *st = json_pack("{s:O?, s:[s]}", "ops", anon, "principals", "anonymous");
-        if (!anon)
-            json_object_set_new(st, "ops", json_pack("[s]", "core.health"));
-        abx_stmt s;
-        bool ok = abx_pol_parse_stmt(&c, &s, st, true, "auth.anonymous");
-        json_decref(st);
-        if (!ok || !abx_pol_add_stmt(&p->allow, &p->n_allow, &s)) {
-            abx_pol_stmt_release(&s);
-            goto fail;
-        }
-    }
-    const json_t *presets = pol ? json_object_get(pol, "presets") : NULL;
-    if (!pol) {
-        if (!expand_preset(&c, "workspace", 0))
-            goto fail;
-    } else if (presets) {
-        char **names;
-        size_t n;
-        if (!abx_pol_strlist(&c, pol, "presets", &names, &n))
-            goto fail;
-        for (size_t i = 0; i < n; i++)
-            if (!expand_preset(&c, names[i], abx_pol_line_of(&c, pol, "presets"))) {
-                abx_pol_free_strlist(names, n);
-                goto fail;
-            }
-        abx_pol_free_strlist(names, n);
-    }
-    static const char *const sides[] = {"allow", "deny"};
-    for (int side = 0; side < 2 && pol; side++) {
-        const json_t *list = json_object_get(pol, sides[side]);
-        if (!list)
-            continue;
-        if (!json_is_array(list)) {
-            abx_diag_add(diags, "error", "config.invalid", abx_pol_line_of(&c, pol, sides[side]),
-                         "'policy.%s' must be a list",
-                         sides[side]);
-            goto fail;
-        }
-        size_t i;
-        json_t *it;
-        json_array_foreach(list, i, it)
-        {
-            char label[32];
-            snprintf(label, sizeof label, "%s[%zu]", sides[side], i);
-            abx_stmt s;
-            if (!abx_pol_parse_stmt(&c, &s, it, side == 0, label) ||
-                !abx_pol_add_stmt(side == 0 ? &p->allow : &p->deny, side == 0 ? &p->n_allow : &p->n_deny, &s)) {
-                abx_pol_stmt_release(&s);
-                goto fail;
-            }
-        }
-    }
-    /* scope_required: a statement mounting an op with a declared path, command, url,
-     * language or agent parameter must carry the matching scope */
-    for (size_t a = 0; a < p->n_allow; a++) {
-        const abx_stmt *s = &p->allow[a];
-        for (size_t o = 0; o < abx_registry_count(p->reg); o++) {
-            const abx_op *op = abx_registry_at(p->reg, o);
-            const char *missing = abx_pol_scope_missing(s, op);
-            if (missing && abx_pol_stmt_has_op(s, op, true)) {
-                /* a lint error: with allow_lint_errors the server starts and such calls get
-                 * 403 policy.scope_required (there is no "no scope, no check" fallback) */
-                abx_diag_add(diags, in->allow_lint_errors ? "warning" : "error", "config.scope_required", s->line,
-                             "%s mounts '%s', which has %s parameters, but carries no '%s' scope", s->label, op->id,
-                             missing, missing);
-                break;
-            }
-        }
-    }
+    abx_pol_lint_scope_required(p, in->allow_lint_errors, diags);
     abx_pol_check_state_layout(&c);
-    for (size_t i = 0; i < p->n_principals; i++)
-        for (size_t r = 0; r < p->principals[i].n_roles; r++)
-            if (strcmp(p->principals[i].roles[r], "approver") == 0)
-                p->has_approver = true;
-    if (diags->errors > errors_before)
+    if (diags->errors > errors_before || !derive_tables(&c))
         goto fail;
-    if (!compile_idents(p)) {
-        abx_diag_add(diags, "error", "config.internal", 0, "out of memory resolving deny identities");
-        goto fail;
-    }
-    p->concurrency = abx_calloc(p->n_allow + 1, sizeof *p->concurrency);
-    p->rate_tat = abx_calloc((p->n_principals + 1) * p->n_allow + 1, sizeof *p->rate_tat);
-    if (!build_mount_table(&c) || !p->concurrency || !p->rate_tat || !record_mask_idents(p)) {
-        abx_diag_add(diags, "error", "config.internal", 0, "out of memory building the mount table");
-        goto fail;
-    }
     abx_pol_lint_unmaskable_denies(p, diags);
     return p;
 fail:

@@ -311,8 +311,31 @@ static void finish_trace(json_t *trace, const abx_decision *d)
     }
 }
 
-void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index, const json_t *args,
-                abx_decision *d, json_t *trace)
+/* ---- the decision, step by step ----
+ * abx_decide runs the steps below in order; each returns false when it has decided
+ * (d->err and d->message set), and the trace is finished once at the end. */
+
+/* One decision in the making: the call, the caller's scope and its command input. */
+typedef struct decide_run {
+    const abx_policy *p;
+    int slot;
+    const abx_op *op;
+    const json_t *args;
+    abx_decision *d;
+    json_t *trace;         /* or NULL (the explain door asks for one) */
+    call_scope cs;         /* the statements that mount the op for the principal */
+    cmd_input ci;
+    bool has_cmd;
+} decide_run;
+
+/* Why no mounting statement admitted the call: the most specific reason found. */
+typedef struct refusal {
+    abx_err code;
+    char msg[300];
+} refusal;
+
+static void decide_begin(decide_run *r, const abx_policy *p, int slot, const abx_op *op, const json_t *args,
+                         abx_decision *d, json_t *trace)
 {
     memset(d, 0, sizeof *d);
     d->chosen = -1;
@@ -325,266 +348,342 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
         json_object_set_new(trace, "deny_hits", json_array());
         json_object_set_new(trace, "statements", json_array());
     }
-    if (!abx_policy_mounted(p, slot, op_index)) {
-        set_err(d, ABX_E_OP_NOT_ENABLED, "not mounted");
-        finish_trace(trace, d);
-        return;
+    *r = (decide_run){.p = p, .slot = slot, .op = op, .args = args, .d = d, .trace = trace};
+    command_input(op, args, &r->ci);
+    r->has_cmd = r->ci.command || r->ci.argv;
+}
+
+/* Mounted? The mounting statements become the caller's scope for this call. */
+static bool step_mounted(decide_run *r, size_t op_index)
+{
+    const abx_policy *p = r->p;
+    if (!abx_policy_mounted(p, r->slot, op_index)) {
+        set_err(r->d, ABX_E_OP_NOT_ENABLED, "not mounted");
+        return false;
     }
-    size_t base = (size_t)slot * p->n_ops + op_index;
-    const uint16_t *mounting = &p->mount_stmts[p->mount_off[base]];
-    size_t n_mounting = p->mount_cnt[base];
-    for (size_t m = 0; trace && m < n_mounting; m++)
-        json_array_append_new(json_object_get(trace, "mounting"), json_string(p->allow[mounting[m]].label));
-    call_scope cs = {p, mounting, n_mounting};
-    if (!collect_paths(p, &cs, op, args, d)) {
-        finish_trace(trace, d);
-        return;
-    }
-    /* 0. a path outside every pattern of the caller's scope gets one answer, before any
-     * deny or protected-area verdict: those would tell a name outside apart */
-    for (size_t k = 0; k < d->n_paths && scope_has_paths(&cs); k++) {
-        if (scope_admits(&cs, d->paths[k].canonical))
+    size_t base = (size_t)r->slot * p->n_ops + op_index;
+    r->cs = (call_scope){p, &p->mount_stmts[p->mount_off[base]], p->mount_cnt[base]};
+    for (size_t m = 0; r->trace && m < r->cs.n_mounting; m++)
+        json_array_append_new(json_object_get(r->trace, "mounting"),
+                              json_string(p->allow[r->cs.mounting[m]].label));
+    return true;
+}
+
+static bool step_paths(decide_run *r) { return collect_paths(r->p, &r->cs, r->op, r->args, r->d); }
+
+/* 0. a path outside every pattern of the caller's scope gets one answer, before any
+ * deny or protected-area verdict: those would tell a name outside apart */
+static bool step_in_scope(decide_run *r)
+{
+    abx_decision *d = r->d;
+    for (size_t k = 0; k < d->n_paths && scope_has_paths(&r->cs); k++) {
+        if (scope_admits(&r->cs, d->paths[k].canonical))
             continue;
         set_err(d, ABX_E_POLICY_PATH_NOT_ALLOWED, "path '%s' is outside the allowed paths", d->paths[k].param);
-        finish_trace(trace, d);
-        return;
+        return false;
     }
+    return true;
+}
+
+/* An op's own jail (abx_param.roots) binds whatever the statements grant. */
+static bool step_intrinsic(decide_run *r)
+{
+    abx_decision *d = r->d;
     for (size_t k = 0; k < d->n_paths; k++) {
-        const abx_param *pa = abx_op_param(op, d->paths[k].param);
-        if (!abx_pol_intrinsic_admits(p, pa, d->paths[k].canonical)) {
-            set_err(d, ABX_E_POLICY_PATH_NOT_ALLOWED, "path '%s' is outside the operation's own jail (%s)",
-                    d->paths[k].param, pa->roots);
-            snprintf(d->determining, sizeof d->determining, "op:%s", op->id);
-            finish_trace(trace, d);
-            return;
-        }
+        const abx_param *pa = abx_op_param(r->op, d->paths[k].param);
+        if (abx_pol_intrinsic_admits(r->p, pa, d->paths[k].canonical))
+            continue;
+        set_err(d, ABX_E_POLICY_PATH_NOT_ALLOWED, "path '%s' is outside the operation's own jail (%s)",
+                d->paths[k].param, pa->roots);
+        snprintf(d->determining, sizeof d->determining, "op:%s", r->op->id);
+        return false;
     }
-    cmd_input ci;
-    command_input(op, args, &ci);
-    bool has_cmd = ci.command || ci.argv;
-    /* 1. deny statements: ops, principals, canonical paths, argv. Every statement is
-     * looked at, so the outcome does not depend on their order: a path hit is the more
-     * specific code, and all hits are determining. */
-    abx_err deny_code = ABX_OK;
-    const char *deny_param = NULL;
-    for (size_t i = 0; i < p->n_deny; i++) {
-        const abx_stmt *s = &p->deny[i];
-        if (s->n_ops && !abx_pol_stmt_has_op(s, op, false))
-            continue;
-        if (s->n_principals && !abx_pol_stmt_has_principal(p, s, slot))
-            continue;
-        abx_err hit = ABX_OK;
-        const char *what = NULL;
-        if (!s->has_paths && !s->has_commands && !s->has_urls)
-            hit = ABX_E_POLICY_DENIED;
-        for (size_t k = 0; !hit && s->has_paths && k < d->n_paths; k++)
-            for (int a = 0; !hit && a < ABX_ACC_IDX__N; a++)
-                if (abx_pol_pattern_list_match(s->paths[a], s->n_paths[a], d->paths[k].canonical, NULL)) {
-                    hit = ABX_E_POLICY_PATH_DENIED;
-                    what = d->paths[k].param;
-                }
-        if (!hit && s->has_commands && has_cmd) {
-            abx_argv av;
-            char why[200];
-            if (build_argv(NULL, &ci, &av, why, sizeof why) == 0) {
-                for (size_t k = 0; k < s->n_cmds && !hit; k++)
-                    if (abx_cmd_pattern_match(&s->cmds[k], (const char *const *)av.v, av.n))
-                        hit = ABX_E_POLICY_DENIED;
-                abx_argv_release(&av);
+    return true;
+}
+
+/* What one deny statement says of this call: ABX_OK (no hit), policy.denied, or
+ * policy.path_denied with the parameter it hit in *what. */
+static abx_err deny_hit(const decide_run *r, const abx_stmt *s, const char **what)
+{
+    const abx_decision *d = r->d;
+    if (!abx_pol_deny_applies(r->p, s, r->op, r->slot))
+        return ABX_OK;
+    if (!s->has_paths && !s->has_commands && !s->has_urls)
+        return ABX_E_POLICY_DENIED;
+    for (size_t k = 0; s->has_paths && k < d->n_paths; k++)
+        for (int a = 0; a < ABX_ACC_IDX__N; a++)
+            if (abx_pol_pattern_list_match(s->paths[a], s->n_paths[a], d->paths[k].canonical, NULL)) {
+                *what = d->paths[k].param;
+                return ABX_E_POLICY_PATH_DENIED;
             }
-        }
+    abx_err hit = ABX_OK;
+    abx_argv av;
+    char why[200];
+    if (s->has_commands && r->has_cmd && build_argv(NULL, &r->ci, &av, why, sizeof why) == 0) {
+        for (size_t k = 0; k < s->n_cmds && !hit; k++)
+            if (abx_cmd_pattern_match(&s->cmds[k], (const char *const *)av.v, av.n))
+                hit = ABX_E_POLICY_DENIED;
+        abx_argv_release(&av);
+    }
+    return hit;
+}
+
+/* 1. deny statements: ops, principals, canonical paths, argv. Every statement is
+ * looked at, so the outcome does not depend on their order: a path hit is the more
+ * specific code, and all hits are determining. */
+static bool step_deny(decide_run *r)
+{
+    abx_decision *d = r->d;
+    abx_err code = ABX_OK;
+    const char *param = NULL;
+    for (size_t i = 0; i < r->p->n_deny; i++) {
+        const abx_stmt *s = &r->p->deny[i];
+        const char *what = NULL;
+        abx_err hit = deny_hit(r, s, &what);
         if (!hit)
             continue;
         append_label(d->determining, sizeof d->determining, s->label);
-        if (trace)
-            json_array_append_new(json_object_get(trace, "deny_hits"), json_string(s->label));
-        if (hit == ABX_E_POLICY_PATH_DENIED && (deny_code != ABX_E_POLICY_PATH_DENIED ||
-                                                (deny_param && strcmp(what, deny_param) < 0)))
-            deny_param = what;
-        if (deny_code != ABX_E_POLICY_PATH_DENIED)
-            deny_code = hit;
+        if (r->trace)
+            json_array_append_new(json_object_get(r->trace, "deny_hits"), json_string(s->label));
+        if (hit == ABX_E_POLICY_PATH_DENIED &&
+            (code != ABX_E_POLICY_PATH_DENIED || (param && strcmp(what, param) < 0)))
+            param = what;
+        if (code != ABX_E_POLICY_PATH_DENIED)
+            code = hit;
     }
-    if (deny_code) {
-        if (deny_code == ABX_E_POLICY_PATH_DENIED)
-            set_err(d, deny_code, "path '%s' is denied by %s", deny_param, d->determining);
-        else
-            set_err(d, deny_code, "denied by %s", d->determining);
-        finish_trace(trace, d);
-        return;
+    if (code == ABX_E_POLICY_PATH_DENIED)
+        set_err(d, code, "path '%s' is denied by %s", param, d->determining);
+    else if (code)
+        set_err(d, code, "denied by %s", d->determining);
+    return code == ABX_OK;
+}
+
+/* An unsafe mounting statement whose scope names the path waives its protection. */
+static bool protection_waived(const decide_run *r, const char *canonical)
+{
+    for (size_t m = 0; m < r->cs.n_mounting; m++) {
+        const abx_stmt *s = &r->p->allow[r->cs.mounting[m]];
+        for (int a = 0; s->unsafe && a < ABX_ACC_IDX__N; a++)
+            if (abx_pol_pattern_list_match(s->paths[a], s->n_paths[a], canonical, NULL))
+                return true;
     }
-    /* 2. protected areas, unless an unsafe mounting statement's scope names the path */
+    return false;
+}
+
+/* 2. protected areas, unless an unsafe mounting statement's scope names the path */
+static bool step_protected(decide_run *r)
+{
+    abx_decision *d = r->d;
     for (size_t k = 0; k < d->n_paths; k++) {
-        const abx_param *pa = param_of(op, d->paths[k].param);
-        if (!abx_pol_protected_path(p, d->paths[k].canonical, pa->access))
+        const abx_param *pa = param_of(r->op, d->paths[k].param);
+        if (!abx_pol_protected_path(r->p, d->paths[k].canonical, pa->access) ||
+            protection_waived(r, d->paths[k].canonical))
             continue;
-        bool waived = false;
-        for (size_t m = 0; m < n_mounting && !waived; m++) {
-            const abx_stmt *s = &p->allow[mounting[m]];
-            if (s->unsafe)
-                for (int a = 0; a < ABX_ACC_IDX__N && !waived; a++)
-                    waived = abx_pol_pattern_list_match(s->paths[a], s->n_paths[a], d->paths[k].canonical, NULL);
-        }
-        if (!waived) {
-            set_err(d, ABX_E_POLICY_PATH_DENIED, "path '%s' lies in a protected area", d->paths[k].param);
-            snprintf(d->determining, sizeof d->determining, "protected");
-            finish_trace(trace, d);
-            return;
-        }
+        set_err(d, ABX_E_POLICY_PATH_DENIED, "path '%s' lies in a protected area", d->paths[k].param);
+        snprintf(d->determining, sizeof d->determining, "protected");
+        return false;
     }
-    /* 3. allow: admitted by at least one mounting statement with all its scopes; the
-     * reason for a refusal is the most specific one found */
-    abx_err reason = ABX_E_POLICY_SCOPE_REQUIRED;
-    char reason_msg[300] = "";
-    int chosen = -1;
-    bool net_all = true;
-    for (size_t m = 0; m < n_mounting; m++) {
-        const abx_stmt *s = &p->allow[mounting[m]];
-        json_t *st = trace_stmt(trace, s);
-        const char *missing = abx_pol_scope_missing(s, op);
-        if (missing) {
-            trace_check(st, missing, NULL, false, "scope required");
-            if (reason == ABX_E_POLICY_SCOPE_REQUIRED)
-                snprintf(reason_msg, sizeof reason_msg, "%s mounts '%s' but carries no '%s' scope", s->label, op->id,
-                         missing);
-            continue;
-        }
-        bool ok = true;
-        for (size_t k = 0; ok && k < d->n_paths; k++) {
-            unsigned need = acc_bits_to_idx_mask(param_of(op, d->paths[k].param)->access);
-            for (int a = 0; ok && a < ABX_ACC_IDX__N; a++) {
-                if (!(need & (1u << a)))
-                    continue;
-                bool hit = abx_pol_pattern_list_match(s->paths[a], s->n_paths[a], d->paths[k].canonical, NULL);
-                static const char *const kinds[] = {"paths.read", "paths.write", "paths.delete"};
-                trace_check(st, kinds[a], d->paths[k].canonical, hit, NULL);
-                if (!hit) {
-                    ok = false;
-                    reason = ABX_E_POLICY_PATH_NOT_ALLOWED;
-                    snprintf(reason_msg, sizeof reason_msg, "path '%s' is outside the allowed paths",
-                             d->paths[k].param);
-                }
-            }
-        }
-        abx_argv av = {0};
-        if (ok && (has_cmd || ci.env)) {
-            char why[300] = "";
-            bool cok = !has_cmd || build_argv(s, &ci, &av, why, sizeof why) == 0;
-            if (cok && has_cmd && !s->cmd_unrestricted) {
-                cok = false;
-                for (size_t k = 0; k < s->n_cmds && !cok; k++)
-                    cok = abx_cmd_pattern_match(&s->cmds[k], (const char *const *)av.v, av.n);
-                if (!cok)
-                    snprintf(why, sizeof why, "the command matches no pattern of %s", s->label);
-            }
-            const char *kk;
-            json_t *vv;
-            if (cok && ci.env && !s->cmd_unrestricted)
-                json_object_foreach((json_t *)ci.env, kk, vv)
-                {
-                    if (!name_in(s->env_allow, s->n_env, kk)) {
-                        cok = false;
-                        snprintf(why, sizeof why, "environment variable '%.100s' is not in the env allowlist of %s",
-                                 kk, s->label);
-                        break;
-                    }
-                }
-            trace_check(st, has_cmd ? "commands" : "commands.env", av.n ? av.v[0] : (ci.command ? ci.command : ""),
-                        cok, cok ? NULL : why);
-            if (!cok) {
-                ok = false;
-                if (reason != ABX_E_POLICY_PATH_NOT_ALLOWED) {
-                    reason = ABX_E_POLICY_COMMAND_NOT_ALLOWED;
-                    snprintf(reason_msg, sizeof reason_msg, "%s", why);
-                }
-                abx_argv_release(&av);
-            }
-        }
-        for (size_t i = 0; ok && i < op->n_params; i++) {
-            const abx_param *pa = &op->def->params[i];
-            const json_t *v = json_object_get(args, pa->name);
-            if (!json_is_string(v))
+    return true;
+}
+
+/* Every path value within the statement's patterns, for each access kind it needs. */
+static bool paths_admitted(const decide_run *r, const abx_stmt *s, json_t *st, refusal *why)
+{
+    static const char *const kinds[] = {"paths.read", "paths.write", "paths.delete"};
+    const abx_decision *d = r->d;
+    for (size_t k = 0; k < d->n_paths; k++) {
+        unsigned need = acc_bits_to_idx_mask(param_of(r->op, d->paths[k].param)->access);
+        for (int a = 0; a < ABX_ACC_IDX__N; a++) {
+            if (!(need & (1u << a)))
                 continue;
-            if (pa->kind == ABX_KIND_URL) {
-                char err[200];
-                char *cu = abx_url_canon(json_string_value(v), err, sizeof err);
-                bool uok = false;
-                for (size_t k = 0; cu && k < s->n_urls && !uok; k++)
-                    uok = abx_url_match(s->urls[k], cu);
-                trace_check(st, "urls", cu ? cu : json_string_value(v), uok, cu ? NULL : err);
-                abx_free(cu);
-                if (!uok) {
-                    ok = false;
-                    reason = ABX_E_POLICY_URL_NOT_ALLOWED;
-                    snprintf(reason_msg, sizeof reason_msg, "url '%s' is outside the allowed urls", pa->name);
-                }
-            } else if (pa->kind == ABX_KIND_LANGUAGE || pa->kind == ABX_KIND_AGENT) {
-                bool lang = pa->kind == ABX_KIND_LANGUAGE;
-                bool lok = lang ? name_in(s->languages, s->n_languages, json_string_value(v))
-                                : name_in(s->agents, s->n_agents, json_string_value(v));
-                trace_check(st, lang ? "languages" : "agents", json_string_value(v), lok, NULL);
-                if (!lok) {
-                    ok = false;
-                    reason = ABX_E_POLICY_LANGUAGE_NOT_ALLOWED;
-                    snprintf(reason_msg, sizeof reason_msg, "%s '%s' is not allowed", lang ? "language" : "agent",
-                             json_string_value(v));
-                }
+            bool hit = abx_pol_pattern_list_match(s->paths[a], s->n_paths[a], d->paths[k].canonical, NULL);
+            trace_check(st, kinds[a], d->paths[k].canonical, hit, NULL);
+            if (!hit) {
+                why->code = ABX_E_POLICY_PATH_NOT_ALLOWED;
+                snprintf(why->msg, sizeof why->msg, "path '%s' is outside the allowed paths", d->paths[k].param);
+                return false;
             }
         }
-        if (!ok) {
-            abx_argv_release(&av);
+    }
+    return true;
+}
+
+/* Every variable the call sets is on the statement's env allowlist. */
+static bool env_admitted(const abx_stmt *s, const json_t *env, char *why, size_t whylen)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)env, k, v)
+    {
+        if (!name_in(s->env_allow, s->n_env, k)) {
+            snprintf(why, whylen, "environment variable '%.100s' is not in the env allowlist of %s", k, s->label);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The command (split or sh -c, program resolved) matches a pattern of the statement,
+ * and its env is allowed; *av holds the argv the statement would run. */
+static bool command_admitted(const decide_run *r, const abx_stmt *s, json_t *st, abx_argv *av, refusal *why)
+{
+    const cmd_input *ci = &r->ci;
+    if (!r->has_cmd && !ci->env)
+        return true;
+    char msg[300] = "";
+    bool ok = !r->has_cmd || build_argv(s, ci, av, msg, sizeof msg) == 0;
+    if (ok && r->has_cmd && !s->cmd_unrestricted) {
+        ok = false;
+        for (size_t k = 0; k < s->n_cmds && !ok; k++)
+            ok = abx_cmd_pattern_match(&s->cmds[k], (const char *const *)av->v, av->n);
+        if (!ok)
+            snprintf(msg, sizeof msg, "the command matches no pattern of %s", s->label);
+    }
+    if (ok && ci->env && !s->cmd_unrestricted)
+        ok = env_admitted(s, ci->env, msg, sizeof msg);
+    trace_check(st, r->has_cmd ? "commands" : "commands.env", av->n ? av->v[0] : (ci->command ? ci->command : ""),
+                ok, ok ? NULL : msg);
+    if (!ok) {
+        if (why->code != ABX_E_POLICY_PATH_NOT_ALLOWED) {
+            why->code = ABX_E_POLICY_COMMAND_NOT_ALLOWED;
+            snprintf(why->msg, sizeof why->msg, "%s", msg);
+        }
+        abx_argv_release(av);
+    }
+    return ok;
+}
+
+/* One url parameter: canonical, and matching one of the statement's url patterns. */
+static bool url_admitted(const abx_stmt *s, json_t *st, const abx_param *pa, const char *value, refusal *why)
+{
+    char err[200];
+    char *cu = abx_url_canon(value, err, sizeof err);
+    bool ok = false;
+    for (size_t k = 0; cu && k < s->n_urls && !ok; k++)
+        ok = abx_url_match(s->urls[k], cu);
+    trace_check(st, "urls", cu ? cu : value, ok, cu ? NULL : err);
+    abx_free(cu);
+    if (!ok) {
+        why->code = ABX_E_POLICY_URL_NOT_ALLOWED;
+        snprintf(why->msg, sizeof why->msg, "url '%s' is outside the allowed urls", pa->name);
+    }
+    return ok;
+}
+
+/* url, language and agent values against the statement's lists. */
+static bool values_admitted(const decide_run *r, const abx_stmt *s, json_t *st, refusal *why)
+{
+    for (size_t i = 0; i < r->op->n_params; i++) {
+        const abx_param *pa = &r->op->def->params[i];
+        const json_t *v = json_object_get(r->args, pa->name);
+        if (!json_is_string(v))
             continue;
+        const char *value = json_string_value(v);
+        if (pa->kind == ABX_KIND_URL && !url_admitted(s, st, pa, value, why))
+            return false;
+        if (pa->kind != ABX_KIND_LANGUAGE && pa->kind != ABX_KIND_AGENT)
+            continue;
+        bool lang = pa->kind == ABX_KIND_LANGUAGE;
+        bool ok = lang ? name_in(s->languages, s->n_languages, value) : name_in(s->agents, s->n_agents, value);
+        trace_check(st, lang ? "languages" : "agents", value, ok, NULL);
+        if (!ok) {
+            why->code = ABX_E_POLICY_LANGUAGE_NOT_ALLOWED;
+            snprintf(why->msg, sizeof why->msg, "%s '%s' is not allowed", lang ? "language" : "agent", value);
+            return false;
         }
-        if (st)
-            json_object_set_new(st, "admits", json_true());
-        if (chosen < 0) {
-            chosen = mounting[m];
-            d->chosen = chosen;
-            d->argv = av;
-        } else {
+    }
+    return true;
+}
+
+/* Does one mounting statement admit the call with all its scopes? */
+static bool stmt_admits(const decide_run *r, const abx_stmt *s, json_t *st, abx_argv *av, refusal *why)
+{
+    const char *missing = abx_pol_scope_missing(s, r->op);
+    if (missing) {
+        trace_check(st, missing, NULL, false, "scope required");
+        if (why->code == ABX_E_POLICY_SCOPE_REQUIRED)
+            snprintf(why->msg, sizeof why->msg, "%s mounts '%s' but carries no '%s' scope", s->label, r->op->id,
+                     missing);
+        return false;
+    }
+    return paths_admitted(r, s, st, why) && command_admitted(r, s, st, av, why) && values_admitted(r, s, st, why);
+}
+
+/* An admitting statement: the first one chosen (its argv runs), every one
+ * determining, approval if any asks, network only if all grant it, tightest limits. */
+static void take_stmt(decide_run *r, uint16_t idx, json_t *st, abx_argv *av, bool *net_all)
+{
+    abx_decision *d = r->d;
+    const abx_stmt *s = &r->p->allow[idx];
+    if (st)
+        json_object_set_new(st, "admits", json_true());
+    if (d->chosen < 0) {
+        d->chosen = idx;
+        d->argv = *av;
+    } else {
+        abx_argv_release(av);
+    }
+    if (!d->admitting)
+        d->admitting = abx_calloc(r->cs.n_mounting, sizeof *d->admitting);
+    if (d->admitting)
+        d->admitting[d->n_admitting++] = idx;
+    append_label(d->determining, sizeof d->determining, s->label);
+    if (s->approval)
+        d->approval = true;
+    if (!s->has_net || !s->net)
+        *net_all = false;
+    for (int i = 0; i < ABX_LIM__COUNT; i++)
+        if (s->limits[i] >= 0 && (d->limits[i] < 0 || s->limits[i] < d->limits[i]))
+            d->limits[i] = s->limits[i];
+}
+
+/* 3. allow: admitted by at least one mounting statement with all its scopes; the
+ * reason for a refusal is the most specific one found */
+static bool step_allow(decide_run *r)
+{
+    refusal why = {ABX_E_POLICY_SCOPE_REQUIRED, ""};
+    bool net_all = true;
+    for (size_t m = 0; m < r->cs.n_mounting; m++) {
+        const abx_stmt *s = &r->p->allow[r->cs.mounting[m]];
+        json_t *st = trace_stmt(r->trace, s);
+        abx_argv av = {0};
+        if (stmt_admits(r, s, st, &av, &why))
+            take_stmt(r, r->cs.mounting[m], st, &av, &net_all);
+        else
             abx_argv_release(&av);
-        }
-        if (!d->admitting)
-            d->admitting = abx_calloc(n_mounting, sizeof *d->admitting);
-        if (d->admitting)
-            d->admitting[d->n_admitting++] = mounting[m];
-        append_label(d->determining, sizeof d->determining, s->label);
-        if (s->approval)
-            d->approval = true;
-        if (!s->has_net || !s->net)
-            net_all = false;
-        for (int i = 0; i < ABX_LIM__COUNT; i++)
-            if (s->limits[i] >= 0 && (d->limits[i] < 0 || s->limits[i] < d->limits[i]))
-                d->limits[i] = s->limits[i];
     }
-    if (chosen < 0) {
-        set_err(d, reason, "%s", reason_msg[0] ? reason_msg : "no statement admits the call");
-        finish_trace(trace, d);
-        return;
+    if (r->d->chosen < 0) {
+        set_err(r->d, why.code, "%s", why.msg[0] ? why.msg : "no statement admits the call");
+        return false;
     }
-    d->net = net_all;
-    /* jail roots: for each path, the root of a matching pattern of the first admitting
-     * statement (for the access kinds the parameter needs) */
+    r->d->net = net_all;
+    return true;
+}
+
+/* 4. jail roots: for each path, the root of a matching pattern of the first admitting
+ * statement (for the access kinds the parameter needs) */
+static bool step_roots(decide_run *r)
+{
+    abx_decision *d = r->d;
+    const abx_stmt *s = &r->p->allow[d->chosen];
     for (size_t k = 0; k < d->n_paths; k++) {
         abx_path_value *pv = &d->paths[k];
-        unsigned need = acc_bits_to_idx_mask(param_of(op, pv->param)->access);
+        unsigned need = acc_bits_to_idx_mask(param_of(r->op, pv->param)->access);
         const abx_pattern *hit = NULL;
-        const abx_stmt *s = &p->allow[chosen];
         for (int a = 0; a < ABX_ACC_IDX__N && !hit; a++)
             if (need & (1u << a))
                 abx_pol_pattern_list_match(s->paths[a], s->n_paths[a], pv->canonical, &hit);
         if (!hit) {
             set_err(d, ABX_E_SERVER_INTERNAL, "no jail root for '%s'", pv->param);
-            finish_trace(trace, d);
-            return;
+            return false;
         }
-        const char *root = p->roots[hit->root];
+        const char *root = r->p->roots[hit->root];
         if (!abx_path_under(root, pv->canonical, &pv->rel)) {
             set_err(d, ABX_E_SERVER_INTERNAL, "path '%s' is not under its jail root", pv->param);
-            finish_trace(trace, d);
-            return;
+            return false;
         }
         pv->root = root;
-        pv->rootfd = p->rootfds[hit->root];
+        pv->rootfd = r->p->rootfds[hit->root];
         if (pv->rootfd < 0) { /* the root did not exist at compile time: try now, never an error here */
             int fd = abx_jail_open_root(root);
             if (fd >= 0) {
@@ -593,6 +692,16 @@ void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index
             }
         }
     }
-    d->err = ABX_OK;
+    return true;
+}
+
+void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index, const json_t *args,
+                abx_decision *d, json_t *trace)
+{
+    decide_run r;
+    decide_begin(&r, p, slot, op, args, d, trace);
+    if (step_mounted(&r, op_index) && step_paths(&r) && step_in_scope(&r) && step_intrinsic(&r) && step_deny(&r) &&
+        step_protected(&r) && step_allow(&r) && step_roots(&r))
+        d->err = ABX_OK;
     finish_trace(trace, d);
 }

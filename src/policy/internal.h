@@ -47,6 +47,7 @@ void abx_pol_check_state_layout(cctx *c);
 
 /* lint.c */
 void abx_pol_lint_unmaskable_denies(const abx_policy *p, abx_diags *diags);
+void abx_pol_lint_scope_required(const abx_policy *p, bool allow_lint_errors, abx_diags *diags);
 
 /* match.c: the matching rules */
 bool abx_pol_sel_match(const abx_sel *s, const abx_op *op, bool allow_side);

@@ -45,3 +45,24 @@ void abx_pol_lint_unmaskable_denies(const abx_policy *p, abx_diags *diags)
             }
     }
 }
+
+/* scope_required: a statement mounting an op with a declared path, command, url,
+ * language or agent parameter must carry the matching scope. A lint error: with
+ * allow_lint_errors the server starts and such calls get 403 policy.scope_required
+ * (there is no "no scope, no check" fallback). */
+void abx_pol_lint_scope_required(const abx_policy *p, bool allow_lint_errors, abx_diags *diags)
+{
+    for (size_t a = 0; a < p->n_allow; a++) {
+        const abx_stmt *s = &p->allow[a];
+        for (size_t o = 0; o < abx_registry_count(p->reg); o++) {
+            const abx_op *op = abx_registry_at(p->reg, o);
+            const char *missing = abx_pol_scope_missing(s, op);
+            if (missing && abx_pol_stmt_has_op(s, op, true)) {
+                abx_diag_add(diags, allow_lint_errors ? "warning" : "error", "config.scope_required", s->line,
+                             "%s mounts '%s', which has %s parameters, but carries no '%s' scope", s->label, op->id,
+                             missing, missing);
+                break;
+            }
+        }
+    }
+}
