@@ -150,9 +150,11 @@ static const cfg_row rows[] = {
      .doc = "folder of the plugins named in load, relative to the config file's folder"},
     {"python", SH_STRING, parse_abspath, FIELD(python), .type = "path", .sdef = "/usr/bin/python3",
      .flags = CFG_FILE, .doc = "interpreter of Python op workers"},
-    {"python_isolation", SH_STRING, parse_enum, FIELD(python_per_call), .type = "enum", .choices = "shared|per_call",
-     .sdef = "shared", .doc = "Python op workers: shared (one confined process per module) or per_call (a fresh one per call)"},
-    {"tests", SH_LIST, parse_json, FIELD(tests), .type = "list", .doc = "policy tests: [{principal, op, args, expect}]"},
+    {"python_isolation", SH_STRING, parse_enum, FIELD(python_per_call), .type = "enum",
+     .choices = "shared|per_call", .sdef = "shared",
+     .doc = "Python op workers: shared (one confined process per module) or per_call (a fresh one per call)"},
+    {"tests", SH_LIST, parse_json, FIELD(tests), .type = "list",
+     .doc = "policy tests: [{principal, op, args, expect}]"},
 };
 
 static void *field_of(abx_config *c, size_t off) { return (char *)c + off; }

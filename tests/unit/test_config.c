@@ -139,14 +139,16 @@ static void test_values_set_their_fields(void **state)
 static void test_bounds_are_named(void **state)
 {
     (void)state;
-    refused("limits:\n  header_bytes: 512\n", "config.bad_value", 2, "'limits.header_bytes' must be a size 1KiB..64KiB");
+    refused("limits:\n  header_bytes: 512\n", "config.bad_value", 2,
+            "'limits.header_bytes' must be a size 1KiB..64KiB");
     refused("limits:\n  header_bytes: 65KiB\n", "config.bad_value", 2, "1KiB..64KiB");
     refused("limits:\n  headers: 7\n", "config.bad_value", 2, "'limits.headers' must be 8..1000");
     refused("limits:\n  headers: 1001\n", "config.bad_value", 2, "8..1000");
     refused("limits:\n  headers: \"50\"\n", "config.bad_value", 2, "'limits.headers' must be 8..1000");
     refused("limits:\n  connections: 0\n", "config.bad_value", 2, "1..100000");
     refused("limits:\n  auth_failures: 9\n", "config.bad_value", 2, "10..1000000");
-    refused("limits:\n  read_timeout: 11m\n", "config.bad_value", 2, "'limits.read_timeout' must be a duration 0.1s..10m");
+    refused("limits:\n  read_timeout: 11m\n", "config.bad_value", 2,
+            "'limits.read_timeout' must be a duration 0.1s..10m");
     refused("limits:\n  read_timeout: 99ms\n", "config.bad_value", 2, "0.1s..10m");
     refused("limits:\n  approval_ttl: 8d\n", "config.bad_value", 2, "1s..7d");
     refused("limits:\n  request_max_bytes: 0\n", "config.bad_value", 2, "must be a size such as 16MiB");
@@ -169,7 +171,8 @@ static void test_other_values_refused(void **state)
     refused("allowed_hosts: x\n", "config.invalid", 1, "'allowed_hosts' must be a list of strings");
     refused("allowed_origins: [1]\n", "config.invalid", 1, "'allowed_origins' must contain only strings");
     refused("system:\n  env: [1]\n", "config.invalid", 2, "'system.env' must contain only strings");
-    refused("ledger:\n  synchronous: sometimes\n", "config.bad_value", 2, "'ledger.synchronous' must be normal or full");
+    refused("ledger:\n  synchronous: sometimes\n", "config.bad_value", 2,
+            "'ledger.synchronous' must be normal or full");
     refused("ledger:\n  enabled: 1\n", "config.bad_value", 2, "'ledger.enabled' must be true or false");
     refused("ledger:\n  path: [x]\n", "config.bad_value", 2, "'ledger.path' must be a string");
 }
