@@ -31,10 +31,18 @@ set(ABX_SRC_CONFIG
   src/config/config.c
 )
 set(ABX_SRC_POLICY
+  src/policy/auth.c
   src/policy/command.c
+  src/policy/compile.c
+  src/policy/decide.c
+  src/policy/layout.c
+  src/policy/lint.c
+  src/policy/match.c
   src/policy/paths.c
-  src/policy/policy.c
+  src/policy/snapshot.c
+  src/policy/stmt.c
   src/policy/url.c
+  src/policy/view.c
 )
 set(ABX_SRC_DISCOVERY
   src/discovery/cache.c
