@@ -82,6 +82,7 @@ set(ABX_SRC_EXT
 )
 set(ABX_SRC_CLI
   src/cli/call.c
+  src/cli/ledger.c
   src/cli/main.c
   src/cli/mcp.c
 )
