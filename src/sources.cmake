@@ -8,6 +8,7 @@ set(ABX_SRC_CORE
   src/core/ids.c
   src/core/registry.c
   src/core/schema.c
+  src/core/text.c
   src/core/util.c
   src/core/yaml.c
 )

@@ -202,21 +202,6 @@ static abx_err files_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 /* ---- files.read ---- */
 
-/* Length of the longest prefix of p[0..n) that does not end inside a UTF-8 sequence. */
-static size_t utf8_complete_prefix(const char *p, size_t n)
-{
-    size_t back = 0;
-    while (back < 4 && back < n && ((unsigned char)p[n - 1 - back] & 0xC0) == 0x80)
-        back++;
-    if (back < n) {
-        unsigned char lead = (unsigned char)p[n - 1 - back];
-        size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-        if (need > back + 1)
-            return n - back - 1;
-    }
-    return n;
-}
-
 static abx_err open_regular(abx_ctx *ctx, abx_reply *r, int *fdout, struct stat *st)
 {
     /* O_NONBLOCK: opening a FIFO must not wait for a writer */
@@ -255,7 +240,7 @@ static abx_err encode_content(abx_reply *r, json_t *o, const char *buf, size_t n
         abx_free(s);
         return ABX_OK;
     }
-    if (memchr(buf, '\0', n) || !abx_utf8_valid(buf, n))
+    if (!abx_text_valid(buf, n))
         return abx_reply_error(r, ABX_E_FILES_NOT_UTF8, NULL,
                                "the file is not UTF-8 text; read it with encoding=base64");
     json_object_set_new(o, "content", json_stringn(buf, n));
@@ -314,7 +299,7 @@ static abx_err read_lines(abx_ctx *ctx, abx_reply *r, int fd, const json_t *args
     }
     size_t n = out.len;
     if (!b64 && truncated)
-        n = utf8_complete_prefix(out.data ? out.data : "", n);
+        n = abx_utf8_complete_prefix(out.data ? out.data : "", n);
     abx_err e = encode_content(r, o, out.data ? out.data : "", n, b64);
     abx_buf_release(&out);
     if (e)
@@ -393,7 +378,7 @@ static abx_err files_read(abx_ctx *ctx, const json_t *args, abx_reply *r)
         truncated = truncated || !lj || (int64_t)have < json_integer_value(lj);
     size_t n = have;
     if (!b64 && (truncated || lj))
-        n = utf8_complete_prefix(buf, have);
+        n = abx_utf8_complete_prefix(buf, have);
     e = encode_content(r, o, buf, n, b64);
     abx_free(buf);
     if (e) {
@@ -1584,30 +1569,6 @@ static abx_err files_copy(abx_ctx *ctx, const json_t *args, abx_reply *r)
     return ABX_OK;
 }
 
-/* ---- text for results: names and lines need not be UTF-8 ---- */
-
-static json_t *json_text(const char *p, size_t n)
-{
-    if (abx_utf8_valid(p, n))
-        return json_stringn(p, n);
-    abx_buf b;
-    abx_buf_init(&b, 0);
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)p[i];
-        size_t k = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        if (k <= n - i && abx_utf8_valid(p + i, k)) {
-            abx_buf_append(&b, p + i, k);
-            i += k;
-        } else {
-            abx_buf_append(&b, "\xef\xbf\xbd", 3); /* U+FFFD for each byte that is not UTF-8 */
-            i++;
-        }
-    }
-    json_t *s = json_stringn(b.data ? b.data : "", b.len);
-    abx_buf_release(&b);
-    return s;
-}
-
 static bool glob_any(const json_t *list, const char *rel, const char *name)
 {
     size_t i;
@@ -1645,9 +1606,9 @@ static json_t *line_text(search_st *st, const char *p, size_t n)
     if (n > 0 && p[n - 1] == '\r')
         n--;
     if (n > SEARCH_LINE_MAX)
-        n = utf8_complete_prefix(p, SEARCH_LINE_MAX);
+        n = abx_utf8_complete_prefix(p, SEARCH_LINE_MAX);
     st->out_bytes += (int64_t)n + 16;
-    return json_text(p, n);
+    return abx_text_json(p, n);
 }
 
 static bool line_matches(search_st *st, size_t off, size_t len)
@@ -1708,7 +1669,7 @@ static void search_file(search_st *st, int fd, const struct stat *sb, const char
     int64_t pend_left[101];
     int npend = 0;
     int64_t lineno = 0;
-    json_t *jrel = json_text(rel, strlen(rel));
+    json_t *jrel = abx_text_json(rel, strlen(rel));
     for (size_t p = 0; p < n;) {
         const char *nl = memchr(st->buf + p, '\n', n - p);
         size_t end = nl ? (size_t)(nl - st->buf) : n;
@@ -1949,7 +1910,7 @@ static void find_dir(find_st *st, int dirfd, const char *prefix, const char *abs
             if ((int64_t)json_array_size(st->results) >= st->max) {
                 st->truncated = st->stop = true;
             } else {
-                json_t *o = json_pack("{s:o, s:s, s:I}", "path", json_text(rel, strlen(rel)), "type",
+                json_t *o = json_pack("{s:o, s:s, s:I}", "path", abx_text_json(rel, strlen(rel)), "type",
                                       type_name(sb.st_mode), "size", (json_int_t)sb.st_size);
                 if (o)
                     json_array_append_new(st->results, o);
