@@ -9,6 +9,7 @@ set(ABX_SRC_CORE
   src/core/linemap.c
   src/core/registry.c
   src/core/schema.c
+  src/core/text.c
   src/core/util.c
   src/core/yaml.c
 )
@@ -110,6 +111,7 @@ set(ABX_SRC_SERVER
 )
 set(ABX_SRC_CLI
   src/cli/call.c
+  src/cli/ledger.c
   src/cli/main.c
   src/cli/mcp.c
 )

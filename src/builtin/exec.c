@@ -13,33 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Bytes → valid UTF-8 (invalid sequences become U+FFFD): output is text for agents. */
-json_t *abx_text_json(const char *p, size_t n)
-{
-    if (abx_utf8_valid(p, n) && !memchr(p, '\0', n))
-        return json_stringn(p, n);
-    abx_buf b;
-    abx_buf_init(&b, n * 3 + 16);
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)p[i];
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (c == 0) {
-            abx_buf_puts(&b, "\xef\xbf\xbd");
-            i++;
-        } else if (len && i + len <= n && abx_utf8_valid(p + i, len)) {
-            abx_buf_append(&b, p + i, len);
-            i += len;
-        } else {
-            abx_buf_puts(&b, "\xef\xbf\xbd");
-            i++;
-        }
-    }
-    json_t *j = json_stringn(b.data ? b.data : "", b.len);
-    abx_buf_release(&b);
-    return j;
-}
-
-
 typedef struct env_builder {
     char **v;
     size_t n;

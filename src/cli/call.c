@@ -5,6 +5,7 @@
  * default wrote ($ABX_HOME or ~/.abx: url, token). Output: the JSON reply indented,
  * or with --json one compact JSON document a line; server-sent events are printed as
  * they arrive (as sent, or with --json one {"event", "data", "id"} object a line). */
+#include "cli/cli.h"
 #include "core/core.h"
 #include "core/util.h"
 #include <curl/curl.h>
@@ -12,8 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-int abx_cli_call(int argc, char **argv);
 
 static char *read_small(const char *dir, const char *name)
 {

@@ -1,6 +1,7 @@
-/* main.c — the abx command line: serve, mcp, call, catalog, openapi, tools, gen-client, docs,
- * check-config.
+/* main.c — the abx command line: one table of subcommands (after git's commands[]), from
+ * which `abx help` prints the usage, so a command and its help cannot drift apart.
  * Thin: every command is a few calls into the library; nothing here decides policy. */
+#include "cli/cli.h"
 #include "config/config.h"
 #include "core/core.h"
 #include "discovery/discovery.h"
@@ -13,36 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-int abx_cli_call(int argc, char **argv); /* call.c */
-int abx_cli_mcp(int argc, char **argv);  /* mcp.c */
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: abx <command> [options]\n\n"
-               "commands:\n"
-               "  serve [--config FILE] [--listen HOST:PORT] [--workspace DIR] [--explain-denials] [--log-level L]\n"
-               "                       run the server (no --config: embedded default, preset workspace on .)\n"
-               "  mcp [--config FILE] [--workspace DIR] [--principal NAME] [--log-level L]\n"
-               "                       serve MCP over stdin/stdout (same config and policy as serve)\n"
-               "  call OP [k=v ...] [--args '{...}'] [--json] [--raw] [--url URL] [--token T]\n"
-               "                       call an operation on a running server (--json: compact JSON\n"
-               "                       output, SSE events as JSON lines as they arrive)\n"
-               "  check-config FILE    lint a config file (and run its policy tests); exit 1 on errors\n"
-               "  explain [--config FILE] --op OP [--arg k=v ...] [--principal ID] [--json]\n"
-               "                       the decision trace of a call, without running it\n"
-               "  ledger tail|show GROUP|verify [--anchor H:N]|anchor|export [--path F | --config F]\n"
-               "                       read and check the action ledger\n"
-               "  catalog              print operations.json generated from the registry\n"
-               "  openapi              print the OpenAPI 3.1 document of every operation\n"
-               "  gen-client --lang python|ts|openapi [--out FILE]\n"
-               "                       write a typed client module from the registry (no server needed)\n"
-               "  tools --format openai|responses|anthropic|gemini [--config FILE] [--principal ID]\n"
-               "                       print the LLM provider's tool declarations (with --principal: only\n"
-               "                       what that principal may call under the config's policy)\n"
-               "  docs ops|errors      print the generated docs tables (Markdown)\n"
-               "  version              print the version\n");
-}
 
 static int print_json(json_t *doc)
 {
@@ -301,194 +272,6 @@ static int cmd_tools(int argc, char **argv)
     return 0;
 }
 
-static int ledger_sub(const char *sub, const char *path, const char *head, const char *anchor, int64_t group, int n,
-                      bool i_know);
-
-/* abx ledger tail|show|verify|anchor|export|reset [--path FILE | --config FILE] ... */
-static int cmd_ledger(int argc, char **argv)
-{
-    if (argc < 1) {
-        fprintf(stderr, "usage: abx ledger tail|show GROUP|verify [--anchor H:N]|anchor|export|reset --i-know [--path FILE | --config FILE]\n");
-        return 2;
-    }
-    const char *sub = argv[0], *path = NULL, *config = NULL, *anchor = NULL;
-    int64_t group = 0;
-    int n = 20;
-    bool i_know = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--path") == 0 && i + 1 < argc)
-            path = argv[++i];
-        else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-            config = argv[++i];
-        else if (strcmp(argv[i], "--anchor") == 0 && i + 1 < argc)
-            anchor = argv[++i];
-        else if (strcmp(argv[i], "-n") == 0 && i + 1 < argc)
-            n = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--i-know") == 0 && strcmp(sub, "reset") == 0)
-            i_know = true;
-        else if (strcmp(sub, "show") == 0 && argv[i][0] != '-')
-            group = atoll(argv[i]);
-        else {
-            fprintf(stderr, "abx ledger: unexpected argument '%s'\n", argv[i]);
-            return 2;
-        }
-    }
-    char buf[4096];
-    if (!path) { /* the server's default: ledger.path, .abx/ledger.db beside the config, or in abx's home */
-        abx_diags d = {0};
-        abx_config cfg;
-        if (abx_config_load(&cfg, config, &d) != 0) {
-            fprintf(stderr, "abx ledger: cannot load %s\n", config ? config : "the embedded default");
-            abx_diags_release(&d);
-            return 2;
-        }
-        char *p = abx_ledger_default_path(&cfg, false);
-        snprintf(buf, sizeof buf, "%s", p ? p : "");
-        abx_free(p);
-        abx_config_release(&cfg);
-        abx_diags_release(&d);
-        path = buf;
-    }
-    char *home = abx_home_dir();
-    char *head = home ? abx_ledger_head_path(home, path, false) : NULL;
-    abx_free(home);
-    int rc = ledger_sub(sub, path, head, anchor, group, n, i_know);
-    abx_free(head);
-    return rc;
-}
-
-/* abx ledger reset --i-know: the ledger (and its archive) is moved aside, never deleted,
- * and a new chain starts whose first event records the reset: who, when, the old head
- * and where the old files went. Refused while a server holds the ledger. */
-static int ledger_reset(const char *path, const char *head)
-{
-    char *lock = abx_asprintf("%s.lock", path);
-    int lfd = lock ? open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600) : -1;
-    abx_free(lock);
-    if (lfd < 0 || flock(lfd, LOCK_EX | LOCK_NB) != 0) {
-        fprintf(stderr, "abx ledger reset: the ledger %s is in use by a running server; stop it first\n", path);
-        if (lfd >= 0)
-            close(lfd);
-        return 1;
-    }
-    uint64_t hc = 0;
-    char hh[65] = "", anchor[160] = "", stamp[32];
-    bool had_head = head && abx_ledger_head_read(head, &hc, hh) == 0;
-    if (access(path, F_OK) == 0 && abx_ledger_anchor(path, anchor, sizeof anchor) != 0)
-        anchor[0] = '\0';
-    abx_iso8601(abx_wall_ms(), stamp);
-    for (char *c = stamp; *c; c++)
-        if (*c == ':' || *c == '.')
-            *c = '-';
-    char *moved = abx_asprintf("%s.reset-%s", path, stamp);
-    static const char *const suffix[] = {"", "-wal", "-shm", ".archive"};
-    bool any = false;
-    for (size_t i = 0; moved && i < ABX_ARRAY_LEN(suffix); i++) {
-        char *from = abx_asprintf("%s%s", path, suffix[i]), *to = abx_asprintf("%s%s", moved, suffix[i]);
-        if (from && to && access(from, F_OK) == 0) {
-            if (rename(from, to) != 0) {
-                fprintf(stderr, "abx ledger reset: cannot move %s to %s: %s\n", from, to, strerror(errno));
-                abx_free(from);
-                abx_free(to);
-                abx_free(moved);
-                close(lfd);
-                return 1;
-            }
-            any = true;
-        }
-        abx_free(from);
-        abx_free(to);
-    }
-    if (head)
-        unlink(head);
-    close(lfd);
-    char err[1024] = "";
-    abx_ledger_opts lo = {.path = path, .sync_full = true, .head_path = head};
-    abx_ledger *l = abx_ledger_open(&lo, err, sizeof err);
-    if (!l) {
-        fprintf(stderr, "abx ledger reset: %s\n", err);
-        abx_free(moved);
-        return 1;
-    }
-    char at[32], rid[33], who[64];
-    abx_iso8601(abx_wall_ms(), at);
-    unsigned char rnd[16] = {0};
-    if (abx_random(rnd, sizeof rnd) != 0)
-        memset(rnd, 0x5a, sizeof rnd);
-    abx_hex(rnd, sizeof rnd, rid);
-    snprintf(who, sizeof who, "operator:uid=%d", (int)getuid());
-    json_t *events = json_pack("[{s:s, s:s, s:s, s:s, s:s, s:s, s:s}, {s:s, s:s, s:s?, s:s?, s:o, s:s?}]", "kind",
-                               "received", "at", at, "request_id", rid, "principal", who, "op", "ledger.reset", "door",
-                               "cli", "client", "local", "kind", "reset", "at", at, "previous_anchor",
-                               anchor[0] ? anchor : NULL, "moved_to", any ? moved : NULL, "previous_head",
-                               had_head ? json_pack("{s:I, s:s}", "count", (json_int_t)hc, "hash", hh) : json_null(),
-                               "reason", "abx ledger reset --i-know");
-    abx_ledger_call call = {.request_id = rid, .principal = who, .op = "ledger.reset", .door = "cli",
-                            .client = "local", .events = events, .durable = true};
-    uint64_t g = events ? abx_ledger_record(l, &call) : 0;
-    json_decref(events);
-    abx_ledger_close(l);
-    if (!g) {
-        fprintf(stderr, "abx ledger reset: the reset could not be recorded\n");
-        abx_free(moved);
-        return 1;
-    }
-    printf("a new chain starts in %s; its first event records the reset", path);
-    if (any)
-        printf(" (the old ledger is in %s)", moved);
-    printf("\n");
-    abx_free(moved);
-    return 0;
-}
-
-static int ledger_sub(const char *sub, const char *path, const char *head, const char *anchor, int64_t group, int n,
-                      bool i_know)
-{
-    char err[512] = "";
-    if (strcmp(sub, "verify") == 0) {
-        uint64_t events = 0;
-        int rc = abx_ledger_verify(path, anchor, err, sizeof err, &events);
-        uint64_t hc;
-        char hh[65];
-        if (rc == 0 && head && abx_ledger_head_read(head, &hc, hh) == 0 &&
-            abx_ledger_head_check(path, hc, hh, err, sizeof err) != 0)
-            rc = 1; /* intact inside, but not the ledger abx wrote */
-        if (rc == 0)
-            printf("ok: %llu events, chain intact%s\n", (unsigned long long)events, anchor ? ", anchor matches" : "");
-        else
-            printf("TAMPERED or damaged: %s\n", err);
-        return rc;
-    }
-    if (strcmp(sub, "anchor") == 0) {
-        char a[128];
-        if (abx_ledger_anchor(path, a, sizeof a) != 0) {
-            fprintf(stderr, "abx ledger: cannot read %s\n", path);
-            return 1;
-        }
-        puts(a);
-        return 0;
-    }
-    if (strcmp(sub, "reset") == 0) {
-        if (!i_know) {
-            fprintf(stderr, "abx ledger reset starts a new chain: the ledger is moved aside and abx stops checking "
-                            "that it continues. Pass --i-know to do it.\n");
-            return 2;
-        }
-        return ledger_reset(path, head);
-    }
-    if (strcmp(sub, "export") == 0)
-        return abx_ledger_export(path, stdout, err, sizeof err) == 0 ? 0 : (fprintf(stderr, "%s\n", err), 1);
-    if (strcmp(sub, "tail") == 0 || strcmp(sub, "show") == 0) {
-        if (strcmp(sub, "show") == 0 && group <= 0) {
-            fprintf(stderr, "usage: abx ledger show GROUP\n");
-            return 2;
-        }
-        return abx_ledger_print(path, group, n, stdout, err, sizeof err) == 0 ? 0 : (fprintf(stderr, "%s\n", err), 1);
-    }
-    fprintf(stderr, "abx ledger: unknown subcommand '%s'\n", sub);
-    return 2;
-}
-
 /* Write text to path atomically: a temporary file beside it, fsync, rename. */
 static int write_atomic(const char *path, const char *text, char *err, size_t errlen)
 {
@@ -563,62 +346,119 @@ static int cmd_gen_client(int argc, char **argv)
     return rc;
 }
 
+static int cmd_catalog(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    abx_registry *reg = abx_registry_default();
+    abx_registry_freeze(reg);
+    return print_json(abx_catalog(reg, NULL, 0));
+}
+
+static int cmd_openapi(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    abx_registry *reg = abx_registry_default();
+    abx_registry_freeze(reg);
+    return print_json(abx_openapi(reg, NULL, 0, NULL));
+}
+
+static int cmd_docs(int argc, char **argv)
+{
+    abx_registry *reg = abx_registry_default();
+    abx_registry_freeze(reg);
+    char *md = argc < 1                         ? NULL
+               : strcmp(argv[0], "ops") == 0    ? abx_docs_ops_markdown(reg)
+               : strcmp(argv[0], "errors") == 0 ? abx_docs_errors_markdown()
+                                                : NULL;
+    if (!md) {
+        fprintf(stderr, "usage: abx docs ops|errors\n");
+        return 2;
+    }
+    fputs(md, stdout);
+    free(md);
+    return 0;
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    printf("abx %s (catalog %d, api %s)\n", ABX_VERSION, ABX_CATALOG_VERSION, ABX_API_FAMILY);
+    return 0;
+}
+
+static int cmd_help(int argc, char **argv);
+
+/* One row per subcommand: what `main` dispatches on and what `abx help` prints. A row
+ * without help is an alias (--help, --version): dispatched, not listed. */
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv); /* the arguments after the name; returns the exit status */
+    const char *args;                  /* the synopsis after the name */
+    const char *help;                  /* one line */
+} cli_command;
+
+static const cli_command commands[] = {
+    {"serve", cmd_serve, "[--config FILE] [--listen HOST:PORT] [--workspace DIR] [--explain-denials] [--log-level L]",
+     "run the server (no --config: embedded default, preset workspace on .)"},
+    {"mcp", abx_cli_mcp, "[--config FILE] [--workspace DIR] [--principal NAME] [--log-level L]",
+     "serve MCP over stdin/stdout (same config and policy as serve)"},
+    {"call", abx_cli_call, "OP [k=v ...] [--args '{...}'] [--json] [--raw] [--url URL] [--token T]",
+     "call an operation on a running server (--json: compact JSON, SSE events as JSON lines as they arrive)"},
+    {"check-config", cmd_check_config, "FILE", "lint a config file (and run its policy tests); exit 1 on errors"},
+    {"explain", cmd_explain, "[--config FILE] --op OP [--arg k=v ...] [--principal ID] [--json]",
+     "the decision trace of a call, without running it"},
+    {"ledger", abx_cli_ledger,
+     "tail|show GROUP|verify [--anchor H:N]|anchor|export|reset --i-know [--path F | --config F]",
+     "read and check the action ledger (reset: move it aside and start a new chain)"},
+    {"catalog", cmd_catalog, "", "print operations.json generated from the registry"},
+    {"openapi", cmd_openapi, "", "print the OpenAPI 3.1 document of every operation"},
+    {"gen-client", cmd_gen_client, "--lang python|ts|openapi [--out FILE]",
+     "write a typed client module from the registry (no server needed)"},
+    {"tools", cmd_tools, "--format openai|responses|anthropic|gemini [--config FILE] [--principal ID]",
+     "print the LLM provider's tool declarations (--principal: only what it may call under the policy)"},
+    {"docs", cmd_docs, "ops|errors", "print the generated docs tables (Markdown)"},
+    {"version", cmd_version, "", "print the version"},
+    {"help", cmd_help, "", "print this list"},
+    {"--version", cmd_version, NULL, NULL},
+    {"--help", cmd_help, NULL, NULL},
+    {"-h", cmd_help, NULL, NULL},
+};
+
+/* The usage, generated from the table: "  name args" and its help beside it when the two
+ * fit in the first column, else on the next line, indented to that column. */
+static void usage(FILE *f)
+{
+    enum { COL = 23 };
+    fprintf(f, "usage: abx <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < ABX_ARRAY_LEN(commands); i++) {
+        const cli_command *c = &commands[i];
+        if (!c->help)
+            continue;
+        int w = fprintf(f, "  %s%s%s", c->name, c->args[0] ? " " : "", c->args);
+        if (w > COL - 2)
+            fprintf(f, "\n%*s%s\n", COL, "", c->help);
+        else
+            fprintf(f, "%*s%s\n", COL - w, "", c->help);
+    }
+}
+
+static int cmd_help(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    usage(stdout);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
         return 2;
     }
-    const char *cmd = argv[1];
-    if (strcmp(cmd, "serve") == 0)
-        return cmd_serve(argc - 2, argv + 2);
-    if (strcmp(cmd, "call") == 0)
-        return abx_cli_call(argc - 2, argv + 2);
-    if (strcmp(cmd, "gen-client") == 0)
-        return cmd_gen_client(argc - 2, argv + 2);
-    if (strcmp(cmd, "mcp") == 0)
-        return abx_cli_mcp(argc - 2, argv + 2);
-    if (strcmp(cmd, "check-config") == 0)
-        return cmd_check_config(argc - 2, argv + 2);
-    if (strcmp(cmd, "explain") == 0)
-        return cmd_explain(argc - 2, argv + 2);
-    if (strcmp(cmd, "ledger") == 0)
-        return cmd_ledger(argc - 2, argv + 2);
-    if (strcmp(cmd, "tools") == 0)
-        return cmd_tools(argc - 2, argv + 2);
-    if (strcmp(cmd, "catalog") == 0) {
-        abx_registry *reg = abx_registry_default();
-        abx_registry_freeze(reg);
-        return print_json(abx_catalog(reg, NULL, 0));
-    }
-    if (strcmp(cmd, "openapi") == 0) {
-        abx_registry *reg = abx_registry_default();
-        abx_registry_freeze(reg);
-        return print_json(abx_openapi(reg, NULL, 0, NULL));
-    }
-    if (strcmp(cmd, "docs") == 0 && argc >= 3) {
-        abx_registry *reg = abx_registry_default();
-        abx_registry_freeze(reg);
-        char *md = strcmp(argv[2], "ops") == 0      ? abx_docs_ops_markdown(reg)
-                   : strcmp(argv[2], "errors") == 0 ? abx_docs_errors_markdown()
-                                                    : NULL;
-        if (!md) {
-            usage(stderr);
-            return 2;
-        }
-        fputs(md, stdout);
-        free(md);
-        return 0;
-    }
-    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("abx %s (catalog %d, api %s)\n", ABX_VERSION, ABX_CATALOG_VERSION, ABX_API_FAMILY);
-        return 0;
-    }
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
-        usage(stdout);
-        return 0;
-    }
-    fprintf(stderr, "abx: unknown command '%s'\n", cmd);
+    for (size_t i = 0; i < ABX_ARRAY_LEN(commands); i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 2, argv + 2);
+    fprintf(stderr, "abx: unknown command '%s' (abx help lists the commands)\n\n", argv[1]);
     usage(stderr);
     return 2;
 }

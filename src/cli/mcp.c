@@ -2,14 +2,13 @@
  * tools as subprocesses. The same config, policy and ledger as `abx serve`, in process:
  * no socket is opened and every tools/call enters the one pipeline. Standard output
  * carries only protocol messages; logs go to standard error. */
+#include "cli/cli.h"
 #include "doors/doors.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-int abx_cli_mcp(int argc, char **argv);
 
 static const char mcp_usage[] =
     "usage: abx mcp [--config FILE] [--workspace DIR] [--principal NAME] [--log-level L]\n"

@@ -114,5 +114,10 @@ json_t *abx_op_args_schema(const abx_op *op);
  * permission → files.access, out of descriptors or memory → server.unavailable,
  * anything else → files.io. */
 abx_err abx_err_from_errno(int err);
+/* The one error envelope every door answers: {"error": {"code", "message"[, "details"]}}.
+ * message NULL → the table's meaning; details (optional, borrowed) are added by reference.
+ * New reference; NULL when out of memory, and then ABX_ERROR_JSON_OOM is the body to send. */
+json_t *abx_error_json(abx_err e, const char *message, const json_t *details);
+#define ABX_ERROR_JSON_OOM "{\"error\":{\"code\":\"server.unavailable\",\"message\":\"out of memory\"}}"
 
 #endif

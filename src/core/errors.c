@@ -1,6 +1,7 @@
 /* errors.c — lookups over the one error table (include/abx/errors.def).
  * Must never define a code that is not in the table. Also the one errno → code map
- * (abx_err_from_errno) that the file and process handlers share. */
+ * (abx_err_from_errno) that the file and process handlers share, and the one JSON error
+ * envelope (abx_error_json) that every door answers with. */
 #include "core/core.h"
 #include <errno.h>
 #include <string.h>
@@ -19,6 +20,15 @@ static const struct {
 const char *abx_err_code(abx_err e) { return (unsigned)e < ABX_E__COUNT ? table[e].code : "server.internal"; }
 int abx_err_status(abx_err e) { return (unsigned)e < ABX_E__COUNT ? table[e].status : 500; }
 const char *abx_err_meaning(abx_err e) { return (unsigned)e < ABX_E__COUNT ? table[e].meaning : ""; }
+
+json_t *abx_error_json(abx_err e, const char *message, const json_t *details)
+{
+    json_t *doc = json_pack("{s:{s:s, s:s}}", "error", "code", abx_err_code(e), "message",
+                            message ? message : abx_err_meaning(e));
+    if (doc && details)
+        json_object_set(json_object_get(doc, "error"), "details", (json_t *)details);
+    return doc;
+}
 
 int abx_err_by_code(const char *code)
 {

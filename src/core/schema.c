@@ -342,7 +342,7 @@ static json_t *text_value(const abx_param *p, abx_type t, const char *s, size_t 
     case ABX_T_STRING:
     case ABX_T_BYTES:
     case ABX_T_ENUM:
-        if (memchr(s, '\0', n) || !abx_utf8_valid(s, n)) {
+        if (!abx_text_valid(s, n)) {
             *err = fail(st, ABX_E_ARGS_INVALID, "argument '%s' must be UTF-8 text without NUL", name);
             return NULL;
         }

@@ -1,5 +1,5 @@
 /* util.c — the core module's leaf helpers: allocation wrappers, the capped buffer, arenas,
- * SHA-256, hex/base64, UTF-8 checking, randomness, clocks, and parsing of config
+ * SHA-256, hex/base64, randomness, clocks, and parsing of config
  * sizes and durations. The allocators ask the injector in fault.c (fault.h).
  * It must never depend on another abx module, log, abort, or exit: every failure is
  * reported to the caller, because the caller alone knows whether it is fatal. Every
@@ -763,53 +763,6 @@ bool abx_ct_equal(const void *a, const void *b, size_t n)
     for (size_t i = 0; i < n; i++)
         acc |= (unsigned char)(x[i] ^ y[i]);
     return acc == 0;
-}
-
-/* ---- text checks ---------------------------------------------------------------- */
-
-bool abx_utf8_valid(const char *s, size_t n)
-{
-    if (n && !s)
-        return false;
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = p[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t extra;
-        /* Tight bounds on the second byte are what exclude overlongs (E0, F0),
-         * surrogates (ED) and code points above U+10FFFF (F4). */
-        unsigned char lo = 0x80, hi = 0xbf;
-        if (c >= 0xc2 && c <= 0xdf) {
-            extra = 1;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            extra = 2;
-            if (c == 0xe0)
-                lo = 0xa0;
-            else if (c == 0xed)
-                hi = 0x9f;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            extra = 3;
-            if (c == 0xf0)
-                lo = 0x90;
-            else if (c == 0xf4)
-                hi = 0x8f;
-        } else {
-            return false; /* stray continuation, C0/C1 overlong lead, or F5..FF */
-        }
-        if (n - i - 1 < extra)
-            return false;
-        if (p[i + 1] < lo || p[i + 1] > hi)
-            return false;
-        for (size_t k = 2; k <= extra; k++)
-            if ((p[i + k] & 0xc0) != 0x80)
-                return false;
-        i += extra + 1;
-    }
-    return true;
 }
 
 /* ---- randomness and clocks ------------------------------------------------------ */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/fault.h"
+#include "core/text.h" /* UTF-8 text: abx_utf8_valid, abx_text_valid, abx_text_json */
 
 #define ABX_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -79,9 +80,6 @@ bool abx_base64_valid(const char *s, size_t n);
 
 /* constant-time comparison of two equal-length byte strings */
 bool abx_ct_equal(const void *a, const void *b, size_t n);
-
-/* ---- text checks ---- */
-bool abx_utf8_valid(const char *s, size_t n);   /* strict: no overlongs, no surrogates */
 
 /* ---- randomness and clocks ---- */
 int abx_random(void *p, size_t n);            /* getrandom; 0 or -1 */

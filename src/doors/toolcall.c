@@ -365,11 +365,6 @@ static void strip_optional_nulls(const abx_param *params, json_t *obj)
     }
 }
 
-static json_t *error_body(const char *code, const char *message)
-{
-    return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", message);
-}
-
 static void tools_call(abx_request *r, abx_tool_format f)
 {
     json_error_t je;
@@ -405,13 +400,13 @@ static void tools_call(abx_request *r, abx_tool_format f)
         char why[300] = "";
         if (!c->args) {
             res[i].status = abx_err_status(ABX_E_ARGS_INVALID);
-            own[i] = error_body(abx_err_code(ABX_E_ARGS_INVALID), c->error);
+            own[i] = abx_error_json(ABX_E_ARGS_INVALID, c->error, NULL);
             snprintf(why, sizeof why, "%s", c->error);
         } else if (op && !abx_tool_offered(op)) {
             /* the same answer as an unknown tool: the model was never offered it */
             snprintf(why, sizeof why, "no tool '%.100s' is available to this caller", c->name);
             res[i].status = abx_err_status(ABX_E_OP_NOT_ENABLED);
-            own[i] = error_body(abx_err_code(ABX_E_OP_NOT_ENABLED), why);
+            own[i] = abx_error_json(ABX_E_OP_NOT_ENABLED, why, NULL);
         } else {
             if (op && (f == ABX_TOOLS_OPENAI || f == ABX_TOOLS_RESPONSES))
                 strip_optional_nulls(op->def->params, c->args);
@@ -436,7 +431,7 @@ static void tools_call(abx_request *r, abx_tool_format f)
             char text[300];
             snprintf(text, sizeof text, "no tool '%.100s' is available to this caller", calls.v[i].name);
             json_decref(own[i]);
-            own[i] = error_body(abx_err_code(ABX_E_OP_NOT_ENABLED), text);
+            own[i] = abx_error_json(ABX_E_OP_NOT_ENABLED, text, NULL);
         }
     }
     for (size_t i = 0; i < n; i++)

@@ -331,8 +331,7 @@ abx_err abx_approval_decide(abx_server *s, const char *id, const char *approver,
             a->running--;
             x->state = APPROVED; /* decided; it will not run: record why */
             x->result_status = 503;
-            x->result = json_pack("{s:{s:s, s:s}}", "error", "code", "server.unavailable", "message",
-                                  "could not start the approved call");
+            x->result = abx_error_json(ABX_E_SERVER_UNAVAILABLE, "could not start the approved call", NULL);
             x->state = DONE;
         }
         pthread_attr_destroy(&at);

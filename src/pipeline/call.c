@@ -51,8 +51,7 @@ int abx_call_internal(abx_server *s, abx_door door, const char *principal, const
     *body = NULL;
     abx_request *r = internal_request(s, door, principal, op_id, args);
     if (!r) {
-        *body = json_pack("{s:{s:s,s:s}}", "error", "code", "server.unavailable", "message",
-                          s->started ? "out of memory" : "server not started");
+        *body = abx_error_json(ABX_E_SERVER_UNAVAILABLE, s->started ? "out of memory" : "server not started", NULL);
         return 503;
     }
     r->batch_group = batch_group;
@@ -60,10 +59,7 @@ int abx_call_internal(abx_server *s, abx_door door, const char *principal, const
     abx_dispatch(r);
     int status = abx_reply_http_status(&r->reply);
     if (r->reply.err) {
-        *body = json_pack("{s:{s:s, s:s}}", "error", "code", abx_err_code(r->reply.err), "message",
-                          r->reply.message ? r->reply.message : "");
-        if (*body && r->reply.details)
-            json_object_set(json_object_get(*body, "error"), "details", r->reply.details);
+        *body = abx_error_json(r->reply.err, r->reply.message ? r->reply.message : "", r->reply.details);
     } else if (r->reply.stream_read) {
         /* in-process: drain the stream (bounded) and return it as text */
         abx_buf b;

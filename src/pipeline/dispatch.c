@@ -859,19 +859,14 @@ char *abx_reply_render(const abx_reply *rep, size_t *len)
     if (rep->protocol_body) {
         doc = json_incref(rep->body);
     } else if (rep->err) {
-        doc = json_pack("{s:{s:s, s:s}}", "error", "code", abx_err_code(rep->err), "message",
-                        rep->message ? rep->message : abx_err_meaning(rep->err));
-        if (doc && rep->details)
-            json_object_set(json_object_get(doc, "error"), "details", rep->details);
+        doc = abx_error_json(rep->err, rep->message, rep->details);
     } else {
         doc = rep->body ? json_incref(rep->body) : json_object();
     }
     char *s = doc ? json_dumps(doc, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     json_decref(doc);
-    if (!s) {
-        static const char oom[] = "{\"error\":{\"code\":\"server.unavailable\",\"message\":\"out of memory\"}}";
-        s = strdup(oom);
-    }
+    if (!s)
+        s = strdup(ABX_ERROR_JSON_OOM);
     *len = s ? strlen(s) : 0;
     return s;
 }

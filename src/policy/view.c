@@ -228,7 +228,7 @@ static bool view_git(abx_fs_view *v)
             !list_add(dir ? &v->pins : &v->readonly, dir ? &v->n_pins : &v->n_readonly, path))
             return false;
         if (dir && strlen(path) + sizeof "/hooks" <= sizeof path) {
-            strcat(path, "/hooks");
+            memcpy(path + strlen(path), "/hooks", sizeof "/hooks"); /* fits: checked above */
             if (lstat(path, &hooks) != 0 && errno == ENOENT && mkdir(path, 0755) == 0 &&
                 lchown(path, st.st_uid, st.st_gid) != 0)
                 rmdir(path);

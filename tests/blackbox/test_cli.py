@@ -81,8 +81,42 @@ def test_docs_unknown_topic():
 
 def test_unknown_command():
     r = run_abx(["frobnicate"])
-    assert r.returncode != 0
-    assert r.stderr
+    assert r.returncode == 2
+    assert "unknown command 'frobnicate'" in r.stderr
+    assert "commands:" in r.stderr and r.stdout == ""
+
+
+def _listed_commands(text):
+    """The command names of the usage text: the first word of each indented line that is not a
+    continuation of the help column."""
+    return [ln.split()[0] for ln in text.splitlines() if ln.startswith("  ") and not ln.startswith("   ")]
+
+
+def test_help_lists_every_command():
+    r = run_abx(["help"])
+    assert r.returncode == 0 and r.stderr == ""
+    names = _listed_commands(r.stdout)
+    assert names == ["serve", "mcp", "call", "check-config", "explain", "ledger", "catalog", "openapi",
+                     "gen-client", "tools", "docs", "version", "help"]
+    for alias in (["--help"], ["-h"]):
+        assert run_abx(alias).stdout == r.stdout
+    # no arguments at all: the same usage, on stderr, as a usage error
+    none = run_abx([])
+    assert none.returncode == 2 and none.stderr == r.stdout
+
+
+def test_every_listed_command_dispatches(tmp_path):
+    """A command the usage names is one main() runs: an unknown option to it is that command's
+    own usage error (or its own refusal), never 'unknown command'."""
+    for name in _listed_commands(run_abx(["help"]).stdout):
+        if name in ("serve", "mcp", "call"):  # these would start something: check they refuse the option
+            continue
+        r = run_abx([name, "--no-such-option"], home=tmp_path)
+        assert "unknown command" not in r.stderr, (name, r.stderr)
+    for name in ("serve", "mcp", "call"):
+        r = run_abx([name, "--no-such-option"], home=tmp_path)
+        assert r.returncode in (1, 2) and "unknown command" not in r.stderr, (name, r.stderr)
+        assert ("abx %s:" % name) in r.stderr or ("usage: abx %s" % name) in r.stderr, (name, r.stderr)
 
 
 # -- the embedded default: token, url, banner -------------------------------------------------------

@@ -277,43 +277,6 @@ abx_err files_open_regular(abx_ctx *ctx, abx_reply *r, int *fdout, struct stat *
 
 /* ---- text for results: names and lines need not be UTF-8 ---- */
 
-/* Length of the longest prefix of p[0..n) that does not end inside a UTF-8 sequence. */
-size_t files_utf8_prefix(const char *p, size_t n)
-{
-    size_t back = 0;
-    while (back < 4 && back < n && ((unsigned char)p[n - 1 - back] & 0xC0) == 0x80)
-        back++;
-    if (back < n) {
-        unsigned char lead = (unsigned char)p[n - 1 - back];
-        size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-        if (need > back + 1)
-            return n - back - 1;
-    }
-    return n;
-}
-
-json_t *files_json_text(const char *p, size_t n)
-{
-    if (abx_utf8_valid(p, n))
-        return json_stringn(p, n);
-    abx_buf b;
-    abx_buf_init(&b, 0);
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)p[i];
-        size_t k = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        if (k <= n - i && abx_utf8_valid(p + i, k)) {
-            abx_buf_append(&b, p + i, k);
-            i += k;
-        } else {
-            abx_buf_append(&b, "\xef\xbf\xbd", 3); /* U+FFFD for each byte that is not UTF-8 */
-            i++;
-        }
-    }
-    json_t *s = json_stringn(b.data ? b.data : "", b.len);
-    abx_buf_release(&b);
-    return s;
-}
-
 bool files_glob_any(const json_t *list, const char *rel, const char *name)
 {
     size_t i;

@@ -54,12 +54,9 @@ int files_rename_noreplace(int odir, const char *oname, int ndir, const char *nn
 /* Open the admitted "path" for reading: a regular file (directory, FIFO, device refused). */
 abx_err files_open_regular(abx_ctx *ctx, abx_reply *r, int *fdout, struct stat *st);
 
-/* ---- text for results: names and lines need not be UTF-8 ---- */
+/* ---- text for results: names and lines need not be UTF-8 (core/text.h: abx_text_json,
+ * abx_utf8_complete_prefix) ---- */
 
-/* Length of the longest prefix of p[0..n) that does not end inside a UTF-8 sequence. */
-size_t files_utf8_prefix(const char *p, size_t n);
-/* A JSON string of p[0..n), each byte that is not UTF-8 shown as U+FFFD. */
-json_t *files_json_text(const char *p, size_t n);
 /* Whether a glob of list (fnmatch) matches rel or name. */
 bool files_glob_any(const json_t *list, const char *rel, const char *name);
 

@@ -98,7 +98,7 @@ static abx_err encode_content(abx_reply *r, json_t *o, const char *buf, size_t n
         abx_free(s);
         return ABX_OK;
     }
-    if (memchr(buf, '\0', n) || !abx_utf8_valid(buf, n))
+    if (!abx_text_valid(buf, n))
         return abx_reply_error(r, ABX_E_FILES_NOT_UTF8, NULL,
                                "the file is not UTF-8 text; read it with encoding=base64");
     json_object_set_new(o, "content", json_stringn(buf, n));
@@ -157,7 +157,7 @@ static abx_err read_lines(abx_ctx *ctx, abx_reply *r, int fd, const json_t *args
     }
     size_t n = out.len;
     if (!b64 && truncated)
-        n = files_utf8_prefix(out.data ? out.data : "", n);
+        n = abx_utf8_complete_prefix(out.data ? out.data : "", n);
     abx_err e = encode_content(r, o, out.data ? out.data : "", n, b64);
     abx_buf_release(&out);
     if (e)
@@ -236,7 +236,7 @@ static abx_err files_read(abx_ctx *ctx, const json_t *args, abx_reply *r)
         truncated = truncated || !lj || (int64_t)have < json_integer_value(lj);
     size_t n = have;
     if (!b64 && (truncated || lj))
-        n = files_utf8_prefix(buf, have);
+        n = abx_utf8_complete_prefix(buf, have);
     e = encode_content(r, o, buf, n, b64);
     abx_free(buf);
     if (e) {

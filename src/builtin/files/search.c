@@ -36,9 +36,9 @@ static json_t *line_text(search_st *st, const char *p, size_t n)
     if (n > 0 && p[n - 1] == '\r')
         n--;
     if (n > SEARCH_LINE_MAX)
-        n = files_utf8_prefix(p, SEARCH_LINE_MAX);
+        n = abx_utf8_complete_prefix(p, SEARCH_LINE_MAX);
     st->out_bytes += (int64_t)n + 16;
-    return files_json_text(p, n);
+    return abx_text_json(p, n);
 }
 
 static bool line_matches(search_st *st, size_t off, size_t len)
@@ -99,7 +99,7 @@ static void search_file(search_st *st, int fd, const struct stat *sb, const char
     int64_t pend_left[101];
     int npend = 0;
     int64_t lineno = 0;
-    json_t *jrel = files_json_text(rel, strlen(rel));
+    json_t *jrel = abx_text_json(rel, strlen(rel));
     for (size_t p = 0; p < n;) {
         const char *nl = memchr(st->buf + p, '\n', n - p);
         size_t end = nl ? (size_t)(nl - st->buf) : n;
@@ -295,7 +295,7 @@ static files_walk_step find_entry(files_walk *w, const files_walk_entry *e, void
         return FILES_WALK_NEXT;
     if (!files_walk_take(w))
         return FILES_WALK_STOP;
-    json_t *o = json_pack("{s:o, s:s, s:I}", "path", files_json_text(e->rel, strlen(e->rel)), "type",
+    json_t *o = json_pack("{s:o, s:s, s:I}", "path", abx_text_json(e->rel, strlen(e->rel)), "type",
                           files_type_name(e->st.st_mode), "size", (json_int_t)e->st.st_size);
     if (o)
         json_array_append_new(st->results, o);
