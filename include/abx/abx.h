@@ -96,18 +96,17 @@ typedef struct abx_param {
 #define ABX_RANGE(lo, hi) .min = (lo), .max = (hi), .bounds = ABX_HAS_MIN | ABX_HAS_MAX
 
 /* limits an op honours (documented in the catalog, applied at admission) */
-enum abx_limit {
-    ABX_LIM_TIMEOUT = 1u << 0,
-    ABX_LIM_MAX_OUTPUT_BYTES = 1u << 1,
-    ABX_LIM_MAX_BYTES = 1u << 2,
-    ABX_LIM_MAX_ENTRIES = 1u << 3,
-    ABX_LIM_RATE = 1u << 4,
-    ABX_LIM_CONCURRENCY = 1u << 5,
-    ABX_LIM_MEMORY = 1u << 6,
-    ABX_LIM_PIDS = 1u << 7,
-    ABX_LIM_CPU = 1u << 8,
+enum abx_limit_index {
+#define ABX_LIMIT(id, name, doc) ABX_LIM__##id,
+#include "vocab.def"
+#undef ABX_LIMIT
+    ABX_LIM__COUNT
 };
-#define ABX_LIM__COUNT 9
+enum abx_limit {
+#define ABX_LIMIT(id, name, doc) ABX_LIM_##id = 1u << ABX_LIM__##id,
+#include "vocab.def"
+#undef ABX_LIMIT
+};
 
 typedef enum abx_stream {
 #define ABX_STREAM(id, name, doc) ABX_STREAM_##id,

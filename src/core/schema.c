@@ -69,8 +69,11 @@ const char *abx_stream_name(abx_stream s)
 
 const char *abx_limit_name(enum abx_limit l)
 {
-    static const char *const n[] = {"timeout", "max_output_bytes", "max_bytes", "max_entries", "rate",
-                                    "concurrency", "memory", "pids", "cpu"};
+    static const char *const n[] = {
+#define ABX_LIMIT(id, name, doc) [ABX_LIM__##id] = name,
+#include "abx/vocab.def"
+#undef ABX_LIMIT
+    };
     for (size_t i = 0; i < ABX_ARRAY_LEN(n); i++)
         if ((unsigned)l == 1u << i)
             return n[i];

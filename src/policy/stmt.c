@@ -204,8 +204,6 @@ bool abx_pol_parse_paths(cctx *c, abx_stmt *s, const json_t *stmt)
     return true;
 }
 
-static const char *const limit_keys[ABX_LIM__COUNT] = {"timeout", "max_output_bytes", "max_bytes", "max_entries",
-                                                       "rate", "concurrency", "memory", "pids", "cpu"};
 
 static int64_t parse_rate_per_min(const char *s)
 {
@@ -239,7 +237,7 @@ static bool parse_limits(cctx *c, abx_stmt *s, const json_t *stmt)
     {
         int k = -1;
         for (int i = 0; i < ABX_LIM__COUNT; i++)
-            if (strcmp(limit_keys[i], key) == 0)
+            if (strcmp(abx_limit_name((enum abx_limit)(1u << i)), key) == 0)
                 k = i;
         int line = abx_pol_line_of(c, v, key);
         if (k < 0) {
