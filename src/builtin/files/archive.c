@@ -108,7 +108,8 @@ static void arch_add(arch_state *a, int dirfd, const char *name, const char *rel
         a->pad = st->st_size % 512 ? 512 - (size_t)(st->st_size % 512) : 0;
     } else if (S_ISDIR(st->st_mode)) {
         char *dn = abx_asprintf("%s/", rel);
-        tar_header(&a->in, dn, st, '5', NULL);
+        if (dn) /* out of memory: the directory's own header is left out */
+            tar_header(&a->in, dn, st, '5', NULL);
         abx_free(dn);
     } else if (S_ISLNK(st->st_mode)) {
         char target[4096];
