@@ -104,12 +104,7 @@ static bool version_supported(const char *v)
 /* How many bytes of s to quote so that at most max are shown and no character is cut. */
 static int utf8_prefix(const char *s, size_t max)
 {
-    size_t n = strlen(s);
-    if (n <= max)
-        return (int)n;
-    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
-        max--;
-    return (int)max;
+    return (int)abx_utf8_complete_prefix(s, strnlen(s, max));
 }
 
 json_t *abx_mcp_error(const json_t *id, int code, const char *message, abx_err abx_code)
