@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import ALICE_TOKEN, assert_error, sha256_hex
+from abxtest import ALICE_TOKEN, assert_error, sha256_hex
 from test_custom_plugins import compile_plugin
 from test_mcp import Mcp, text_of
 

@@ -19,26 +19,14 @@ import time
 import pytest
 import requests
 
-from conftest import (ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, AbxServer, assert_error, run_abx,
-                      sanitizer_report, sha256_hex)
+from abxtest import (ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, OWNER_TOKEN, AbxServer, assert_error, run_abx,
+                    sanitizer_report, tokens)
 
-ADMIN_TOKEN = "admin-token-0123456789abcdef"
-OWNER_TOKEN = "owner-token-0123456789abcdef"
 
 APPEND_ONLY_MSG = "the ledger is append-only"
 
 
 # -- helpers ------------------------------------------------------------------------------------
-
-def tokens():
-    return [
-        {"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)},
-        {"principal": "bob", "roles": ["viewer"], "token_sha256": sha256_hex(BOB_TOKEN)},
-        {"principal": "carol", "roles": ["agent"], "token_sha256": sha256_hex(CAROL_TOKEN)},
-        {"principal": "root", "roles": ["admin"], "token_sha256": sha256_hex(ADMIN_TOKEN)},
-        {"principal": "olga", "roles": ["owner"], "token_sha256": sha256_hex(OWNER_TOKEN)},
-    ]
-
 
 def make_config(ws, ledger=None):
     policy = {"allow": [
@@ -48,7 +36,8 @@ def make_config(ws, ledger=None):
         {"ops": ["commands.run"], "principals": ["role:agent"], "paths": [ws + "/**"],
          "commands": {"allow": ["sh *", "echo *", "cat *", "touch *"], "env": ["FOO"]}},
     ]}
-    cfg = {"workspace": ws, "terminal_listen": "off", "auth": {"tokens": tokens()}, "policy": policy}
+    cfg = {"workspace": ws, "terminal_listen": "off", "auth": {"tokens": tokens("alice", "bob", "carol", "root", "olga")},
+           "policy": policy}
     if ledger is not None:
         cfg["ledger"] = ledger
     return cfg

@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from secutil import (ALICE_TOKEN, RawResponse, assert_error, make_workspace, module_server, multi_config, raw_exchange,
-                     responses)
+from abxtest import ALICE_TOKEN, RawResponse, assert_error, multi_config
+from secutil import make_workspace, module_server, raw_exchange, responses
 
 TOP = "limits: {read_timeout: 1, connections: 8}\n"
 

@@ -1,0 +1,2 @@
+# Empty dependencies file for abx_sandbox.
+# This may be replaced when dependencies are built.
