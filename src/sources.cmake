@@ -17,6 +17,7 @@ set(ABX_SRC_SANDBOX
   src/sandbox/procs.c
   src/sandbox/seccomp.c
   src/sandbox/spawn.c
+  src/sandbox/tiers.c
   src/sandbox/watchdog.c
 )
 set(ABX_SRC_LEDGER

@@ -69,6 +69,32 @@ static void env_free(env_builder *e)
     abx_free(e->v);
 }
 
+/* Every execution attempt records, in its ledger group, the tier it met and what of
+ * its statement was not enforced (best effort), before the process starts. */
+static void record_confinement(abx_request *q, const abx_confine *conf)
+{
+    abx_ledger *l = q->server->ledger;
+    abx_sandbox *sb = abx_procs_sandbox(q->server->procs);
+    if (!l || !q->group_id)
+        return;
+    json_t *e = json_pack("{s:s}", "kind", "confinement");
+    char at[32];
+    abx_iso8601(abx_wall_ms(), at);
+    json_object_set_new(e, "at", json_string(at));
+    json_object_set_new(e, "mode", json_string(conf->required ? "required" : "best_effort"));
+    if (sb) {
+        abx_confine_plan plan;
+        abx_sandbox_plan(sb, conf, &plan);
+        json_object_set_new(e, "tier", json_string(plan.tier));
+        json_object_set_new(e, conf->required ? "missing" : "not_enforced", json_string(plan.missing));
+    } else {
+        json_object_set_new(e, "tier", json_string("none"));
+    }
+    json_t *events = json_pack("[o]", e);
+    abx_ledger_append(l, q->group_id, events, true);
+    json_decref(events);
+}
+
 abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *o, abx_reply *r)
 {
     abx_request *q = builtin_req(ctx);
@@ -166,6 +192,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .cols = o->cols,
         .rows = o->rows,
     };
+    record_confinement(q, &conf);
     p = abx_proc_start(s->procs, &spec, why, sizeof why);
     if (!p) {
         bool confine = strstr(why, "confinement required") != NULL;

@@ -114,13 +114,17 @@ static void rules(bld *b, const rule *r, size_t n)
 
 /* socket(domain, type, protocol): the low word of each argument is the int the kernel
  * reads (little-endian: the low word comes first). */
-static void socket_rules(bld *b, bool net)
+static void socket_rules(bld *b, enum abx_seccomp_net mode)
 {
+    bool net = mode == ABX_SC_NET;
+    /* without an empty network namespace to hold them, internet sockets are refused
+     * here (and netlink, which would describe the host's interfaces) */
+    bool strict = mode == ABX_SC_NONET_STRICT;
     place(b, L_SOCKET);
     ld(b, offsetof(struct seccomp_data, args[0]));
-    jeq(b, AF_INET, L_ALLOW, L_NEXT);
-    jeq(b, AF_INET6, L_ALLOW, L_NEXT);
-    jeq(b, AF_NETLINK, L_NETLINK, L_NEXT);
+    jeq(b, AF_INET, strict ? L_EACCES : L_ALLOW, L_NEXT);
+    jeq(b, AF_INET6, strict ? L_EACCES : L_ALLOW, L_NEXT);
+    jeq(b, AF_NETLINK, strict ? L_EAFNO : L_NETLINK, L_NEXT);
     jeq(b, AF_UNIX, net ? L_ALLOW : L_EACCES, L_EAFNO);
     place(b, L_NETLINK);
     ld(b, offsetof(struct seccomp_data, args[2]));
@@ -132,8 +136,13 @@ static void socket_rules(bld *b, bool net)
 
 int abx_seccomp_build(bool net, abx_seccomp_prog *out)
 {
+    return abx_seccomp_build_mode(net ? ABX_SC_NET : ABX_SC_NONET_NS, out);
+}
+
+int abx_seccomp_build_mode(enum abx_seccomp_net mode, abx_seccomp_prog *out)
+{
 #ifndef SC_ARCH
-    (void)net;
+    (void)mode;
     memset(out, 0, sizeof *out);
     return -1;
 #else
@@ -154,7 +163,7 @@ int abx_seccomp_build(bool net, abx_seccomp_prog *out)
     place(&b, L_I386);
     rules(&b, i386_rules, sizeof i386_rules / sizeof i386_rules[0]);
 #endif
-    socket_rules(&b, net);
+    socket_rules(&b, mode);
     static const struct {
         int label;
         uint32_t action;

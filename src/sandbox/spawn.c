@@ -14,6 +14,7 @@
  * and everything in its cgroups if abx dies, and at its deadline if abx has not. */
 #include "sandbox/spawn.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/tiers.h"
 #include "sandbox/watchdog.h"
 #include "core/util.h"
 #include <dirent.h>
@@ -37,6 +38,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -98,18 +100,14 @@ struct abx_sandbox {
     int *etc_fds;               /* O_PATH fds of /etc entries granted read-only (secrets left out) */
     size_t n_etc;
     atomic_ulong seq;
-    abx_seccomp_prog filter[2];  /* [0] without net, [1] with net */
+    abx_seccomp_prog filter[3];  /* by enum abx_seccomp_net */
+    abx_tiers tiers;             /* the layers as probed, refined by what was set up */
     abx_watchdog wd;
+    int cg_errno;                /* why the cgroup parent could not be made */
     char missing[256];
 };
 
 /* ---- probing ---- */
-
-static int landlock_abi(void)
-{
-    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
-    return abi > 0 ? (int)abi : 0;
-}
 
 /* Create an empty network namespace held by an fd: a helper child unshares, the parent
  * opens /proc/<child>/ns/net, the child exits. Costs one fork at start, then each
@@ -153,22 +151,6 @@ static int make_empty_netns(void)
     return fd;
 }
 
-static bool probe_mntns(void)
-{
-    pid_t pid = fork();
-    if (pid < 0)
-        return false;
-    /* what a child needs, not just unshare(): in a chroot "/" is no mount point and
-     * making it private fails (EINVAL); then no mask can be applied and saying so at
-     * start (sandbox.unavailable naming the layer) beats a spawn failing on each call */
-    if (pid == 0)
-        _exit(unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 ? 0 : 1);
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
 static bool write_file(const char *path, const char *text)
 {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -177,38 +159,6 @@ static bool write_file(const char *path, const char *text)
     ssize_t n = write(fd, text, strlen(text));
     close(fd);
     return n == (ssize_t)strlen(text);
-}
-
-/* Our own cgroup path in a v1 hierarchy ("pids", "memory") or v2 (controller ""). */
-static bool own_cgroup(const char *controller, char *out, size_t outlen)
-{
-    FILE *f = fopen("/proc/self/cgroup", "re");
-    if (!f)
-        return false;
-    char line[512];
-    bool found = false;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        char *c1 = strchr(line, ':');
-        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2)
-            continue;
-        *c2 = '\0';
-        const char *ctrls = c1 + 1, *path = c2 + 1;
-        bool match = false;
-        if (!*controller)
-            match = strcmp(line, "0") == 0 && !*ctrls;
-        else
-            for (char *save = NULL, *t = strtok_r((char *)ctrls, ",", &save); t; t = strtok_r(NULL, ",", &save))
-                match = match || strcmp(t, controller) == 0;
-        if (match) {
-            snprintf(out, outlen, "%s", strcmp(path, "/") == 0 ? "" : path);
-            found = true;
-            break;
-        }
-    }
-    fclose(f);
-    return found;
 }
 
 /* When process pid started (clock ticks since boot, /proc/<pid>/stat field 22); 0 when
@@ -283,16 +233,17 @@ static void setup_cgroups(abx_sandbox *sb)
     char path[256];
     /* cgroup v1 pids + memory (what this kind of machine mounts), else v2 */
     struct stat st;
-    if (stat("/sys/fs/cgroup/pids/cgroup.procs", &st) == 0 && own_cgroup("pids", path, sizeof path)) {
+    if (stat("/sys/fs/cgroup/pids/cgroup.procs", &st) == 0 && abx_own_cgroup("pids", path, sizeof path) == 0) {
         snprintf(sb->cg_parent[0], sizeof sb->cg_parent[0], "/sys/fs/cgroup/pids%s/abx-%s", path, sb->tag);
         sweep_parent_of(sb->cg_parent[0]);
         if (mkdir(sb->cg_parent[0], 0755) == 0 || errno == EEXIST) {
             sb->caps.cgroup_pids = true;
             sb->caps.cgroup_version = 1;
         } else {
+            sb->cg_errno = errno;
             sb->cg_parent[0][0] = '\0';
         }
-        if (stat("/sys/fs/cgroup/memory/cgroup.procs", &st) == 0 && own_cgroup("memory", path, sizeof path)) {
+        if (stat("/sys/fs/cgroup/memory/cgroup.procs", &st) == 0 && abx_own_cgroup("memory", path, sizeof path) == 0) {
             snprintf(sb->cg_parent[1], sizeof sb->cg_parent[1], "/sys/fs/cgroup/memory%s/abx-%s", path, sb->tag);
             sweep_parent_of(sb->cg_parent[1]);
             if (mkdir(sb->cg_parent[1], 0755) == 0 || errno == EEXIST)
@@ -300,7 +251,7 @@ static void setup_cgroups(abx_sandbox *sb)
             else
                 sb->cg_parent[1][0] = '\0';
         }
-        if (stat("/sys/fs/cgroup/cpu/cgroup.procs", &st) == 0 && own_cgroup("cpu", path, sizeof path)) {
+        if (stat("/sys/fs/cgroup/cpu/cgroup.procs", &st) == 0 && abx_own_cgroup("cpu", path, sizeof path) == 0) {
             snprintf(sb->cg_parent[2], sizeof sb->cg_parent[2], "/sys/fs/cgroup/cpu%s/abx-%s", path, sb->tag);
             sweep_parent_of(sb->cg_parent[2]);
             if (mkdir(sb->cg_parent[2], 0755) == 0 || errno == EEXIST)
@@ -310,7 +261,7 @@ static void setup_cgroups(abx_sandbox *sb)
         }
         return;
     }
-    if (stat("/sys/fs/cgroup/cgroup.controllers", &st) == 0 && own_cgroup("", path, sizeof path)) {
+    if (stat("/sys/fs/cgroup/cgroup.controllers", &st) == 0 && abx_own_cgroup("", path, sizeof path) == 0) {
         /* v2: a child cgroup with pids and memory delegated to it */
         char base[256], ctl[300];
         snprintf(base, sizeof base, "/sys/fs/cgroup%s", path);
@@ -330,6 +281,7 @@ static void setup_cgroups(abx_sandbox *sb)
                 return;
             }
         }
+        sb->cg_errno = errno;
         rmdir(sb->cg_parent[0]);
         sb->cg_parent[0][0] = '\0';
     }
@@ -389,11 +341,15 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
     sb->wd.sock = -1;
     sb->required = required;
     sb->netns_fd = -1;
-    sb->caps.root = geteuid() == 0;
-    sb->caps.landlock_abi = landlock_abi();
-    sb->netns_fd = make_empty_netns();
+    abx_tiers_probe(&sb->tiers);
+    sb->caps.root = sb->tiers.can_drop_caps;
+    sb->caps.landlock_abi = sb->tiers.landlock_abi;
+    sb->caps.mntns = abx_tiers_active(&sb->tiers, ABX_L_MNTNS);
+    if (sb->caps.mntns || abx_tiers_active(&sb->tiers, ABX_L_NETNS))
+        sb->netns_fd = make_empty_netns();
     sb->caps.netns = sb->netns_fd >= 0;
-    sb->caps.mntns = probe_mntns();
+    if (!sb->caps.netns && abx_tiers_active(&sb->tiers, ABX_L_NETNS))
+        abx_tiers_set(&sb->tiers, ABX_L_NETNS, ABX_LAYER_UNAVAILABLE, "the empty namespace could not be held");
     unsigned char rnd[8];
     if (abx_random(rnd, sizeof rnd) != 0)
         memset(rnd, 0x42, sizeof rnd);
@@ -401,9 +357,17 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
     abx_hex(rnd, sizeof rnd, hex);
     snprintf(sb->tag, sizeof sb->tag, "%d-s%llu-%s", (int)getpid(), proc_start((int)getpid()), hex);
     setup_cgroups(sb);
-    sb->caps.seccomp = abx_seccomp_available() && abx_seccomp_build(false, &sb->filter[0]) == 0 &&
-                       abx_seccomp_build(true, &sb->filter[1]) == 0;
+    if (!sb->caps.cgroup_pids && abx_tiers_active(&sb->tiers, ABX_L_CGROUP))
+        abx_tiers_set(&sb->tiers, ABX_L_CGROUP, ABX_LAYER_UNAVAILABLE, "cannot create a child cgroup: %s",
+                      strerror(sb->cg_errno));
+    sb->caps.seccomp = abx_tiers_active(&sb->tiers, ABX_L_SECCOMP) &&
+                       abx_seccomp_build_mode(ABX_SC_NONET_NS, &sb->filter[ABX_SC_NONET_NS]) == 0 &&
+                       abx_seccomp_build_mode(ABX_SC_NET, &sb->filter[ABX_SC_NET]) == 0 &&
+                       abx_seccomp_build_mode(ABX_SC_NONET_STRICT, &sb->filter[ABX_SC_NONET_STRICT]) == 0;
     sb->caps.watchdog = abx_watchdog_start(&sb->wd, (const char(*)[ABX_CG_PATH])sb->cg_parent) == 0;
+    if (!sb->caps.watchdog)
+        abx_tiers_set(&sb->tiers, ABX_L_WATCHDOG, ABX_LAYER_UNAVAILABLE, "cannot start it: %s", strerror(errno));
+    abx_tiers_pick(&sb->tiers);
     sb->cap_last = CAP_LAST_CAP;
     FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
     if (f) {
@@ -420,26 +384,15 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
         fchmod(mf, 0000); /* unreadable even for uid 0 once capabilities are gone */
         close(mf);
     }
+    /* a missing layer no longer stops the server: each call that needs it is refused
+     * (required) or runs without it and says so (best effort), see abx_sandbox_plan */
     size_t o = 0;
-    const struct {
-        bool ok;
-        const char *what;
-    } layers[] = {
-        {sb->caps.landlock_abi > 0, "landlock"},   {sb->caps.netns, "network namespace"},
-        {sb->caps.mntns, "mount namespace"},       {sb->caps.cgroup_pids, "cgroup pids"},
-        {sb->caps.cgroup_memory, "cgroup memory"}, {sb->caps.root, "root (capability dropping, run_as)"},
-        {sb->caps.seccomp, "seccomp"},             {sb->caps.watchdog, "watchdog"},
-    };
-    for (size_t i = 0; i < ABX_ARRAY_LEN(layers); i++)
-        if (!layers[i].ok)
+    for (int i = 0; i < ABX_L__N; i++)
+        if (sb->tiers.layer[i].state == ABX_LAYER_UNAVAILABLE && i != ABX_L_USERNS)
             o += (size_t)snprintf(sb->missing + o, o < sizeof sb->missing ? sizeof sb->missing - o : 0, "%s%s",
-                                  o ? ", " : "", layers[i].what);
-    if (required && (sb->caps.landlock_abi == 0 || !sb->caps.netns || !sb->caps.cgroup_pids || !sb->caps.seccomp ||
-                     !sb->caps.watchdog)) {
-        snprintf(err, errlen, "confine: required, but the kernel lacks: %s", sb->missing);
-        abx_sandbox_free(sb);
-        return NULL;
-    }
+                                  o ? ", " : "", abx_layer_name((enum abx_layer_id)i));
+    (void)err;
+    (void)errlen;
     return sb;
 }
 
@@ -464,6 +417,71 @@ void abx_sandbox_free(abx_sandbox *sb)
 
 const abx_sandbox_caps *abx_sandbox_caps_get(const abx_sandbox *sb) { return &sb->caps; }
 const char *abx_sandbox_missing(const abx_sandbox *sb) { return sb->missing; }
+const abx_tiers *abx_sandbox_tiers(const abx_sandbox *sb) { return &sb->tiers; }
+
+/* ---- what a call needs against what the tier has ---- */
+
+static void plan_miss(abx_confine_plan *p, const char *layer)
+{
+    size_t o = strlen(p->missing);
+    snprintf(p->missing + o, sizeof p->missing - o, "%s%s", o ? ", " : "", layer);
+}
+
+void abx_sandbox_plan(const abx_sandbox *sb, const abx_confine *c, abx_confine_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    const abx_tiers *t = &sb->tiers;
+    p->tier = abx_tier_name(t->tier);
+    bool set_ids = c->set_ids && t->can_set_ids;
+    uid_t child_uid = set_ids ? c->uid : geteuid();
+    if (!sb->caps.seccomp)
+        plan_miss(p, "seccomp");
+    if (!abx_tiers_active(t, ABX_L_NNP))
+        plan_miss(p, "no_new_privs");
+    if (t->layer[ABX_L_CAPS].state == ABX_LAYER_UNAVAILABLE)
+        plan_miss(p, "capabilities");
+    if (c->set_ids && !t->can_set_ids && (c->uid != geteuid() || c->gid != getegid()))
+        plan_miss(p, "run_as");
+    /* every process is confined to its statement's paths: only Landlock does that */
+    if (sb->caps.landlock_abi == 0)
+        plan_miss(p, "landlock");
+    if ((c->n_masks || c->n_readonly) && !sb->caps.mntns)
+        plan_miss(p, "mount namespace");
+    /* net: false — the empty namespace, else seccomp refusing internet and Unix sockets */
+    p->seccomp_mode = c->net ? ABX_SC_NET : sb->caps.netns ? ABX_SC_NONET_NS : ABX_SC_NONET_STRICT;
+    if (!c->net && !sb->caps.netns && !sb->caps.seccomp)
+        plan_miss(p, "network namespace");
+    /* pids: the cgroup, else RLIMIT_NPROC (which the kernel does not apply to uid 0) */
+    if (!sb->caps.cgroup_pids) {
+        if (child_uid != 0)
+            p->rlimit_nproc = true;
+        else
+            plan_miss(p, "cgroup pids");
+    }
+    if (c->memory_max > 0 && !sb->caps.cgroup_memory)
+        plan_miss(p, "cgroup memory");
+    if (c->cpu_milli > 0 && !sb->caps.cgroup_cpu)
+        plan_miss(p, "cgroup cpu");
+    if (!sb->caps.watchdog)
+        plan_miss(p, "watchdog");
+}
+
+/* RLIMIT_NPROC counts every task of the user, abx's own threads too when processes run
+ * as abx's uid: the limit is the statement's pids on top of those. */
+static long nproc_limit(const abx_sandbox *sb, const abx_confine *c)
+{
+    long base = 0;
+    bool same_uid = !(c->set_ids && sb->tiers.can_set_ids) || c->uid == geteuid();
+    FILE *f = same_uid ? fopen("/proc/self/status", "re") : NULL;
+    if (f) {
+        char line[128];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "Threads: %ld", &base) == 1)
+                break;
+        fclose(f);
+    }
+    return base + (c->pids_max > 0 ? (long)c->pids_max : 256);
+}
 
 /* ---- Landlock ruleset (parent side) ---- */
 
@@ -649,7 +667,9 @@ typedef struct child_args {
     int devnull;
     int procs_fd[3];
     int ruleset;
-    bool use_netns, use_mntns, use_caps, use_ll, use_seccomp;
+    long nproc;                  /* RLIMIT_NPROC to set; 0 = none (the cgroup holds pids) */
+    int seccomp_mode;            /* enum abx_seccomp_net */
+    bool use_netns, use_mntns, use_caps, use_ll, use_seccomp, set_ids;
 } child_args;
 
 typedef struct child_err {
@@ -658,12 +678,13 @@ typedef struct child_err {
 } child_err;
 
 enum { ST_SIG = 1, ST_SETSID, ST_PDEATH, ST_CGROUP, ST_NETNS, ST_MNTNS, ST_MASK, ST_STDIO, ST_CTTY, ST_CWD,
-       ST_FDS, ST_SECBITS, ST_BSET, ST_AMBIENT, ST_IDS, ST_CAPS, ST_NNP, ST_LANDLOCK, ST_SECCOMP, ST_EXEC };
+       ST_FDS, ST_SECBITS, ST_BSET, ST_AMBIENT, ST_IDS, ST_CAPS, ST_RLIMIT, ST_NNP, ST_LANDLOCK, ST_SECCOMP,
+       ST_EXEC };
 
 static const char *const step_names[] = {"?", "signals", "setsid", "pdeathsig", "cgroup", "netns", "mount namespace",
                                          "mask", "stdio", "controlling tty", "cwd", "descriptors", "securebits",
                                          "capability bounding set", "ambient capabilities", "uid/gid",
-                                         "capabilities", "no_new_privs", "landlock", "seccomp", "execve"};
+                                         "capabilities", "rlimit", "no_new_privs", "landlock", "seccomp", "execve"};
 
 static void child_fail(child_args *a, int step)
 {
@@ -752,7 +773,7 @@ static int child_main(void *arg)
                 child_fail(a, ST_BSET);
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
             child_fail(a, ST_AMBIENT);
-        if (c->set_ids) {
+        if (a->set_ids) {
             if (setgroups(0, NULL) != 0 || setresgid(c->gid, c->gid, c->gid) != 0 ||
                 setresuid(c->uid, c->uid, c->uid) != 0)
                 child_fail(a, ST_IDS);
@@ -763,12 +784,17 @@ static int child_main(void *arg)
         if (syscall(SYS_capset, &h, d) != 0)
             child_fail(a, ST_CAPS);
     }
+    if (a->nproc > 0) {
+        struct rlimit rl = {.rlim_cur = (rlim_t)a->nproc, .rlim_max = (rlim_t)a->nproc};
+        if (setrlimit(RLIMIT_NPROC, &rl) != 0)
+            child_fail(a, ST_RLIMIT);
+    }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         child_fail(a, ST_NNP);
     if (a->use_ll && syscall(SYS_landlock_restrict_self, a->ruleset, 0) != 0)
         child_fail(a, ST_LANDLOCK);
     if (a->use_seccomp) {
-        const abx_seccomp_prog *f = &a->sb->filter[c->net ? 1 : 0];
+        const abx_seccomp_prog *f = &a->sb->filter[a->seccomp_mode];
         struct sock_fprog prog = {.len = f->len, .filter = (struct sock_filter *)f->insn};
         if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
             child_fail(a, ST_SECCOMP);
@@ -805,19 +831,24 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     void *stack = MAP_FAILED;
     const size_t stack_size = 256 * 1024;
     int rc = -1;
-    if (required && (sb->caps.landlock_abi == 0 || (!c->net && !sb->caps.netns) || !sb->caps.cgroup_pids ||
-                     !sb->caps.seccomp || !sb->caps.watchdog || ((c->n_masks || c->n_readonly) && !sb->caps.mntns))) {
-        snprintf(err, errlen, "confinement required but unavailable: %s", sb->missing);
+    abx_confine_plan plan;
+    abx_sandbox_plan(sb, c, &plan);
+    if (required && plan.missing[0]) {
+        snprintf(err, errlen, "confinement required but unavailable: %s (tier %s)", plan.missing, plan.tier);
         errno = ENOSYS;
         return -1;
     }
     a.use_netns = !c->net && sb->caps.netns;
     /* masks and read-only mounts are needed; pins only keep them on their files, so
-     * without mount namespaces (where no mask can be applied either) they are left out */
-    a.use_mntns = c->n_masks || c->n_readonly || (c->n_pins && sb->caps.mntns);
+     * without mount namespaces (where no mask can be applied either) they are left out;
+     * best effort without a mount namespace runs unmasked (the plan recorded it) */
+    a.use_mntns = sb->caps.mntns && (c->n_masks || c->n_readonly || c->n_pins);
     a.use_caps = sb->caps.root;
+    a.set_ids = c->set_ids && sb->tiers.can_set_ids;
     a.use_ll = sb->caps.landlock_abi > 0;
     a.use_seccomp = sb->caps.seccomp;
+    a.seccomp_mode = plan.seccomp_mode;
+    a.nproc = plan.rlimit_nproc ? nproc_limit(sb, c) : 0;
     a.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (a.devnull < 0 || pipe2(pipefd, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "cannot prepare the child: %s", strerror(errno));

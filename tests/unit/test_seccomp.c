@@ -126,6 +126,28 @@ static void test_with_net(void **state)
     (void)state;
     test_rules(true);
 }
+
+/* net: false where no empty network namespace exists (the unprivileged tier): the filter
+ * alone keeps the process off the network, so internet, netlink and Unix sockets are
+ * refused while socketpair and the rest still pass */
+static void test_strict_without_netns(void **state)
+{
+    (void)state;
+    abx_seccomp_prog p;
+    assert_int_equal(abx_seccomp_build_mode(ABX_SC_NONET_STRICT, &p), 0);
+    assert_int_equal(run(&p, NATIVE, __NR_socket, AF_INET, 0), ERR(EACCES));
+    assert_int_equal(run(&p, NATIVE, __NR_socket, AF_INET6, 0), ERR(EACCES));
+    assert_int_equal(run(&p, NATIVE, __NR_socket, AF_UNIX, 0), ERR(EACCES));
+    assert_int_equal(run(&p, NATIVE, __NR_socket, AF_NETLINK, NETLINK_ROUTE), ERR(EAFNOSUPPORT));
+    assert_int_equal(run(&p, NATIVE, __NR_socket, AF_PACKET, 0), ERR(EAFNOSUPPORT));
+    assert_int_equal(run(&p, NATIVE, __NR_socketpair, AF_UNIX, 0), ALLOW);
+    assert_int_equal(run(&p, NATIVE, __NR_keyctl, 0, 0), ERR(EPERM));
+    assert_int_equal(run(&p, NATIVE, __NR_read, 0, 0), ALLOW);
+#if defined(__x86_64__)
+    assert_int_equal(run(&p, AUDIT_ARCH_I386, 359, AF_INET, 0), ERR(EACCES));
+    assert_int_equal(run(&p, NATIVE, __NR_socket | 0x40000000u, AF_INET6, 0), ERR(EACCES));
+#endif
+}
 #endif
 
 int main(void)
@@ -134,6 +156,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_without_net),
         cmocka_unit_test(test_with_net),
+        cmocka_unit_test(test_strict_without_netns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 #else
