@@ -33,6 +33,7 @@ set(ABX_SRC_CONFIG
 )
 set(ABX_SRC_POLICY
   src/policy/command.c
+  src/policy/enforce.c
   src/policy/paths.c
   src/policy/policy.c
   src/policy/url.c

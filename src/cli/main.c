@@ -1,6 +1,7 @@
 /* main.c — the abx command line: serve, mcp, call, catalog, openapi, tools, gen-client, docs,
  * check-config.
  * Thin: every command is a few calls into the library; nothing here decides policy. */
+#include "policy/enforce.h"
 #include "config/config.h"
 #include "core/core.h"
 #include "discovery/discovery.h"
@@ -140,6 +141,7 @@ static int cmd_check_config(int argc, char **argv)
     abx_diags d = {0};
     abx_policy *p = NULL;
     abx_server *s = offline_server(path, &d, &p);
+    abx_policy_check_enforceable(p, s ? &s->cfg : NULL, &d); /* statements this machine cannot confine */
     for (size_t i = 0; i < d.n; i++)
         printf("%s:%d: %s: %s: %s\n", path, d.items[i].line, d.items[i].level, d.items[i].code, d.items[i].message);
     int rc = d.errors ? 1 : 0;

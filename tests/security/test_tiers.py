@@ -324,3 +324,32 @@ def test_run_as_other_uid_is_a_config_error_when_unprivileged(tier):
     cfg["run_as"] = "12345:12345"
     with pytest.raises(RuntimeError, match="run_as 12345:12345 is not abx's own uid"):
         tier.server(cfg)
+
+
+def test_check_config_warns_about_what_this_tier_cannot_enforce(tier):
+    import subprocess
+    ws = tier.workspace()
+    secret = os.path.join(ws, "secret.txt")
+    open(secret, "w").close()
+    cfg = config(ws, statement=stmt(ws, limits={"memory": "64MiB"}), deny=[{"paths": [secret]}])
+    path = os.path.join(tier.base, "check-%d.json" % tier.n)
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    os.chmod(path, 0o644)
+    home = os.path.join(tier.base, "check-home-%d" % tier.n)
+    os.makedirs(home)
+    tier.own(home)
+    cmd = [tier.bin, "check-config", path]
+    if tier.wrap:
+        cmd = [wrapper()] + tier.wrap + ["--"] + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tier.base, env=dict(os.environ, ABX_HOME=home),
+                       timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    warnings = [ln for ln in r.stdout.splitlines() if "config.not_enforceable" in ln]
+    if tier.name == "full":
+        assert warnings == [], r.stdout
+        return
+    text = "\n".join(warnings)
+    assert "needs mount namespace" in text and "needs cgroup" in text, r.stdout
+    assert ("needs landlock" in text) == (tier.name == "minimal"), r.stdout
+    assert "tier %s" % tier.name in text, r.stdout
