@@ -445,8 +445,12 @@ void abx_sandbox_plan(const abx_sandbox *sb, const abx_confine *c, abx_confine_p
     /* every process is confined to its statement's paths: only Landlock does that */
     if (sb->caps.landlock_abi == 0)
         plan_miss(p, "landlock");
-    if ((c->n_masks || c->n_readonly) && !sb->caps.mntns)
+    /* masks carry deny statements, policy rather than hardening: never dropped, even
+     * with best_effort */
+    if ((c->n_masks || c->n_readonly) && !sb->caps.mntns) {
         plan_miss(p, "mount namespace");
+        p->masks_unavailable = true;
+    }
     /* net: false — the empty namespace, else seccomp refusing internet and Unix sockets */
     p->seccomp_mode = c->net ? ABX_SC_NET : sb->caps.netns ? ABX_SC_NONET_NS : ABX_SC_NONET_STRICT;
     if (!c->net && !sb->caps.netns && !sb->caps.seccomp)
@@ -833,15 +837,15 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     int rc = -1;
     abx_confine_plan plan;
     abx_sandbox_plan(sb, c, &plan);
-    if (required && plan.missing[0]) {
-        snprintf(err, errlen, "confinement required but unavailable: %s (tier %s)", plan.missing, plan.tier);
+    if ((required && plan.missing[0]) || plan.masks_unavailable) {
+        snprintf(err, errlen, "confinement required but unavailable: %s (tier %s%s)", plan.missing, plan.tier,
+                 required ? "" : "; deny masks are kept even with best_effort");
         errno = ENOSYS;
         return -1;
     }
     a.use_netns = !c->net && sb->caps.netns;
-    /* masks and read-only mounts are needed; pins only keep them on their files, so
-     * without mount namespaces (where no mask can be applied either) they are left out;
-     * best effort without a mount namespace runs unmasked (the plan recorded it) */
+    /* masks and read-only mounts are needed (the plan refused the spawn without them);
+     * pins only keep them on their files */
     a.use_mntns = sb->caps.mntns && (c->n_masks || c->n_readonly || c->n_pins);
     a.use_caps = sb->caps.root;
     a.set_ids = c->set_ids && sb->tiers.can_set_ids;
