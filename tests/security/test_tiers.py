@@ -144,6 +144,8 @@ def shared(tier):
     if tier.name == "full" and info["tier"] != "full":
         pytest.skip("this machine does not give the full tier: %s" % info["missing"])
     assert info["tier"] == tier.name, info
+    # abx serve logs the tier (and what is unavailable) once the sandbox is built
+    assert bb.wait_for(lambda: "confinement tier %s" % tier.name in s.stderr(), timeout=5), s.stderr()[-2000:]
     return s, ws
 
 
