@@ -14,6 +14,7 @@ set(ABX_SRC_CORE
 )
 set(ABX_SRC_SANDBOX
   src/sandbox/jail.c
+  src/sandbox/plan.c
   src/sandbox/procs.c
   src/sandbox/seccomp.c
   src/sandbox/spawn.c

@@ -60,7 +60,7 @@ void abx_policy_check_enforceable(const abx_policy *p, const abx_config *cfg, ab
     if (!p)
         return;
     abx_tiers t;
-    abx_tiers_probe(&t);
+    abx_tiers_probe(&t, true);
     bool cgroup = abx_tiers_active(&t, ABX_L_CGROUP);
     for (size_t i = 0; i < p->n_allow; i++) {
         const abx_stmt *s = &p->allow[i];

@@ -112,9 +112,10 @@ struct abx_sandbox {
 /* Create an empty network namespace held by an fd: a helper child unshares, the parent
  * opens /proc/<child>/ns/net, the child exits. Costs one fork at start, then each
  * spawn only setns()es (creating a namespace per process costs milliseconds). */
-static int make_empty_netns(void)
+static int make_empty_netns(int *why)
 {
     int up[2], down[2]; /* child → parent: ready; parent → child: EOF when done */
+    *why = EMFILE;
     if (pipe2(up, O_CLOEXEC) != 0)
         return -1;
     if (pipe2(down, O_CLOEXEC) != 0) {
@@ -126,7 +127,8 @@ static int make_empty_netns(void)
     if (pid == 0) {
         close(up[0]);
         close(down[1]);
-        char ok = unshare(CLONE_NEWNET) == 0 ? 'y' : 'n';
+        /* 'y', or the errno that refused it (tiers.h reports the reason) */
+        char ok = unshare(CLONE_NEWNET) == 0 ? 'y' : (char)(errno & 0x7f ? errno & 0x7f : 0x7f);
         if (write(up[1], &ok, 1) != 1)
             _exit(1);
         char c;
@@ -136,13 +138,16 @@ static int make_empty_netns(void)
     }
     close(up[1]);
     close(down[0]);
-    char ok = 'n';
+    char ok = 0;
     int fd = -1;
+    *why = pid < 0 ? errno : 0;
     if (pid > 0 && read(up[0], &ok, 1) == 1 && ok == 'y') {
         char path[64];
         snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
         fd = open(path, O_RDONLY | O_CLOEXEC);
     }
+    if (pid > 0 && ok != 'y')
+        *why = ok ? ok : EIO;
     close(down[1]);
     close(up[0]);
     int st;
@@ -341,15 +346,18 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
     sb->wd.sock = -1;
     sb->required = required;
     sb->netns_fd = -1;
-    abx_tiers_probe(&sb->tiers);
+    abx_tiers_probe(&sb->tiers, false);
     sb->caps.root = sb->tiers.can_drop_caps;
     sb->caps.landlock_abi = sb->tiers.landlock_abi;
     sb->caps.mntns = abx_tiers_active(&sb->tiers, ABX_L_MNTNS);
-    if (sb->caps.mntns || abx_tiers_active(&sb->tiers, ABX_L_NETNS))
-        sb->netns_fd = make_empty_netns();
+    int netns_err = 0;
+    sb->netns_fd = make_empty_netns(&netns_err);
     sb->caps.netns = sb->netns_fd >= 0;
-    if (!sb->caps.netns && abx_tiers_active(&sb->tiers, ABX_L_NETNS))
-        abx_tiers_set(&sb->tiers, ABX_L_NETNS, ABX_LAYER_UNAVAILABLE, "the empty namespace could not be held");
+    if (sb->caps.netns)
+        abx_tiers_set(&sb->tiers, ABX_L_NETNS, ABX_LAYER_ACTIVE, NULL);
+    else
+        abx_tiers_set(&sb->tiers, ABX_L_NETNS, ABX_LAYER_UNAVAILABLE, "unshare(CLONE_NEWNET): %s",
+                      strerror(netns_err ? netns_err : EPERM));
     unsigned char rnd[8];
     if (abx_random(rnd, sizeof rnd) != 0)
         memset(rnd, 0x42, sizeof rnd);
@@ -418,74 +426,6 @@ void abx_sandbox_free(abx_sandbox *sb)
 const abx_sandbox_caps *abx_sandbox_caps_get(const abx_sandbox *sb) { return &sb->caps; }
 const char *abx_sandbox_missing(const abx_sandbox *sb) { return sb->missing; }
 const abx_tiers *abx_sandbox_tiers(const abx_sandbox *sb) { return &sb->tiers; }
-
-/* ---- what a call needs against what the tier has ---- */
-
-static void plan_miss(abx_confine_plan *p, const char *layer)
-{
-    size_t o = strlen(p->missing);
-    snprintf(p->missing + o, sizeof p->missing - o, "%s%s", o ? ", " : "", layer);
-}
-
-void abx_sandbox_plan(const abx_sandbox *sb, const abx_confine *c, abx_confine_plan *p)
-{
-    memset(p, 0, sizeof *p);
-    const abx_tiers *t = &sb->tiers;
-    p->tier = abx_tier_name(t->tier);
-    bool set_ids = c->set_ids && t->can_set_ids;
-    uid_t child_uid = set_ids ? c->uid : geteuid();
-    if (!sb->caps.seccomp)
-        plan_miss(p, "seccomp");
-    if (!abx_tiers_active(t, ABX_L_NNP))
-        plan_miss(p, "no_new_privs");
-    if (t->layer[ABX_L_CAPS].state == ABX_LAYER_UNAVAILABLE)
-        plan_miss(p, "capabilities");
-    if (c->set_ids && !t->can_set_ids && (c->uid != geteuid() || c->gid != getegid()))
-        plan_miss(p, "run_as");
-    /* every process is confined to its statement's paths: only Landlock does that */
-    if (sb->caps.landlock_abi == 0)
-        plan_miss(p, "landlock");
-    /* masks carry deny statements, policy rather than hardening: never dropped, even
-     * with best_effort */
-    if ((c->n_masks || c->n_readonly) && !sb->caps.mntns) {
-        plan_miss(p, "mount namespace");
-        p->masks_unavailable = true;
-    }
-    /* net: false — the empty namespace, else seccomp refusing internet and Unix sockets */
-    p->seccomp_mode = c->net ? ABX_SC_NET : sb->caps.netns ? ABX_SC_NONET_NS : ABX_SC_NONET_STRICT;
-    if (!c->net && !sb->caps.netns && !sb->caps.seccomp)
-        plan_miss(p, "network namespace");
-    /* pids: the cgroup, else RLIMIT_NPROC (which the kernel does not apply to uid 0) */
-    if (!sb->caps.cgroup_pids) {
-        if (child_uid != 0)
-            p->rlimit_nproc = true;
-        else
-            plan_miss(p, "cgroup pids");
-    }
-    if (c->memory_max > 0 && !sb->caps.cgroup_memory)
-        plan_miss(p, "cgroup memory");
-    if (c->cpu_milli > 0 && !sb->caps.cgroup_cpu)
-        plan_miss(p, "cgroup cpu");
-    if (!sb->caps.watchdog)
-        plan_miss(p, "watchdog");
-}
-
-/* RLIMIT_NPROC counts every task of the user, abx's own threads too when processes run
- * as abx's uid: the limit is the statement's pids on top of those. */
-static long nproc_limit(const abx_sandbox *sb, const abx_confine *c)
-{
-    long base = 0;
-    bool same_uid = !(c->set_ids && sb->tiers.can_set_ids) || c->uid == geteuid();
-    FILE *f = same_uid ? fopen("/proc/self/status", "re") : NULL;
-    if (f) {
-        char line[128];
-        while (fgets(line, sizeof line, f))
-            if (sscanf(line, "Threads: %ld", &base) == 1)
-                break;
-        fclose(f);
-    }
-    return base + (c->pids_max > 0 ? (long)c->pids_max : 256);
-}
 
 /* ---- Landlock ruleset (parent side) ---- */
 
@@ -852,7 +792,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     a.use_ll = sb->caps.landlock_abi > 0;
     a.use_seccomp = sb->caps.seccomp;
     a.seccomp_mode = plan.seccomp_mode;
-    a.nproc = plan.rlimit_nproc ? nproc_limit(sb, c) : 0;
+    a.nproc = plan.nproc;
     a.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (a.devnull < 0 || pipe2(pipefd, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "cannot prepare the child: %s", strerror(errno));

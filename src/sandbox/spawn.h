@@ -72,6 +72,7 @@ typedef struct abx_confine_plan {
     const char *tier;                /* static name: full | unprivileged | minimal | none */
     int seccomp_mode;                /* enum abx_seccomp_net: strict when no empty namespace */
     bool rlimit_nproc;               /* pids held by RLIMIT_NPROC (no cgroup) */
+    long nproc;                      /*   its value: the statement's pids on top of what the uid runs */
     bool masks_unavailable;          /* deny masks need a mount namespace: refused in any mode */
 } abx_confine_plan;
 void abx_sandbox_plan(const abx_sandbox *sb, const abx_confine *c, abx_confine_plan *out);

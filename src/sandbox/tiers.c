@@ -61,7 +61,7 @@ bool abx_tiers_active(const abx_tiers *t, enum abx_layer_id id) { return t->laye
 
 /* ---- probes in a forked child ---- */
 
-enum probe { P_USERNS, P_MNTNS_UNSHARE, P_MNTNS_PRIVATE, P_NETNS, P_NNP };
+enum probe { P_USERNS, P_MNTNS, P_NETNS, P_NNP };
 
 /* 0 when the child managed, else the errno it met. */
 static int probe_child(enum probe what)
@@ -75,14 +75,12 @@ static int probe_child(enum probe what)
         case P_USERNS:
             rc = unshare(CLONE_NEWUSER);
             break;
-        case P_MNTNS_UNSHARE:
-            rc = unshare(CLONE_NEWNS);
-            break;
-        case P_MNTNS_PRIVATE:
+        case P_MNTNS:
             /* what a spawn does, not just unshare(): in a chroot "/" is no mount point and
-             * making it private fails with EINVAL */
-            rc = unshare(CLONE_NEWNS) == 0 ? mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) : 0;
-            break;
+             * making it private fails with EINVAL; that step's errno comes back + 128 */
+            if (unshare(CLONE_NEWNS) != 0)
+                _exit(errno & 0x7f ? errno & 0x7f : 127);
+            _exit(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 ? 0 : 128 + (errno & 0x7f));
         case P_NETNS:
             rc = unshare(CLONE_NEWNET);
             break;
@@ -90,7 +88,7 @@ static int probe_child(enum probe what)
             rc = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
             break;
         }
-        _exit(rc == 0 ? 0 : (errno & 0xff) ? (errno & 0xff) : 255);
+        _exit(rc == 0 ? 0 : (errno & 0x7f) ? (errno & 0x7f) : 127);
     }
     int st = 0;
     while (waitpid(pid, &st, 0) < 0)
@@ -101,27 +99,32 @@ static int probe_child(enum probe what)
     return WEXITSTATUS(st);
 }
 
-static void probe_namespaces(abx_tiers *t)
+static void probe_namespaces(abx_tiers *t, bool netns)
 {
-    int e = probe_child(P_USERNS);
-    if (geteuid() == 0 && t->can_drop_caps)
+    if (geteuid() == 0 && t->can_drop_caps) {
         abx_tiers_set(t, ABX_L_USERNS, ABX_LAYER_NOT_NEEDED, "abx has the capabilities to make namespaces itself");
-    else if (e)
-        abx_tiers_set(t, ABX_L_USERNS, ABX_LAYER_UNAVAILABLE, "unshare(CLONE_NEWUSER): %s", strerror(e));
-    else
-        abx_tiers_set(t, ABX_L_USERNS, ABX_LAYER_UNAVAILABLE,
-                      "the kernel allows them, but abx makes namespaces only with CAP_SYS_ADMIN");
-    if ((e = probe_child(P_MNTNS_UNSHARE)) != 0)
-        abx_tiers_set(t, ABX_L_MNTNS, ABX_LAYER_UNAVAILABLE, "unshare(CLONE_NEWNS): %s", strerror(e));
-    else if ((e = probe_child(P_MNTNS_PRIVATE)) != 0)
-        abx_tiers_set(t, ABX_L_MNTNS, ABX_LAYER_UNAVAILABLE, "making / private: %s%s", strerror(e),
-                      e == EINVAL ? " (/ is no mount point: a chroot?)" : "");
-    else
+    } else {
+        int e = probe_child(P_USERNS);
+        if (e)
+            abx_tiers_set(t, ABX_L_USERNS, ABX_LAYER_UNAVAILABLE, "unshare(CLONE_NEWUSER): %s", strerror(e));
+        else
+            abx_tiers_set(t, ABX_L_USERNS, ABX_LAYER_UNAVAILABLE,
+                          "the kernel allows them, but abx makes namespaces only with CAP_SYS_ADMIN");
+    }
+    int e = probe_child(P_MNTNS);
+    if (e == 0)
         abx_tiers_set(t, ABX_L_MNTNS, ABX_LAYER_ACTIVE, NULL);
-    if ((e = probe_child(P_NETNS)) != 0)
-        abx_tiers_set(t, ABX_L_NETNS, ABX_LAYER_UNAVAILABLE, "unshare(CLONE_NEWNET): %s", strerror(e));
+    else if (e < 128)
+        abx_tiers_set(t, ABX_L_MNTNS, ABX_LAYER_UNAVAILABLE, "unshare(CLONE_NEWNS): %s", strerror(e));
     else
-        abx_tiers_set(t, ABX_L_NETNS, ABX_LAYER_ACTIVE, NULL);
+        abx_tiers_set(t, ABX_L_MNTNS, ABX_LAYER_UNAVAILABLE, "making / private: %s%s", strerror(e - 128),
+                      e - 128 == EINVAL ? " (/ is no mount point: a chroot?)" : "");
+    if (netns) {
+        if ((e = probe_child(P_NETNS)) != 0)
+            abx_tiers_set(t, ABX_L_NETNS, ABX_LAYER_UNAVAILABLE, "unshare(CLONE_NEWNET): %s", strerror(e));
+        else
+            abx_tiers_set(t, ABX_L_NETNS, ABX_LAYER_ACTIVE, NULL);
+    }
     if ((e = probe_child(P_NNP)) != 0)
         abx_tiers_set(t, ABX_L_NNP, ABX_LAYER_UNAVAILABLE, "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(e));
     else
@@ -274,11 +277,11 @@ static void probe_cgroup(abx_tiers *t)
         abx_tiers_set(t, ABX_L_CGROUP, ABX_LAYER_ACTIVE, NULL);
 }
 
-void abx_tiers_probe(abx_tiers *t)
+void abx_tiers_probe(abx_tiers *t, bool netns)
 {
     memset(t, 0, sizeof *t);
     probe_caps(t);
-    probe_namespaces(t);
+    probe_namespaces(t, netns);
     probe_landlock(t);
     probe_seccomp(t);
     probe_cgroup(t);

@@ -56,8 +56,9 @@ typedef struct abx_tiers {
 /* Probe every layer without changing anything outside forked children (no cgroup is
  * created: delegation is judged by write access). check-config uses this alone;
  * the sandbox refines the cgroup, network namespace and watchdog layers with what it
- * actually set up, then calls abx_tiers_pick. */
-void abx_tiers_probe(abx_tiers *t);
+ * actually set up, then calls abx_tiers_pick. netns: probe the network namespace too
+ * (the sandbox skips it: making the empty namespace it keeps is the probe). */
+void abx_tiers_probe(abx_tiers *t, bool netns);
 void abx_tiers_set(abx_tiers *t, enum abx_layer_id id, enum abx_layer_state st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Decide the tier from the layers. */

@@ -82,7 +82,7 @@ static void test_probe_consistent(void **state)
 {
     (void)state;
     abx_tiers t;
-    abx_tiers_probe(&t);
+    abx_tiers_probe(&t, true);
     for (int i = 0; i < ABX_L__N; i++)
         if (t.layer[i].state != ABX_LAYER_ACTIVE)
             assert_true(t.layer[i].reason[0] != '\0');
