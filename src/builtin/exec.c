@@ -69,27 +69,27 @@ static void env_free(env_builder *e)
     abx_free(e->v);
 }
 
-/* Every execution attempt records, in its ledger group, the tier it met and what of
- * its statement was not enforced (best effort), before the process starts. */
+/* An execution attempt whose statement needs layers the tier lacks records them in its
+ * ledger group before anything starts: "missing" (confine: required, the call is then
+ * refused) or "not_enforced" (best_effort, it runs without them). The tier itself is in
+ * the group's "started" event. */
 static void record_confinement(abx_request *q, const abx_confine *conf)
 {
     abx_ledger *l = q->server->ledger;
     abx_sandbox *sb = abx_procs_sandbox(q->server->procs);
     if (!l || !q->group_id)
         return;
-    json_t *e = json_pack("{s:s}", "kind", "confinement");
+    abx_confine_plan plan;
+    if (sb)
+        abx_sandbox_plan(sb, conf, &plan);
+    if (sb && !plan.missing[0])
+        return;
     char at[32];
     abx_iso8601(abx_wall_ms(), at);
-    json_object_set_new(e, "at", json_string(at));
-    json_object_set_new(e, "mode", json_string(conf->required ? "required" : "best_effort"));
-    if (sb) {
-        abx_confine_plan plan;
-        abx_sandbox_plan(sb, conf, &plan);
-        json_object_set_new(e, "tier", json_string(plan.tier));
-        json_object_set_new(e, conf->required ? "missing" : "not_enforced", json_string(plan.missing));
-    } else {
-        json_object_set_new(e, "tier", json_string("none"));
-    }
+    json_t *e = json_pack("{s:s, s:s, s:s, s:s}", "kind", "confinement", "at", at, "mode",
+                          conf->required ? "required" : "best_effort", "tier", sb ? plan.tier : "none");
+    json_object_set_new(e, conf->required || (sb && plan.masks_unavailable) ? "missing" : "not_enforced",
+                        json_string(sb ? plan.missing : "everything (the sandbox could not be built)"));
     json_t *events = json_pack("[o]", e);
     abx_ledger_append(l, q->group_id, events, true);
     json_decref(events);
