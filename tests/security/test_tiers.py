@@ -361,3 +361,19 @@ def test_check_config_warns_about_what_this_tier_cannot_enforce(tier):
     assert "needs mount namespace" in text and "needs cgroup" in text, r.stdout
     assert ("needs landlock" in text) == (tier.name == "minimal"), r.stdout
     assert "tier %s" % tier.name in text, r.stdout
+
+
+def test_file_operations_work_in_every_tier(tier):
+    """abx's own file handlers need no privilege (the openat2 jail): the same ops work as
+    root and as an unprivileged uid without capabilities, Landlock or not."""
+    ws = tier.workspace()
+    cfg = config(ws)
+    cfg["policy"]["allow"].append({"ops": ["files.*"], "principals": ["alice"], "paths": [ws + "/**"]})
+    s = tier.server(cfg)
+    w = s.post("/files/write", token=ALICE_TOKEN, json_body={"path": ws + "/new.txt", "content": "tier\n"})
+    assert w.status_code == 200, w.text
+    r = s.get("/files/read", token=ALICE_TOKEN, params={"path": ws + "/new.txt"})
+    assert r.status_code == 200 and r.json()["content"] == "tier\n", r.text
+    assert os.stat(os.path.join(ws, "new.txt")).st_uid == tier.uid
+    outside = s.get("/files/read", token=ALICE_TOKEN, params={"path": tier.base + "/abx"})
+    assert outside.status_code == 403, outside.text
