@@ -77,4 +77,5 @@ void abx_sandbox_plan(const abx_sandbox *sb, const abx_confine *c, abx_confine_p
         plan_miss(p, "cgroup cpu");
     if (!caps->watchdog)
         plan_miss(p, "watchdog");
+    p->guard_signals = child_uid == geteuid() && !abx_tiers_active(t, ABX_L_LANDLOCK_SCOPE);
 }

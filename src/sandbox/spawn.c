@@ -612,7 +612,7 @@ typedef struct child_args {
     int procs_fd[3];
     int ruleset;
     long nproc;                  /* RLIMIT_NPROC to set; 0 = none (the cgroup holds pids) */
-    int seccomp_mode;            /* enum abx_seccomp_net */
+    const abx_seccomp_prog *filter; /* the sandbox's for the statement, or one with the signal guard */
     bool use_netns, use_mntns, use_caps, use_ll, use_seccomp, set_ids;
 } child_args;
 
@@ -738,7 +738,7 @@ static int child_main(void *arg)
     if (a->use_ll && syscall(SYS_landlock_restrict_self, a->ruleset, 0) != 0)
         child_fail(a, ST_LANDLOCK);
     if (a->use_seccomp) {
-        const abx_seccomp_prog *f = &a->sb->filter[a->seccomp_mode];
+        const abx_seccomp_prog *f = a->filter;
         struct sock_fprog prog = {.len = f->len, .filter = (struct sock_filter *)f->insn};
         if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
             child_fail(a, ST_SECCOMP);
@@ -791,7 +791,20 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     a.set_ids = c->set_ids && sb->tiers.can_set_ids;
     a.use_ll = sb->caps.landlock_abi > 0;
     a.use_seccomp = sb->caps.seccomp;
-    a.seccomp_mode = plan.seccomp_mode;
+    a.filter = &sb->filter[plan.seccomp_mode];
+    /* the same uid as abx and no Landlock signal scoping: the kernel would let the
+     * process signal abx and its watchdog, so its filter refuses that (seccomp.h) */
+    abx_seccomp_prog guarded;
+    if (plan.guard_signals && a.use_seccomp) {
+        abx_seccomp_guard g = {.pids = {(int)getpid(), sb->wd.pid > 0 ? (int)sb->wd.pid : (int)getpid()},
+                               .pgid = (int)getpgrp()};
+        if (abx_seccomp_build_guarded((enum abx_seccomp_net)plan.seccomp_mode, &g, &guarded) != 0) {
+            snprintf(err, errlen, "seccomp: cannot build the signal guard");
+            errno = ENOMEM;
+            return -1;
+        }
+        a.filter = &guarded;
+    }
     a.nproc = plan.nproc;
     a.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (a.devnull < 0 || pipe2(pipefd, O_CLOEXEC) != 0) {

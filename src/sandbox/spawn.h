@@ -74,6 +74,7 @@ typedef struct abx_confine_plan {
     bool rlimit_nproc;               /* pids held by RLIMIT_NPROC (no cgroup) */
     long nproc;                      /*   its value: the statement's pids on top of what the uid runs */
     bool masks_unavailable;          /* deny masks need a mount namespace: refused in any mode */
+    bool guard_signals;              /* abx's uid without Landlock scoping: seccomp guards abx's pids */
 } abx_confine_plan;
 void abx_sandbox_plan(const abx_sandbox *sb, const abx_confine *c, abx_confine_plan *out);
 

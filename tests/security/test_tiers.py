@@ -377,3 +377,20 @@ def test_file_operations_work_in_every_tier(tier):
     assert os.stat(os.path.join(ws, "new.txt")).st_uid == tier.uid
     outside = s.get("/files/read", token=ALICE_TOKEN, params={"path": tier.base + "/abx"})
     assert outside.status_code == 403, outside.text
+
+
+@pytest.mark.parametrize("probe", ["kill_term", "kill_stop", "kill_probe", "kill_group"])
+def test_signals_to_abx_refused_without_landlock_scoping(tier, probe):
+    """With abx's uid and no Landlock signal scoping (minimal here; unprivileged on
+    kernels below ABI 6), the seccomp guard keeps a process from signalling abx, its
+    process group and every process of the uid."""
+    if tier.name != "minimal":
+        pytest.skip("Landlock scopes signals in this tier on this machine")
+    ws = tier.workspace()
+    s = tier.server(config(ws, confine="best_effort"))
+    r = run(s, TRY + ABX_PROBES[probe], s.proc.pid)
+    assert r.status_code == 200, r.text
+    assert last_word(r.json()) != "ALLOWED", r.json()
+    r = run(s, TRY + "attempt(lambda: os.kill(-1, 0))\n")
+    assert r.status_code == 200 and last_word(r.json()) != "ALLOWED", r.json()
+    assert s.proc.poll() is None and s.get("/health").status_code == 200
