@@ -763,6 +763,19 @@ static int watch(abx_sandbox *sb, const abx_child *c, int64_t deadline_ms)
     return abx_watchdog_watch(&sb->wd, c->pidfd, c->pid, cg, deadline_ms);
 }
 
+/* The statement's filter; with the same uid as abx and no Landlock signal scoping the
+ * kernel would let the process signal abx and its watchdog, so the filter is built
+ * with a guard naming them (seccomp.h). NULL when that cannot be built. */
+static const abx_seccomp_prog *choose_filter(const abx_sandbox *sb, const abx_confine_plan *plan,
+                                             abx_seccomp_prog *guarded)
+{
+    if (!plan->guard_signals || !sb->caps.seccomp)
+        return &sb->filter[plan->seccomp_mode];
+    abx_seccomp_guard g = {.pids = {(int)getpid(), sb->wd.pid > 0 ? (int)sb->wd.pid : (int)getpid()},
+                           .pgid = (int)getpgrp()};
+    return abx_seccomp_build_guarded((enum abx_seccomp_net)plan->seccomp_mode, &g, guarded) == 0 ? guarded : NULL;
+}
+
 int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -791,19 +804,11 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     a.set_ids = c->set_ids && sb->tiers.can_set_ids;
     a.use_ll = sb->caps.landlock_abi > 0;
     a.use_seccomp = sb->caps.seccomp;
-    a.filter = &sb->filter[plan.seccomp_mode];
-    /* the same uid as abx and no Landlock signal scoping: the kernel would let the
-     * process signal abx and its watchdog, so its filter refuses that (seccomp.h) */
     abx_seccomp_prog guarded;
-    if (plan.guard_signals && a.use_seccomp) {
-        abx_seccomp_guard g = {.pids = {(int)getpid(), sb->wd.pid > 0 ? (int)sb->wd.pid : (int)getpid()},
-                               .pgid = (int)getpgrp()};
-        if (abx_seccomp_build_guarded((enum abx_seccomp_net)plan.seccomp_mode, &g, &guarded) != 0) {
-            snprintf(err, errlen, "seccomp: cannot build the signal guard");
-            errno = ENOMEM;
-            return -1;
-        }
-        a.filter = &guarded;
+    if (!(a.filter = choose_filter(sb, &plan, &guarded))) {
+        snprintf(err, errlen, "seccomp: cannot build the signal guard");
+        errno = ENOMEM;
+        return -1;
     }
     a.nproc = plan.nproc;
     a.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
