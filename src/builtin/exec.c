@@ -72,7 +72,7 @@ static void env_free(env_builder *e)
 /* An execution attempt whose statement needs layers the tier lacks records them in its
  * ledger group before anything starts: "missing" (confine: required, the call is then
  * refused) or "not_enforced" (best_effort, it runs without them). The tier itself is in
- * the group's "started" event. */
+ * the group's "admitted" event (dispatch.c). */
 static void record_confinement(abx_request *q, const abx_confine *conf)
 {
     abx_ledger *l = q->server->ledger;

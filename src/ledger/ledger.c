@@ -269,13 +269,9 @@ static bool write_items(abx_ledger *l, item *first)
         for (size_t k = 0; ok && k < it->n_ev; k++) {
             const char *kind = it->ev_kind[k], *at = it->ev_at[k], *dj = it->ev_data[k];
             char started[64];
-            char *merged = NULL;
             if (attempt_id && strcmp(kind, "started") == 0) { /* the attempt id is chained too */
-                /* kept beside what the event already says (an execution's confinement tier) */
-                if (dj && dj[0] == '{' && dj[1] && dj[1] != '}')
-                    merged = abx_asprintf("{\"attempt_id\":%lld,%s", (long long)attempt_id, dj + 1);
                 snprintf(started, sizeof started, "{\"attempt_id\":%lld}", (long long)attempt_id);
-                dj = merged ? merged : started;
+                dj = started;
             }
             char h[65];
             event_hash(hash, ordinal, it->group_id, seq0 + (int64_t)k, kind, at, dj, h);
@@ -289,7 +285,6 @@ static bool write_items(abx_ledger *l, item *first)
             sqlite3_bind_text(e, 8, h, -1, SQLITE_TRANSIENT);
             ok = sqlite3_step(e) == SQLITE_DONE;
             sqlite3_reset(e);
-            abx_free(merged);
             memcpy(hash, h, sizeof hash);
             ordinal++;
         }

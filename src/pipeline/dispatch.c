@@ -3,7 +3,6 @@
  * OK or an abx_error; the single exit audits and leaves the reply for the door to
  * render. Handler failures never skip the audit. */
 #include "pipeline/pipeline.h"
-#include "sandbox/tiers.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -621,17 +620,6 @@ static json_t *admitted_event(const abx_request *r)
     return e;
 }
 
-/* An execution attempt records the confinement tier it meets (sandbox/tiers.h); what
- * its statement needs that the tier lacks is a later "confinement" event (exec.c). */
-static json_t *started_event(abx_request *r)
-{
-    json_t *e = ev("started");
-    abx_sandbox *sb = r->op->effects & ABX_EFF_EXEC && r->server->procs ? abx_procs_sandbox(r->server->procs) : NULL;
-    if (r->op->effects & ABX_EFF_EXEC)
-        json_object_set_new(e, "tier", json_string(sb ? abx_tier_name(abx_sandbox_tiers(sb)->tier) : "none"));
-    return e;
-}
-
 /* Step 8's last act for mutating calls: the group, its admission and the attempt are
  * committed before the handler starts, so an answered mutating call is always there. */
 static abx_err record_admission(abx_request *r)
@@ -639,10 +627,10 @@ static abx_err record_admission(abx_request *r)
     abx_ledger *l = r->server->ledger;
     if (!l || !is_mutating(r->op))
         return ABX_OK;
-    json_t *events = json_array();
-    json_array_append_new(events, received_event(r));
-    json_array_append_new(events, admitted_event(r));
-    json_array_append_new(events, started_event(r));
+    json_t *adm = admitted_event(r); /* an execution also records the confinement tier it meets */
+    if (r->op->effects & ABX_EFF_EXEC && r->server->procs)
+        json_object_set_new(adm, "tier", json_string(abx_sandbox_tier_name(abx_procs_sandbox(r->server->procs))));
+    json_t *events = json_pack("[o, o, o]", received_event(r), adm, ev("started"));
     abx_ledger_call c = {.request_id = r->id, .principal = principal_of(r), .op = r->op->id,
                          .door = abx_door_name(r->door), .client = r->client, .events = events, .durable = true,
                          .attempt = true, .batch_group = r->batch_group};

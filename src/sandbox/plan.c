@@ -79,3 +79,18 @@ void abx_sandbox_plan(const abx_sandbox *sb, const abx_confine *c, abx_confine_p
         plan_miss(p, "watchdog");
     p->guard_signals = child_uid == geteuid() && !abx_tiers_active(t, ABX_L_LANDLOCK_SCOPE);
 }
+
+void abx_sandbox_log_tier(const abx_sandbox *sb, const char *err,
+                          void (*log)(const char *level, const char *request_id, const char *fmt, ...))
+{
+    if (!log)
+        return;
+    char line[1024];
+    if (sb)
+        abx_tiers_line(abx_sandbox_tiers(sb), line, sizeof line);
+    else
+        snprintf(line, sizeof line, "confinement unavailable: %s", err);
+    log(sb && abx_sandbox_tiers(sb)->tier == ABX_TIER_FULL ? "info" : "warn", NULL, "%s", line);
+}
+
+const char *abx_sandbox_tier_name(const abx_sandbox *sb) { return sb ? abx_tier_name(abx_sandbox_tiers(sb)->tier) : "none"; }

@@ -7,7 +7,6 @@
  * PDEATHSIG follows the parent *thread*: a connection thread may end long before the
  * background process it started. */
 #include "sandbox/procs.h"
-#include "sandbox/tiers.h"
 #include "core/util.h"
 #include <ftw.h>
 #include <sys/stat.h>
@@ -383,14 +382,7 @@ static void *manager_main(void *arg)
     struct epoll_event evs[64];
     char err[256];
     abx_sandbox *sb = abx_sandbox_new(m->runtime_dir, false, err, sizeof err);
-    if (m->log) {
-        char line[1024];
-        if (sb)
-            abx_tiers_line(abx_sandbox_tiers(sb), line, sizeof line);
-        else
-            snprintf(line, sizeof line, "confinement unavailable: %s", err);
-        m->log(sb && abx_sandbox_tiers(sb)->tier == ABX_TIER_FULL ? "info" : "warn", NULL, "%s", line);
-    }
+    abx_sandbox_log_tier(sb, err, m->log);
     pthread_mutex_lock(&m->mu);
     m->sb = sb;
     m->sb_ready = true;
@@ -507,28 +499,8 @@ abx_procs *abx_procs_new(const abx_procs_opts *o, char *err, size_t errlen)
     return m;
 }
 
-bool abx_procs_confine_required(abx_procs *m)
-{
-    /* required unless the config says best_effort: a statement's promise is kept or the
-     * call fails closed, on every tier */
-    return !m->confine_set || m->confine_required;
-}
-
-int abx_run_as_check(bool explicit_ids, unsigned *uid, unsigned *gid, char *err, size_t errlen)
-{
-    if ((*uid == geteuid() && *gid == getegid()) || abx_tiers_can_set_ids())
-        return 0;
-    if (explicit_ids) {
-        snprintf(err, errlen,
-                 "config: run_as %u:%u is not abx's own uid %u:%u, and abx has no CAP_SETUID/CAP_SETGID to switch "
-                 "(an unprivileged deployment): remove run_as or set it to %u:%u",
-                 *uid, *gid, (unsigned)geteuid(), (unsigned)getegid(), (unsigned)geteuid(), (unsigned)getegid());
-        return -1;
-    }
-    *uid = geteuid();
-    *gid = getegid();
-    return 0;
-}
+/* required unless the config says best_effort: on every tier, a statement's promise is kept or fails closed */
+bool abx_procs_confine_required(abx_procs *m) { return !m->confine_set || m->confine_required; }
 
 void abx_procs_run_ids(const abx_procs *m, uid_t *uid, gid_t *gid)
 {

@@ -43,10 +43,6 @@ abx_procs *abx_procs_new(const abx_procs_opts *o, char *err, size_t errlen);
 abx_sandbox *abx_procs_sandbox(abx_procs *m);
 /* Whether confinement is required: the mode the config chose, else required. */
 bool abx_procs_confine_required(abx_procs *m);
-/* run_as against what abx may do: ids other than abx's own need CAP_SETUID and
- * CAP_SETGID. Without them an explicit run_as is a config error (-1 with why), and
- * auto (the workspace's owner) falls back to abx's own ids. */
-int abx_run_as_check(bool explicit_ids, unsigned *uid, unsigned *gid, char *err, size_t errlen);
 /* The ids confined processes run as. */
 void abx_procs_run_ids(const abx_procs *m, uid_t *uid, gid_t *gid);
 /* A fresh private TMPDIR for one process: a directory below the runtime dir (made if

@@ -353,9 +353,7 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
     int netns_err = 0;
     sb->netns_fd = make_empty_netns(&netns_err);
     sb->caps.netns = sb->netns_fd >= 0;
-    if (sb->caps.netns)
-        abx_tiers_set(&sb->tiers, ABX_L_NETNS, ABX_LAYER_ACTIVE, NULL);
-    else
+    if (!sb->caps.netns) /* not probed: the layer reads active until this says otherwise */
         abx_tiers_set(&sb->tiers, ABX_L_NETNS, ABX_LAYER_UNAVAILABLE, "unshare(CLONE_NEWNET): %s",
                       strerror(netns_err ? netns_err : EPERM));
     unsigned char rnd[8];
@@ -399,8 +397,6 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
         if (sb->tiers.layer[i].state == ABX_LAYER_UNAVAILABLE && i != ABX_L_USERNS)
             o += (size_t)snprintf(sb->missing + o, o < sizeof sb->missing ? sizeof sb->missing - o : 0, "%s%s",
                                   o ? ", " : "", abx_layer_name((enum abx_layer_id)i));
-    (void)err;
-    (void)errlen;
     return sb;
 }
 
@@ -776,6 +772,36 @@ static const abx_seccomp_prog *choose_filter(const abx_sandbox *sb, const abx_co
     return abx_seccomp_build_guarded((enum abx_seccomp_net)plan->seccomp_mode, &g, guarded) == 0 ? guarded : NULL;
 }
 
+/* What the plan decides for the child: refused when a needed layer is missing (required,
+ * or deny masks in any mode), else which layers and which filter it gets. */
+static int plan_child(const abx_sandbox *sb, const abx_confine *c, bool required, child_args *a,
+                      abx_seccomp_prog *guarded, char *err, size_t errlen)
+{
+    abx_confine_plan plan;
+    abx_sandbox_plan(sb, c, &plan);
+    if ((required && plan.missing[0]) || plan.masks_unavailable) {
+        snprintf(err, errlen, "confinement required but unavailable: %s (tier %s%s)", plan.missing, plan.tier,
+                 required ? "" : "; deny masks are kept even with best_effort");
+        errno = ENOSYS;
+        return -1;
+    }
+    a->use_netns = !c->net && sb->caps.netns;
+    /* masks and read-only mounts are needed (the plan refused the spawn without them);
+     * pins only keep them on their files */
+    a->use_mntns = sb->caps.mntns && (c->n_masks || c->n_readonly || c->n_pins);
+    a->use_caps = sb->caps.root;
+    a->set_ids = c->set_ids && sb->tiers.can_set_ids;
+    a->use_ll = sb->caps.landlock_abi > 0;
+    a->use_seccomp = sb->caps.seccomp;
+    if (!(a->filter = choose_filter(sb, &plan, guarded))) {
+        snprintf(err, errlen, "seccomp: cannot build the signal guard");
+        errno = ENOMEM;
+        return -1;
+    }
+    a->nproc = plan.nproc;
+    return 0;
+}
+
 int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -788,29 +814,9 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     void *stack = MAP_FAILED;
     const size_t stack_size = 256 * 1024;
     int rc = -1;
-    abx_confine_plan plan;
-    abx_sandbox_plan(sb, c, &plan);
-    if ((required && plan.missing[0]) || plan.masks_unavailable) {
-        snprintf(err, errlen, "confinement required but unavailable: %s (tier %s%s)", plan.missing, plan.tier,
-                 required ? "" : "; deny masks are kept even with best_effort");
-        errno = ENOSYS;
-        return -1;
-    }
-    a.use_netns = !c->net && sb->caps.netns;
-    /* masks and read-only mounts are needed (the plan refused the spawn without them);
-     * pins only keep them on their files */
-    a.use_mntns = sb->caps.mntns && (c->n_masks || c->n_readonly || c->n_pins);
-    a.use_caps = sb->caps.root;
-    a.set_ids = c->set_ids && sb->tiers.can_set_ids;
-    a.use_ll = sb->caps.landlock_abi > 0;
-    a.use_seccomp = sb->caps.seccomp;
     abx_seccomp_prog guarded;
-    if (!(a.filter = choose_filter(sb, &plan, &guarded))) {
-        snprintf(err, errlen, "seccomp: cannot build the signal guard");
-        errno = ENOMEM;
+    if (plan_child(sb, c, required, &a, &guarded, err, errlen) != 0)
         return -1;
-    }
-    a.nproc = plan.nproc;
     a.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (a.devnull < 0 || pipe2(pipefd, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "cannot prepare the child: %s", strerror(errno));

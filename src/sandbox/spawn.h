@@ -77,6 +77,12 @@ typedef struct abx_confine_plan {
     bool guard_signals;              /* abx's uid without Landlock scoping: seccomp guards abx's pids */
 } abx_confine_plan;
 void abx_sandbox_plan(const abx_sandbox *sb, const abx_confine *c, abx_confine_plan *out);
+/* Log the tier and what is unavailable once, when the sandbox is built (err: why it could
+ * not be, when sb is NULL). log has abx_log's shape; NULL logs nothing. */
+void abx_sandbox_log_tier(const abx_sandbox *sb, const char *err,
+                          void (*log)(const char *level, const char *request_id, const char *fmt, ...));
+/* The tier's name ("none" without a sandbox). */
+const char *abx_sandbox_tier_name(const abx_sandbox *sb);
 
 typedef struct abx_spawn_req {
     char *const *argv;               /* argv[0] absolute */

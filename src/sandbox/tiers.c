@@ -154,6 +154,22 @@ bool abx_tiers_can_set_ids(void)
     return cap_in(d, CAP_SETUID, 0) && cap_in(d, CAP_SETGID, 0);
 }
 
+int abx_run_as_check(bool explicit_ids, unsigned *uid, unsigned *gid, char *err, size_t errlen)
+{
+    if ((*uid == geteuid() && *gid == getegid()) || abx_tiers_can_set_ids())
+        return 0;
+    if (explicit_ids) {
+        snprintf(err, errlen,
+                 "config: run_as %u:%u is not abx's own uid %u:%u, and abx has no CAP_SETUID/CAP_SETGID to switch "
+                 "(an unprivileged deployment): remove run_as or set it to %u:%u",
+                 *uid, *gid, (unsigned)geteuid(), (unsigned)getegid(), (unsigned)geteuid(), (unsigned)getegid());
+        return -1;
+    }
+    *uid = geteuid();
+    *gid = getegid();
+    return 0;
+}
+
 static void probe_caps(abx_tiers *t)
 {
     struct __user_cap_data_struct d[2];

@@ -72,6 +72,10 @@ const char *abx_layer_state_name(enum abx_layer_state st);
 const char *abx_tier_name(enum abx_tier tier);
 /* {tier, layers: {name: {state, reason?}}} */
 json_t *abx_tiers_json(const abx_tiers *t);
+/* run_as against what abx may do: ids other than abx's own need CAP_SETUID and
+ * CAP_SETGID. Without them an explicit run_as is a config error (-1 with why), and
+ * auto (the workspace's owner) falls back to abx's own ids. */
+int abx_run_as_check(bool explicit_ids, unsigned *uid, unsigned *gid, char *err, size_t errlen);
 /* Our cgroup path ("" for the root) in the v1 hierarchy of controller, or in v2 when
  * controller is "". 0, or -1 when there is none. */
 int abx_own_cgroup(const char *controller, char *out, size_t outlen);

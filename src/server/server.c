@@ -3,6 +3,7 @@
  * namespaces (builtin, ext), the process manager, the ledger, the policy snapshot, the
  * doors — and never serves a request itself: listener.c does (src/server/server.h). */
 #include "server/server.h"
+#include "sandbox/tiers.h"
 #include "builtin/builtin.h"
 #include "doors/doors.h"
 #include "ext/ext.h"

@@ -282,7 +282,7 @@ def test_best_effort_runs_and_records_what_was_not_enforced(tier):
     r = run(s, "print('ran')")
     assert r.status_code == 200 and r.json()["stdout"] == "ran\n", r.text
     text = ledger_text(s)
-    assert '"tier": "%s"' % tier.name in text, text[:3000]   # the attempt's started event
+    assert '"tier": "%s"' % tier.name in text, text[:3000]   # the attempt's admitted event
     # what the statement needed and the tier lacked: only where something was lacking
     assert ('"kind": "confinement"' in text) == (tier.name == "minimal"), text[:3000]
     if tier.name == "minimal":
