@@ -15,9 +15,11 @@ set(ABX_SRC_CORE
 )
 set(ABX_SRC_SANDBOX
   src/sandbox/jail.c
+  src/sandbox/plan.c
   src/sandbox/procs.c
   src/sandbox/seccomp.c
   src/sandbox/spawn.c
+  src/sandbox/tiers.c
   src/sandbox/watchdog.c
 )
 set(ABX_SRC_LEDGER
@@ -36,6 +38,7 @@ set(ABX_SRC_POLICY
   src/policy/command.c
   src/policy/compile.c
   src/policy/decide.c
+  src/policy/enforce.c
   src/policy/layout.c
   src/policy/lint.c
   src/policy/match.c

@@ -627,10 +627,10 @@ static abx_err record_admission(abx_request *r)
     abx_ledger *l = r->server->ledger;
     if (!l || !is_mutating(r->op))
         return ABX_OK;
-    json_t *events = json_array();
-    json_array_append_new(events, received_event(r));
-    json_array_append_new(events, admitted_event(r));
-    json_array_append_new(events, ev("started"));
+    json_t *adm = admitted_event(r); /* an execution also records the confinement tier it meets */
+    if (r->op->effects & ABX_EFF_EXEC && r->server->procs)
+        json_object_set_new(adm, "tier", json_string(abx_sandbox_tier_name(abx_procs_sandbox(r->server->procs))));
+    json_t *events = json_pack("[o, o, o]", received_event(r), adm, ev("started"));
     abx_ledger_call c = {.request_id = r->id, .principal = principal_of(r), .op = r->op->id,
                          .door = abx_door_name(r->door), .client = r->client, .events = events, .durable = true,
                          .attempt = true, .batch_group = r->batch_group};

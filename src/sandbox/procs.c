@@ -74,6 +74,7 @@ struct abx_procs {
     char runtime_dir[128];
     unsigned run_uid, run_gid;
     bool confine_set, confine_required;
+    void (*log)(const char *level, const char *request_id, const char *fmt, ...);
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cond;      /* output arrived, a process exited, a spawn finished */
@@ -381,6 +382,7 @@ static void *manager_main(void *arg)
     struct epoll_event evs[64];
     char err[256];
     abx_sandbox *sb = abx_sandbox_new(m->runtime_dir, false, err, sizeof err);
+    abx_sandbox_log_tier(sb, err, m->log);
     pthread_mutex_lock(&m->mu);
     m->sb = sb;
     m->sb_ready = true;
@@ -472,6 +474,7 @@ abx_procs *abx_procs_new(const abx_procs_opts *o, char *err, size_t errlen)
     m->run_gid = o->run_gid;
     m->confine_set = o->confine_set;
     m->confine_required = o->confine_required;
+    m->log = o->log;
     m->ring_cap = o->ring_bytes ? o->ring_bytes : 1024 * 1024;
     m->retention_ms = o->retention_ms > 0 ? o->retention_ms : 10 * 60 * 1000;
     pthread_mutex_init(&m->mu, NULL);
@@ -496,13 +499,8 @@ abx_procs *abx_procs_new(const abx_procs_opts *o, char *err, size_t errlen)
     return m;
 }
 
-bool abx_procs_confine_required(abx_procs *m)
-{
-    if (m->confine_set)
-        return m->confine_required;
-    abx_sandbox *sb = abx_procs_sandbox(m);
-    return !sb || abx_sandbox_caps_get(sb)->landlock_abi > 0;
-}
+/* required unless the config says best_effort: on every tier, a statement's promise is kept or fails closed */
+bool abx_procs_confine_required(abx_procs *m) { return !m->confine_set || m->confine_required; }
 
 void abx_procs_run_ids(const abx_procs *m, uid_t *uid, gid_t *gid)
 {

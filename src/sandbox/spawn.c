@@ -14,6 +14,7 @@
  * and everything in its cgroups if abx dies, and at its deadline if abx has not. */
 #include "sandbox/spawn.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/tiers.h"
 #include "sandbox/watchdog.h"
 #include "core/util.h"
 #include <dirent.h>
@@ -37,6 +38,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -98,25 +100,22 @@ struct abx_sandbox {
     int *etc_fds;               /* O_PATH fds of /etc entries granted read-only (secrets left out) */
     size_t n_etc;
     atomic_ulong seq;
-    abx_seccomp_prog filter[2];  /* [0] without net, [1] with net */
+    abx_seccomp_prog filter[3];  /* by enum abx_seccomp_net */
+    abx_tiers tiers;             /* the layers as probed, refined by what was set up */
     abx_watchdog wd;
+    int cg_errno;                /* why the cgroup parent could not be made */
     char missing[256];
 };
 
 /* ---- probing ---- */
 
-static int landlock_abi(void)
-{
-    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
-    return abi > 0 ? (int)abi : 0;
-}
-
 /* Create an empty network namespace held by an fd: a helper child unshares, the parent
  * opens /proc/<child>/ns/net, the child exits. Costs one fork at start, then each
  * spawn only setns()es (creating a namespace per process costs milliseconds). */
-static int make_empty_netns(void)
+static int make_empty_netns(int *why)
 {
     int up[2], down[2]; /* child → parent: ready; parent → child: EOF when done */
+    *why = EMFILE;
     if (pipe2(up, O_CLOEXEC) != 0)
         return -1;
     if (pipe2(down, O_CLOEXEC) != 0) {
@@ -128,7 +127,8 @@ static int make_empty_netns(void)
     if (pid == 0) {
         close(up[0]);
         close(down[1]);
-        char ok = unshare(CLONE_NEWNET) == 0 ? 'y' : 'n';
+        /* 'y', or the errno that refused it (tiers.h reports the reason) */
+        char ok = unshare(CLONE_NEWNET) == 0 ? 'y' : (char)(errno & 0x7f ? errno & 0x7f : 0x7f);
         if (write(up[1], &ok, 1) != 1)
             _exit(1);
         char c;
@@ -138,35 +138,22 @@ static int make_empty_netns(void)
     }
     close(up[1]);
     close(down[0]);
-    char ok = 'n';
+    char ok = 0;
     int fd = -1;
+    *why = pid < 0 ? errno : 0;
     if (pid > 0 && read(up[0], &ok, 1) == 1 && ok == 'y') {
         char path[64];
         snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
         fd = open(path, O_RDONLY | O_CLOEXEC);
     }
+    if (pid > 0 && ok != 'y')
+        *why = ok ? ok : EIO;
     close(down[1]);
     close(up[0]);
     int st;
     while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
     return fd;
-}
-
-static bool probe_mntns(void)
-{
-    pid_t pid = fork();
-    if (pid < 0)
-        return false;
-    /* what a child needs, not just unshare(): in a chroot "/" is no mount point and
-     * making it private fails (EINVAL); then no mask can be applied and saying so at
-     * start (sandbox.unavailable naming the layer) beats a spawn failing on each call */
-    if (pid == 0)
-        _exit(unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 ? 0 : 1);
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
 static bool write_file(const char *path, const char *text)
@@ -177,38 +164,6 @@ static bool write_file(const char *path, const char *text)
     ssize_t n = write(fd, text, strlen(text));
     close(fd);
     return n == (ssize_t)strlen(text);
-}
-
-/* Our own cgroup path in a v1 hierarchy ("pids", "memory") or v2 (controller ""). */
-static bool own_cgroup(const char *controller, char *out, size_t outlen)
-{
-    FILE *f = fopen("/proc/self/cgroup", "re");
-    if (!f)
-        return false;
-    char line[512];
-    bool found = false;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        char *c1 = strchr(line, ':');
-        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2)
-            continue;
-        *c2 = '\0';
-        const char *ctrls = c1 + 1, *path = c2 + 1;
-        bool match = false;
-        if (!*controller)
-            match = strcmp(line, "0") == 0 && !*ctrls;
-        else
-            for (char *save = NULL, *t = strtok_r((char *)ctrls, ",", &save); t; t = strtok_r(NULL, ",", &save))
-                match = match || strcmp(t, controller) == 0;
-        if (match) {
-            snprintf(out, outlen, "%s", strcmp(path, "/") == 0 ? "" : path);
-            found = true;
-            break;
-        }
-    }
-    fclose(f);
-    return found;
 }
 
 /* When process pid started (clock ticks since boot, /proc/<pid>/stat field 22); 0 when
@@ -283,16 +238,17 @@ static void setup_cgroups(abx_sandbox *sb)
     char path[256];
     /* cgroup v1 pids + memory (what this kind of machine mounts), else v2 */
     struct stat st;
-    if (stat("/sys/fs/cgroup/pids/cgroup.procs", &st) == 0 && own_cgroup("pids", path, sizeof path)) {
+    if (stat("/sys/fs/cgroup/pids/cgroup.procs", &st) == 0 && abx_own_cgroup("pids", path, sizeof path) == 0) {
         snprintf(sb->cg_parent[0], sizeof sb->cg_parent[0], "/sys/fs/cgroup/pids%s/abx-%s", path, sb->tag);
         sweep_parent_of(sb->cg_parent[0]);
         if (mkdir(sb->cg_parent[0], 0755) == 0 || errno == EEXIST) {
             sb->caps.cgroup_pids = true;
             sb->caps.cgroup_version = 1;
         } else {
+            sb->cg_errno = errno;
             sb->cg_parent[0][0] = '\0';
         }
-        if (stat("/sys/fs/cgroup/memory/cgroup.procs", &st) == 0 && own_cgroup("memory", path, sizeof path)) {
+        if (stat("/sys/fs/cgroup/memory/cgroup.procs", &st) == 0 && abx_own_cgroup("memory", path, sizeof path) == 0) {
             snprintf(sb->cg_parent[1], sizeof sb->cg_parent[1], "/sys/fs/cgroup/memory%s/abx-%s", path, sb->tag);
             sweep_parent_of(sb->cg_parent[1]);
             if (mkdir(sb->cg_parent[1], 0755) == 0 || errno == EEXIST)
@@ -300,7 +256,7 @@ static void setup_cgroups(abx_sandbox *sb)
             else
                 sb->cg_parent[1][0] = '\0';
         }
-        if (stat("/sys/fs/cgroup/cpu/cgroup.procs", &st) == 0 && own_cgroup("cpu", path, sizeof path)) {
+        if (stat("/sys/fs/cgroup/cpu/cgroup.procs", &st) == 0 && abx_own_cgroup("cpu", path, sizeof path) == 0) {
             snprintf(sb->cg_parent[2], sizeof sb->cg_parent[2], "/sys/fs/cgroup/cpu%s/abx-%s", path, sb->tag);
             sweep_parent_of(sb->cg_parent[2]);
             if (mkdir(sb->cg_parent[2], 0755) == 0 || errno == EEXIST)
@@ -310,7 +266,7 @@ static void setup_cgroups(abx_sandbox *sb)
         }
         return;
     }
-    if (stat("/sys/fs/cgroup/cgroup.controllers", &st) == 0 && own_cgroup("", path, sizeof path)) {
+    if (stat("/sys/fs/cgroup/cgroup.controllers", &st) == 0 && abx_own_cgroup("", path, sizeof path) == 0) {
         /* v2: a child cgroup with pids and memory delegated to it */
         char base[256], ctl[300];
         snprintf(base, sizeof base, "/sys/fs/cgroup%s", path);
@@ -330,6 +286,7 @@ static void setup_cgroups(abx_sandbox *sb)
                 return;
             }
         }
+        sb->cg_errno = errno;
         rmdir(sb->cg_parent[0]);
         sb->cg_parent[0][0] = '\0';
     }
@@ -389,11 +346,16 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
     sb->wd.sock = -1;
     sb->required = required;
     sb->netns_fd = -1;
-    sb->caps.root = geteuid() == 0;
-    sb->caps.landlock_abi = landlock_abi();
-    sb->netns_fd = make_empty_netns();
+    abx_tiers_probe(&sb->tiers, false);
+    sb->caps.root = sb->tiers.can_drop_caps;
+    sb->caps.landlock_abi = sb->tiers.landlock_abi;
+    sb->caps.mntns = abx_tiers_active(&sb->tiers, ABX_L_MNTNS);
+    int netns_err = 0;
+    sb->netns_fd = make_empty_netns(&netns_err);
     sb->caps.netns = sb->netns_fd >= 0;
-    sb->caps.mntns = probe_mntns();
+    if (!sb->caps.netns) /* not probed: the layer reads active until this says otherwise */
+        abx_tiers_set(&sb->tiers, ABX_L_NETNS, ABX_LAYER_UNAVAILABLE, "unshare(CLONE_NEWNET): %s",
+                      strerror(netns_err ? netns_err : EPERM));
     unsigned char rnd[8];
     if (abx_random(rnd, sizeof rnd) != 0)
         memset(rnd, 0x42, sizeof rnd);
@@ -401,9 +363,17 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
     abx_hex(rnd, sizeof rnd, hex);
     snprintf(sb->tag, sizeof sb->tag, "%d-s%llu-%s", (int)getpid(), proc_start((int)getpid()), hex);
     setup_cgroups(sb);
-    sb->caps.seccomp = abx_seccomp_available() && abx_seccomp_build(false, &sb->filter[0]) == 0 &&
-                       abx_seccomp_build(true, &sb->filter[1]) == 0;
+    if (!sb->caps.cgroup_pids && abx_tiers_active(&sb->tiers, ABX_L_CGROUP))
+        abx_tiers_set(&sb->tiers, ABX_L_CGROUP, ABX_LAYER_UNAVAILABLE, "cannot create a child cgroup: %s",
+                      strerror(sb->cg_errno));
+    sb->caps.seccomp = abx_tiers_active(&sb->tiers, ABX_L_SECCOMP) &&
+                       abx_seccomp_build_mode(ABX_SC_NONET_NS, &sb->filter[ABX_SC_NONET_NS]) == 0 &&
+                       abx_seccomp_build_mode(ABX_SC_NET, &sb->filter[ABX_SC_NET]) == 0 &&
+                       abx_seccomp_build_mode(ABX_SC_NONET_STRICT, &sb->filter[ABX_SC_NONET_STRICT]) == 0;
     sb->caps.watchdog = abx_watchdog_start(&sb->wd, (const char(*)[ABX_CG_PATH])sb->cg_parent) == 0;
+    if (!sb->caps.watchdog)
+        abx_tiers_set(&sb->tiers, ABX_L_WATCHDOG, ABX_LAYER_UNAVAILABLE, "cannot start it: %s", strerror(errno));
+    abx_tiers_pick(&sb->tiers);
     sb->cap_last = CAP_LAST_CAP;
     FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
     if (f) {
@@ -420,26 +390,13 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
         fchmod(mf, 0000); /* unreadable even for uid 0 once capabilities are gone */
         close(mf);
     }
+    /* a missing layer no longer stops the server: each call that needs it is refused
+     * (required) or runs without it and says so (best effort), see abx_sandbox_plan */
     size_t o = 0;
-    const struct {
-        bool ok;
-        const char *what;
-    } layers[] = {
-        {sb->caps.landlock_abi > 0, "landlock"},   {sb->caps.netns, "network namespace"},
-        {sb->caps.mntns, "mount namespace"},       {sb->caps.cgroup_pids, "cgroup pids"},
-        {sb->caps.cgroup_memory, "cgroup memory"}, {sb->caps.root, "root (capability dropping, run_as)"},
-        {sb->caps.seccomp, "seccomp"},             {sb->caps.watchdog, "watchdog"},
-    };
-    for (size_t i = 0; i < ABX_ARRAY_LEN(layers); i++)
-        if (!layers[i].ok)
+    for (int i = 0; i < ABX_L__N; i++)
+        if (sb->tiers.layer[i].state == ABX_LAYER_UNAVAILABLE && i != ABX_L_USERNS)
             o += (size_t)snprintf(sb->missing + o, o < sizeof sb->missing ? sizeof sb->missing - o : 0, "%s%s",
-                                  o ? ", " : "", layers[i].what);
-    if (required && (sb->caps.landlock_abi == 0 || !sb->caps.netns || !sb->caps.cgroup_pids || !sb->caps.seccomp ||
-                     !sb->caps.watchdog)) {
-        snprintf(err, errlen, "confine: required, but the kernel lacks: %s", sb->missing);
-        abx_sandbox_free(sb);
-        return NULL;
-    }
+                                  o ? ", " : "", abx_layer_name((enum abx_layer_id)i));
     return sb;
 }
 
@@ -464,6 +421,7 @@ void abx_sandbox_free(abx_sandbox *sb)
 
 const abx_sandbox_caps *abx_sandbox_caps_get(const abx_sandbox *sb) { return &sb->caps; }
 const char *abx_sandbox_missing(const abx_sandbox *sb) { return sb->missing; }
+const abx_tiers *abx_sandbox_tiers(const abx_sandbox *sb) { return &sb->tiers; }
 
 /* ---- Landlock ruleset (parent side) ---- */
 
@@ -649,7 +607,9 @@ typedef struct child_args {
     int devnull;
     int procs_fd[3];
     int ruleset;
-    bool use_netns, use_mntns, use_caps, use_ll, use_seccomp;
+    long nproc;                  /* RLIMIT_NPROC to set; 0 = none (the cgroup holds pids) */
+    const abx_seccomp_prog *filter; /* the sandbox's for the statement, or one with the signal guard */
+    bool use_netns, use_mntns, use_caps, use_ll, use_seccomp, set_ids;
 } child_args;
 
 typedef struct child_err {
@@ -658,12 +618,13 @@ typedef struct child_err {
 } child_err;
 
 enum { ST_SIG = 1, ST_SETSID, ST_PDEATH, ST_CGROUP, ST_NETNS, ST_MNTNS, ST_MASK, ST_STDIO, ST_CTTY, ST_CWD,
-       ST_FDS, ST_SECBITS, ST_BSET, ST_AMBIENT, ST_IDS, ST_CAPS, ST_NNP, ST_LANDLOCK, ST_SECCOMP, ST_EXEC };
+       ST_FDS, ST_SECBITS, ST_BSET, ST_AMBIENT, ST_IDS, ST_CAPS, ST_RLIMIT, ST_NNP, ST_LANDLOCK, ST_SECCOMP,
+       ST_EXEC };
 
 static const char *const step_names[] = {"?", "signals", "setsid", "pdeathsig", "cgroup", "netns", "mount namespace",
                                          "mask", "stdio", "controlling tty", "cwd", "descriptors", "securebits",
                                          "capability bounding set", "ambient capabilities", "uid/gid",
-                                         "capabilities", "no_new_privs", "landlock", "seccomp", "execve"};
+                                         "capabilities", "rlimit", "no_new_privs", "landlock", "seccomp", "execve"};
 
 static void child_fail(child_args *a, int step)
 {
@@ -752,7 +713,7 @@ static int child_main(void *arg)
                 child_fail(a, ST_BSET);
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
             child_fail(a, ST_AMBIENT);
-        if (c->set_ids) {
+        if (a->set_ids) {
             if (setgroups(0, NULL) != 0 || setresgid(c->gid, c->gid, c->gid) != 0 ||
                 setresuid(c->uid, c->uid, c->uid) != 0)
                 child_fail(a, ST_IDS);
@@ -763,12 +724,17 @@ static int child_main(void *arg)
         if (syscall(SYS_capset, &h, d) != 0)
             child_fail(a, ST_CAPS);
     }
+    if (a->nproc > 0) {
+        struct rlimit rl = {.rlim_cur = (rlim_t)a->nproc, .rlim_max = (rlim_t)a->nproc};
+        if (setrlimit(RLIMIT_NPROC, &rl) != 0)
+            child_fail(a, ST_RLIMIT);
+    }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         child_fail(a, ST_NNP);
     if (a->use_ll && syscall(SYS_landlock_restrict_self, a->ruleset, 0) != 0)
         child_fail(a, ST_LANDLOCK);
     if (a->use_seccomp) {
-        const abx_seccomp_prog *f = &a->sb->filter[c->net ? 1 : 0];
+        const abx_seccomp_prog *f = a->filter;
         struct sock_fprog prog = {.len = f->len, .filter = (struct sock_filter *)f->insn};
         if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
             child_fail(a, ST_SECCOMP);
@@ -793,6 +759,49 @@ static int watch(abx_sandbox *sb, const abx_child *c, int64_t deadline_ms)
     return abx_watchdog_watch(&sb->wd, c->pidfd, c->pid, cg, deadline_ms);
 }
 
+/* The statement's filter; with the same uid as abx and no Landlock signal scoping the
+ * kernel would let the process signal abx and its watchdog, so the filter is built
+ * with a guard naming them (seccomp.h). NULL when that cannot be built. */
+static const abx_seccomp_prog *choose_filter(const abx_sandbox *sb, const abx_confine_plan *plan,
+                                             abx_seccomp_prog *guarded)
+{
+    if (!plan->guard_signals || !sb->caps.seccomp)
+        return &sb->filter[plan->seccomp_mode];
+    abx_seccomp_guard g = {.pids = {(int)getpid(), sb->wd.pid > 0 ? (int)sb->wd.pid : (int)getpid()},
+                           .pgid = (int)getpgrp()};
+    return abx_seccomp_build_guarded((enum abx_seccomp_net)plan->seccomp_mode, &g, guarded) == 0 ? guarded : NULL;
+}
+
+/* What the plan decides for the child: refused when a needed layer is missing (required,
+ * or deny masks in any mode), else which layers and which filter it gets. */
+static int plan_child(const abx_sandbox *sb, const abx_confine *c, bool required, child_args *a,
+                      abx_seccomp_prog *guarded, char *err, size_t errlen)
+{
+    abx_confine_plan plan;
+    abx_sandbox_plan(sb, c, &plan);
+    if ((required && plan.missing[0]) || plan.masks_unavailable) {
+        snprintf(err, errlen, "confinement required but unavailable: %s (tier %s%s)", plan.missing, plan.tier,
+                 required ? "" : "; deny masks are kept even with best_effort");
+        errno = ENOSYS;
+        return -1;
+    }
+    a->use_netns = !c->net && sb->caps.netns;
+    /* masks and read-only mounts are needed (the plan refused the spawn without them);
+     * pins only keep them on their files */
+    a->use_mntns = sb->caps.mntns && (c->n_masks || c->n_readonly || c->n_pins);
+    a->use_caps = sb->caps.root;
+    a->set_ids = c->set_ids && sb->tiers.can_set_ids;
+    a->use_ll = sb->caps.landlock_abi > 0;
+    a->use_seccomp = sb->caps.seccomp;
+    if (!(a->filter = choose_filter(sb, &plan, guarded))) {
+        snprintf(err, errlen, "seccomp: cannot build the signal guard");
+        errno = ENOMEM;
+        return -1;
+    }
+    a->nproc = plan.nproc;
+    return 0;
+}
+
 int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -805,19 +814,9 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     void *stack = MAP_FAILED;
     const size_t stack_size = 256 * 1024;
     int rc = -1;
-    if (required && (sb->caps.landlock_abi == 0 || (!c->net && !sb->caps.netns) || !sb->caps.cgroup_pids ||
-                     !sb->caps.seccomp || !sb->caps.watchdog || ((c->n_masks || c->n_readonly) && !sb->caps.mntns))) {
-        snprintf(err, errlen, "confinement required but unavailable: %s", sb->missing);
-        errno = ENOSYS;
+    abx_seccomp_prog guarded;
+    if (plan_child(sb, c, required, &a, &guarded, err, errlen) != 0)
         return -1;
-    }
-    a.use_netns = !c->net && sb->caps.netns;
-    /* masks and read-only mounts are needed; pins only keep them on their files, so
-     * without mount namespaces (where no mask can be applied either) they are left out */
-    a.use_mntns = c->n_masks || c->n_readonly || (c->n_pins && sb->caps.mntns);
-    a.use_caps = sb->caps.root;
-    a.use_ll = sb->caps.landlock_abi > 0;
-    a.use_seccomp = sb->caps.seccomp;
     a.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (a.devnull < 0 || pipe2(pipefd, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "cannot prepare the child: %s", strerror(errno));
