@@ -16,7 +16,9 @@ set(ABX_SRC_CORE
 set(ABX_SRC_SANDBOX
   src/sandbox/jail.c
   src/sandbox/plan.c
+  src/sandbox/proc.c
   src/sandbox/procs.c
+  src/sandbox/sandbox.c
   src/sandbox/seccomp.c
   src/sandbox/spawn.c
   src/sandbox/tiers.c

@@ -86,9 +86,13 @@ def sha256_hex(s):
     return hashlib.sha256(s.encode()).hexdigest()
 
 
-def tokens(*names, extra=()):
+def tokens(*names, extra=(), admin=False, approver=False):
     """auth.tokens entries for the named principals of PRINCIPALS, in that order, then the
-    entries of `extra` as given: tokens("alice", "bob", "root")."""
+    entries of `extra` as given: tokens("alice", "bob", "root"). Without names, the
+    attack corpus's usual pair alice and bob (plus root with admin=True, ann with
+    approver=True), as the older secutil.tokens(admin, approver) gave."""
+    if not names:
+        names = ("alice", "bob") + (("root",) if admin else ()) + (("ann",) if approver else ())
     return [{"principal": n, "roles": list(PRINCIPALS[n][1]), "token_sha256": sha256_hex(PRINCIPALS[n][0])}
             for n in names] + list(extra)
 

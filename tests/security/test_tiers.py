@@ -20,7 +20,7 @@ import tempfile
 
 import pytest
 
-import abx_blackbox_conftest as bb
+import abxtest as bb
 from secutil import ALICE_TOKEN, sha256_hex, tokens
 from test_child_confinement import ABX_PROBES, CAP_PROBES, SECCOMP_PROBES, SOCKETS, TRY
 
