@@ -23,7 +23,6 @@ set(ABX_SRC_LEDGER
 )
 set(ABX_SRC_HTTP
   src/http/router.c
-  src/http/server.c
   src/http/target.c
   src/http/websocket.c
 )
@@ -47,19 +46,15 @@ set(ABX_SRC_PIPELINE
   src/pipeline/approval_bind.c
   src/pipeline/approvals.c
   src/pipeline/auth.c
-  src/pipeline/batch.c
   src/pipeline/call.c
   src/pipeline/dispatch.c
   src/pipeline/explain.c
   src/pipeline/idempotency.c
   src/pipeline/lanes.c
-  src/pipeline/legacy.c
   src/pipeline/log.c
-  src/pipeline/mcp.c
   src/pipeline/metrics.c
   src/pipeline/namespace.c
   src/pipeline/request.c
-  src/pipeline/toolcall.c
 )
 set(ABX_SRC_BUILTIN
   src/builtin/approvals_ops.c
@@ -79,6 +74,18 @@ set(ABX_SRC_EXT
   src/ext/ext.c
   src/ext/plugin.c
   src/ext/pyworker.c
+)
+set(ABX_SRC_DOORS
+  src/doors/batch.c
+  src/doors/doors.c
+  src/doors/legacy.c
+  src/doors/mcp.c
+  src/doors/toolcall.c
+)
+set(ABX_SRC_SERVER
+  src/server/listener.c
+  src/server/server.c
+  src/server/state.c
 )
 set(ABX_SRC_CLI
   src/cli/call.c

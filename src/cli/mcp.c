@@ -2,7 +2,7 @@
  * tools as subprocesses. The same config, policy and ledger as `abx serve`, in process:
  * no socket is opened and every tools/call enters the one pipeline. Standard output
  * carries only protocol messages; logs go to standard error. */
-#include "pipeline/pipeline.h"
+#include "doors/doors.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -216,6 +216,63 @@ static json_t *operation(const abx_op *op, const char *method, const char *path,
     return o;
 }
 
+/* The front doors (core/doors.def) besides POST /ops/{id}, which every op lists as its
+ * own path above: each is one path item, documented with its method. */
+static void door_paths(json_t *paths, json_t *shared)
+{
+    static const struct {
+        const char *door, *method, *path, *summary;
+        bool segment;
+    } rows[] = {
+#define ABX_DOOR_ROUTE(id, method, methods, path, match, order, handler, summary)                                  \
+    {#id, method, path, summary, ABX_DOOR_MATCH_##match},
+#define ABX_DOOR_MATCH_EXACT false
+#define ABX_DOOR_MATCH_SEGMENT true
+#include "core/doors.def"
+#undef ABX_DOOR_MATCH_SEGMENT
+#undef ABX_DOOR_MATCH_EXACT
+#undef ABX_DOOR_ROUTE
+    };
+    for (size_t i = 0; i < ABX_ARRAY_LEN(rows); i++) {
+        if (strcmp(rows[i].door, "RPC") == 0)
+            continue;
+        char path[64], m[8], opid[64];
+        snprintf(path, sizeof path, "%s%s", rows[i].path, rows[i].segment ? "{name}" : "");
+        size_t k;
+        for (k = 0; rows[i].method[k] && k < sizeof m - 1; k++)
+            m[k] = (char)(rows[i].method[k] - 'A' + 'a');
+        m[k] = '\0';
+        snprintf(opid, sizeof opid, "door_%s_%s", m, rows[i].path + 1);
+        for (char *c = opid; *c; c++)
+            if (*c == '/')
+                *c = '_';
+        json_t *o = json_pack("{s:s, s:s, s:[s], s:s, s:{s:{s:s, s:{s:{s:{s:s}}}}}}", "operationId", opid, "summary",
+                              rows[i].summary, "tags", "doors", "x-abx-door", rows[i].door, "responses", "200",
+                              "description", "The door's answer", "content", "application/json", "schema", "type",
+                              "object");
+        /* what every front door can answer before its calls run (each call's own errors
+         * come inside the door's answer, as its protocol carries them) */
+        bool post = strcmp(rows[i].method, "POST") == 0, e[ABX_E__COUNT] = {false};
+        e[ABX_E_AUTH_REQUIRED] = e[ABX_E_AUTH_INVALID_TOKEN] = e[ABX_E_AUTH_RATE_LIMITED] = true;
+        e[ABX_E_REQUEST_HEADERS_TOO_LARGE] = e[ABX_E_REQUEST_BUSY] = true;
+        e[ABX_E_REQUEST_BAD_JSON] = e[ABX_E_REQUEST_BAD_CONTENT_TYPE] = e[ABX_E_LIMIT_REQUEST_TOO_LARGE] = post;
+        e[ABX_E_OP_NOT_ENABLED] = rows[i].segment;
+        error_responses(json_object_get(o, "responses"), e, shared);
+        if (strcmp(rows[i].method, "POST") == 0)
+            json_object_set_new(o, "requestBody", json_pack("{s:b, s:{s:{s:{s:s}}}}", "required", 1, "content",
+                                                            "application/json", "schema", "type", "object"));
+        if (rows[i].segment)
+            json_object_set_new(o, "parameters", json_pack("[{s:s, s:s, s:b, s:{s:s}}]", "name", "name", "in", "path",
+                                                           "required", 1, "schema", "type", "string"));
+        json_t *item = json_object_get(paths, path);
+        if (!item) {
+            item = json_object();
+            json_object_set_new(paths, path, item);
+        }
+        json_object_set_new(item, m, o);
+    }
+}
+
 json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot, const char *server_url)
 {
     json_t *paths = json_object();
@@ -246,6 +303,7 @@ json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot,
         }
         json_object_set_new(item, "post", operation(op, "POST", rpc, true, shared));
     }
+    door_paths(paths, shared);
     json_t *error_schema = json_pack(
         "{s:s, s:[s], s:{s:{s:s, s:[s,s], s:{s:{s:s}, s:{s:s}, s:{s:s}}}}}", "type", "object", "required", "error",
         "properties", "error", "type", "object", "required", "code", "message", "properties", "code", "type", "string",
@@ -273,6 +331,8 @@ json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot,
         snprintf(last, sizeof last, "%.*s", (int)n, id);
         json_array_append_new(tags, json_pack("{s:s, s:s}", "name", last, "description", last));
     }
+    json_array_append_new(tags, json_pack("{s:s, s:s}", "name", "doors", "description",
+                                          "The front doors: batches, LLM tool formats, MCP, legacy commands"));
     json_object_set_new(doc, "tags", tags);
     return doc;
 }

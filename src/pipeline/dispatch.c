@@ -243,88 +243,44 @@ abx_policy *abx_server_snapshot(abx_server *s)
 }
 
 /* Step 1: capture the snapshot; a JSON body must say so and must be an object. */
-static abx_err step1_parse(abx_request *r)
+static void step1_parse(abx_request *r)
 {
     if (!r->policy)
         r->policy = abx_server_snapshot(r->server);
-    return ABX_OK;
 }
 
-void abx_route(abx_request *r)
+/* Step 2 for an op's own HTTP binding: the trie router. The front doors' paths are
+ * matched above the pipeline (doors/doors.c), which calls this when none of them did. */
+void abx_route_op(abx_request *r)
 {
-    if (r->routed)
-        return;
-    r->routed = true;
-    if (r->door != ABX_DOOR_HTTP)
-        return;
-    /* the RPC binding: POST /ops/{id} for every op */
-    if (strcmp(r->method, "POST") == 0 && r->path_len > 5 && memcmp(r->path, "/ops/", 5) == 0 &&
-        !memchr(r->path + 5, '/', r->path_len - 5)) {
-        r->door = ABX_DOOR_RPC;
-        size_t n = r->path_len - 5;
-        char *name = abx_arena_alloc(r->arena, n + 1);
-        if (name && abx_pct_decode(r->path + 5, n, name, false) >= 0)
-            r->op_name = name;
-        else
-            r->op_name = "";
-        return;
-    }
-    if (strcmp(r->method, "POST") == 0 && r->path_len == 6 && memcmp(r->path, "/batch", 6) == 0) {
-        r->door = ABX_DOOR_BATCH;
-        return;
-    }
-    /* the LLM provider tool formats: the door answers every method itself (405 inside) */
-    if ((r->path_len == 6 && memcmp(r->path, "/tools", 6) == 0) ||
-        (r->path_len == 11 && memcmp(r->path, "/tools/call", 11) == 0)) {
-        r->door = ABX_DOOR_TOOLS;
-        return;
-    }
-    if (r->path_len == 4 && memcmp(r->path, "/mcp", 4) == 0) { /* every method: the door answers 405 itself */
-        r->door = ABX_DOOR_MCP;
-        return;
-    }
     r->route = abx_router_match(r->server->router, r->method, r->path, r->path_len, &r->match);
-    /* the legacy command registry: GET /commands lists, POST /commands/{name} calls a
-     * declarative command by its original name; built-in routes there win (run, stream,
-     * sessions: a custom command may not take those names) */
-    if (r->route == ABX_ROUTE_NONE && strcmp(r->method, "GET") == 0 && r->path_len == 9 &&
-        memcmp(r->path, "/commands", 9) == 0) {
-        r->door = ABX_DOOR_COMMANDS;
-        r->commands_list = true;
-    } else if (r->route == ABX_ROUTE_NONE && strcmp(r->method, "POST") == 0 && r->path_len > 10 &&
-               memcmp(r->path, "/commands/", 10) == 0 && !memchr(r->path + 10, '/', r->path_len - 10)) {
-        r->door = ABX_DOOR_COMMANDS;
-        size_t n = r->path_len - 10;
-        char *name = abx_arena_alloc(r->arena, n + 1);
-        r->op_name = name && abx_pct_decode(r->path + 10, n, name, false) >= 0 ? name : "";
-    }
 }
 
 /* Step 3: credentials → principal. Bearer wins; X-Access-Token is the legacy alias. */
-static abx_err step3_authenticate(abx_request *r)
+static abx_step step3_authenticate(abx_request *r)
 {
     abx_policy *p = r->policy;
     if (r->trusted_principal) { /* in-process, batch and approved calls: already authenticated */
         r->slot = abx_policy_principal_slot(p, r->principal_name);
         if (r->slot < 0) {
             abx_fail(r, ABX_E_AUTH_INVALID_TOKEN, "unknown principal");
-            return ABX_E_AUTH_INVALID_TOKEN;
+            return ABX_STEP_FAIL;
         }
-        return ABX_OK;
+        return ABX_STEP_NEXT;
     }
     const char *tok = r->bearer ? r->bearer : r->x_token;
     if (r->bearer && r->x_token && strcmp(r->bearer, r->x_token) != 0) {
         abx_fail(r, ABX_E_AUTH_CONFLICTING_CREDENTIALS, "Authorization and X-Access-Token carry different tokens");
-        return ABX_E_AUTH_CONFLICTING_CREDENTIALS;
+        return ABX_STEP_FAIL;
     }
     int64_t now = abx_now_ms();
     if (!tok) {
         r->slot = (int)p->n_principals; /* anonymous: may still be mounted (core.health) */
         if (r->auth_bad_scheme) {
             abx_fail(r, ABX_E_AUTH_REQUIRED, "use Authorization: Bearer <token>");
-            return ABX_E_AUTH_REQUIRED;
+            return ABX_STEP_FAIL;
         }
-        return ABX_OK;
+        return ABX_STEP_NEXT;
     }
     char fp[65];
     abx_sha256_hex(tok, strlen(tok), fp);
@@ -333,22 +289,22 @@ static abx_err step3_authenticate(abx_request *r)
     if (wait > 0) {
         r->reply.retry_after = wait;
         abx_fail(r, ABX_E_AUTH_RATE_LIMITED, "too many failed attempts; retry in %d s", wait);
-        return ABX_E_AUTH_RATE_LIMITED;
+        return ABX_STEP_FAIL;
     }
     r->slot = abx_policy_auth(p, tok, strlen(tok), abx_wall_ms());
     if (r->slot < 0) {
         abx_auth_failed(r->server->limiter, fp, r->client, now);
         abx_fail(r, ABX_E_AUTH_INVALID_TOKEN, "the token is unknown or expired");
-        return ABX_E_AUTH_INVALID_TOKEN;
+        return ABX_STEP_FAIL;
     }
     abx_auth_succeeded(r->server->limiter, r->client, now);
-    return ABX_OK;
+    return ABX_STEP_NEXT;
 }
 
 static bool is_anonymous(const abx_request *r) { return r->slot == (int)r->policy->n_principals; }
 
 /* The one 404 body: identical bytes for unknown and unmounted ops. */
-static abx_err not_enabled(abx_request *r, const char *asked)
+static abx_step not_enabled(abx_request *r, const char *asked)
 {
     if (r->server->opts.explain_denials && asked && *asked) {
         /* development only: suggestions among ops mounted for this caller */
@@ -368,15 +324,15 @@ static abx_err not_enabled(abx_request *r, const char *asked)
         if (best) {
             abx_fail(r, ABX_E_OP_NOT_ENABLED, "No such operation is enabled for this caller (did you mean '%s'?)",
                      best);
-            return ABX_E_OP_NOT_ENABLED;
+            return ABX_STEP_FAIL;
         }
     }
     abx_fail(r, ABX_E_OP_NOT_ENABLED, "No such operation is enabled for this caller");
-    return ABX_E_OP_NOT_ENABLED;
+    return ABX_STEP_FAIL;
 }
 
 /* Step 4 (resolve) and 5 (mounted?). 401 for anonymous callers comes first. */
-static abx_err step4_5_resolve_mounted(abx_request *r)
+static abx_step step4_5_resolve_mounted(abx_request *r)
 {
     const abx_registry *reg = r->server->reg;
     const char *asked = NULL;
@@ -396,7 +352,7 @@ static abx_err step4_5_resolve_mounted(abx_request *r)
                 snprintf(r->reply.allow, sizeof r->reply.allow, "%s", allow);
                 abx_fail(r, ABX_E_REQUEST_METHOD_NOT_ALLOWED, "method %s is not allowed here; allowed: %s", r->method,
                          allow);
-                return ABX_E_REQUEST_METHOD_NOT_ALLOWED;
+                return ABX_STEP_FAIL;
             }
         }
     } else if (r->door == ABX_DOOR_COMMANDS) {
@@ -416,7 +372,7 @@ static abx_err step4_5_resolve_mounted(abx_request *r)
     if (!mounted && is_anonymous(r) && !r->trusted_principal) {
         /* unauthenticated callers learn nothing about routes: 401 before any 404/405 */
         abx_fail(r, ABX_E_AUTH_REQUIRED, "credentials are required: Authorization: Bearer <token>");
-        return ABX_E_AUTH_REQUIRED;
+        return ABX_STEP_FAIL;
     }
     if (!mounted) {
         if (!asked && r->door == ABX_DOOR_HTTP && r->path_len > 1) {
@@ -430,7 +386,7 @@ static abx_err step4_5_resolve_mounted(abx_request *r)
         r->op = NULL;
         return not_enabled(r, asked);
     }
-    return ABX_OK;
+    return ABX_STEP_NEXT;
 }
 
 typedef struct qctx {
@@ -453,7 +409,7 @@ static int add_query_arg(void *ud, const char *name, size_t nlen, const char *va
 
 /* Step 6: place arguments mechanically (path variables, then query for GET/DELETE or
  * the JSON body for POST/PUT/PATCH) and validate them against the schema. */
-static abx_err step6_args(abx_request *r)
+static abx_step step6_args(abx_request *r)
 {
     char msg[300] = "";
     abx_err e = ABX_OK;
@@ -466,14 +422,14 @@ static abx_err step6_args(abx_request *r)
         if (!r->args || !json_is_object(r->args)) {
             abx_fail(r, ABX_E_REQUEST_BAD_JSON, "the body is not a JSON object: %s",
                      r->args ? "not an object" : je.text);
-            return ABX_E_REQUEST_BAD_JSON;
+            return ABX_STEP_FAIL;
         }
     } else {
         r->args = json_object();
     }
     if (!r->args) {
         abx_fail(r, ABX_E_SERVER_UNAVAILABLE, "out of memory");
-        return ABX_E_SERVER_UNAVAILABLE;
+        return ABX_STEP_FAIL;
     }
     if (r->door == ABX_DOOR_HTTP) {
         for (size_t i = 0; i < r->match.n_vars && !e; i++) {
@@ -516,18 +472,18 @@ static abx_err step6_args(abx_request *r)
         e = abx_args_validate(op, r->args, msg, sizeof msg);
     if (e) {
         abx_fail(r, e, "%s", msg);
-        return e;
+        return ABX_STEP_FAIL;
     }
-    return ABX_OK;
+    return ABX_STEP_NEXT;
 }
 
 /* Step 7: deny rules, protected areas, allow statements with scopes, limits. */
-static abx_err step7_policy(abx_request *r)
+static abx_step step7_policy(abx_request *r)
 {
     abx_decide(r->policy, r->slot, r->op, r->op_index, r->args, &r->decision, NULL);
     if (r->decision.err) {
         abx_fail(r, r->decision.err, "%s", r->decision.message);
-        return r->decision.err;
+        return ABX_STEP_FAIL;
     }
     /* hooks may veto or narrow an admitted call, never widen it */
     for (int h = 0; h < r->server->n_hooks; h++) {
@@ -541,13 +497,13 @@ static abx_err step7_policy(abx_request *r)
                 e = ABX_E_POLICY_DENIED;
             snprintf(r->decision.determining, sizeof r->decision.determining, "hook[%d]", h);
             abx_fail(r, e, "%s", why[0] ? why : "refused by a policy hook");
-            return e;
+            return ABX_STEP_FAIL;
         }
         for (int i = 0; i < ABX_LIM__COUNT; i++)
             if (lim[i] >= 0 && (r->decision.limits[i] < 0 || lim[i] < r->decision.limits[i]))
                 r->decision.limits[i] = lim[i];
     }
-    return ABX_OK;
+    return ABX_STEP_NEXT;
 }
 
 static abx_err record_admission(abx_request *r);
@@ -555,41 +511,41 @@ static abx_err record_admission(abx_request *r);
 /* Step 8: admission. Approval first (a held call takes no rate or concurrency
  * tokens), then rate and concurrency; the request's own limit-style arguments narrow
  * the effective limits (never widen); the deadline follows from the timeout. */
-static abx_err step8_admit(abx_request *r)
+static abx_step step8_admit(abx_request *r)
 {
     if (r->decision.approval || r->op->def->requires_approval) {
         if (r->approved) {
             /* the approved run: only the exact held call, only once (the runner's state) */
             if (!abx_approval_matches(r->approved, abx_policy_principal_id(r->policy, r->slot), r->op->id, r->args)) {
                 abx_fail(r, ABX_E_APPROVAL_DECIDED, "the approval does not cover this call");
-                return ABX_E_APPROVAL_DECIDED;
+                return ABX_STEP_FAIL;
             }
             /* ... and only if the files it names still hold what the approver saw */
             char why[512];
             abx_err se = abx_approval_check_files(r->approved, r, why, sizeof why);
             if (se != ABX_OK) {
                 abx_fail(r, se, "%s", why);
-                return se;
+                return ABX_STEP_FAIL;
             }
         } else if (!r->policy->has_approver) {
             abx_fail(r, ABX_E_APPROVAL_NO_APPROVER, "this call needs approval and no approver is configured");
-            return ABX_E_APPROVAL_NO_APPROVER;
+            return ABX_STEP_FAIL;
         } else {
             abx_approval_hold(r);   /* 202 pending, or the result after Prefer: wait */
-            return ABX_E__COUNT;    /* held: nothing more runs in this request */
+            return ABX_STEP_HELD;   /* held: nothing more runs in this request */
         }
     }
     if (abx_idem_begin(r))
-        return ABX_E__COUNT; /* answered with the first call's recorded result */
+        return ABX_STEP_DONE; /* answered with the first call's recorded result */
     int retry = 0;
     abx_err e = abx_admit(r->policy, r->slot, &r->decision, abx_now_us(), &retry);
     if (e) {
         r->reply.retry_after = retry;
         abx_fail(r, e, "%s", r->decision.message);
-        return e;
+        return ABX_STEP_FAIL;
     }
     if ((e = record_admission(r)) != ABX_OK)
-        return e;
+        return ABX_STEP_FAIL;
     for (int i = 0; i < ABX_LIM__COUNT; i++) {
         unsigned bit = 1u << i;
         /* only size/count limits come from arguments; an op's timeout arguments have
@@ -603,7 +559,7 @@ static abx_err step8_admit(abx_request *r)
                 r->decision.limits[i] = x;
         }
     }
-    return ABX_OK;
+    return ABX_STEP_NEXT;
 }
 
 /* ---- the ledger's view of a call ---- */
@@ -799,11 +755,11 @@ static void ledger_audit(abx_request *r, int status, int64_t dur_us)
 }
 
 /* Step 9: the handler, with canonical admitted values in ctx. */
-static abx_err step9_run(abx_request *r)
+static abx_step step9_run(abx_request *r)
 {
     abx_err e = r->op->def->handler(&r->ctx, r->args, &r->reply);
     if (e == ABX_OK && r->reply.err == ABX_OK)
-        return ABX_OK;
+        return ABX_STEP_NEXT;
     if (e == ABX_OK)
         e = r->reply.err;
     if (e <= ABX_OK || e >= ABX_E__COUNT) {
@@ -817,35 +773,37 @@ static abx_err step9_run(abx_request *r)
     } else if (r->reply.err != e) {
         abx_fail(r, e, "%s", abx_err_meaning(e));
     }
-    return e;
+    return ABX_STEP_FAIL;
 }
 
+abx_step abx_pipeline_front(abx_request *r)
+{
+    if (r->reply.err != ABX_OK)
+        return ABX_STEP_FAIL;
+    step1_parse(r);
+    return step3_authenticate(r);
+}
+
+abx_step abx_pipeline_op(abx_request *r)
+{
+    abx_step st = step4_5_resolve_mounted(r);
+    if (st == ABX_STEP_NEXT)
+        st = step6_args(r);
+    if (st == ABX_STEP_NEXT)
+        st = step7_policy(r);
+    if (st == ABX_STEP_NEXT)
+        st = step8_admit(r);
+    if (st == ABX_STEP_NEXT)
+        st = step9_run(r);
+    return st == ABX_STEP_NEXT ? ABX_STEP_DONE : st;
+}
+
+/* In-process calls (trusted principal, any door but a front door's own path): steps 1
+ * to 9. The front doors enter through doors/doors.c, which calls the same steps. */
 void abx_dispatch_begin(abx_request *r)
 {
-    if (r->reply.err == ABX_OK && step1_parse(r) == ABX_OK) {
-        abx_route(r); /* step 2 */
-        if (step3_authenticate(r) != ABX_OK)
-            return;
-        if (r->door == ABX_DOOR_BATCH && !r->trusted_principal) { /* the front door; its calls enter again */
-            abx_batch_run(r);
-            return;
-        }
-        if (r->door == ABX_DOOR_TOOLS && !r->trusted_principal) {
-            abx_tools_run(r);
-            return;
-        }
-        if (r->door == ABX_DOOR_MCP && !r->trusted_principal) { /* the same for MCP's tools/call */
-            abx_mcp_http(r);
-            return;
-        }
-        if (r->commands_list) { /* GET /commands: a listing front door, no op of its own */
-            abx_commands_list(r);
-            return;
-        }
-        if (step4_5_resolve_mounted(r) == ABX_OK && step6_args(r) == ABX_OK && step7_policy(r) == ABX_OK &&
-            step8_admit(r) == ABX_OK)
-            step9_run(r);
-    }
+    if (abx_pipeline_front(r) == ABX_STEP_NEXT)
+        abx_pipeline_op(r);
 }
 
 void abx_dispatch(abx_request *r)

@@ -59,3 +59,14 @@ const abx_namespace *abx_ns_of(abx_server *s, const char *op_id)
             return s->ns[i].ns;
     return NULL;
 }
+
+/* The legacy command registry (POST /commands/{name}): the op id of a declarative
+ * command by its original name, asking the registry the server installed from ext. */
+const char *abx_command_op_id(abx_server *s, const char *name)
+{
+    const char *id, *n;
+    for (size_t i = 0; s->commands.fn && (id = s->commands.fn(s->commands.ud, i, &n)); i++)
+        if (strcmp(n, name) == 0)
+            return id;
+    return NULL;
+}

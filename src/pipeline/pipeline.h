@@ -19,16 +19,18 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+/* Who a call came through (core/doors.def: the ledger and the logs name it). */
 typedef enum abx_door {
-    ABX_DOOR_HTTP,
-    ABX_DOOR_RPC,
-    ABX_DOOR_INPROC,
-    ABX_DOOR_BATCH,
-    ABX_DOOR_APPROVAL,
-    ABX_DOOR_TOOLS, /* GET /tools, POST /tools/call (LLM provider tool formats) and the calls inside */
-    ABX_DOOR_MCP,    /* POST /mcp (Streamable HTTP) and abx mcp (stdio), and the calls inside */
-    ABX_DOOR_COMMANDS /* the legacy command registry: POST /commands/{name}, GET /commands */
+#define ABX_DOOR(id, name, summary) ABX_DOOR_##id,
+#include "core/doors.def"
+#undef ABX_DOOR
+    ABX_DOOR__COUNT
 } abx_door;
+
+/* A step's result: go on to the next step, the request is answered (done), it is held
+ * for an approver (held), or it failed (the reply holds the error). Every exit is
+ * audited by step 10 (abx_audit), which the door or the in-process caller runs. */
+typedef enum abx_step { ABX_STEP_NEXT, ABX_STEP_DONE, ABX_STEP_HELD, ABX_STEP_FAIL } abx_step;
 typedef struct abx_ext abx_ext; /* ext/ext.h: the server owns it; the pipeline only holds it */
 typedef struct abx_approval abx_approval;
 typedef struct abx_approvals abx_approvals;
@@ -175,12 +177,12 @@ typedef struct abx_request {
     bool trusted_principal;     /* in-process: principal given by id, no token */
     const char *principal_name; /* in-process principal id (NULL = anonymous) */
     const char *op_name;        /* RPC/in-process: the op id or alias asked for; legacy: the command name */
-    bool commands_list;         /* GET /commands (the legacy listing front door) */
     const json_t *args_in;      /* in-process: the arguments (borrowed) */
     /* state */
     abx_policy *policy;         /* one reference, taken at step 1 */
     int slot;                   /* principal slot, -1 before step 3 */
-    bool routed;
+    bool routed;                /* the door table ran (doors/doors.c: abx_doors_route) */
+    void (*door_run)(struct abx_request *r); /* set by the door table: the front door's handler; NULL: op steps */
     enum abx_route_result route;
     abx_route_match match;
     const abx_op *op;
@@ -194,12 +196,17 @@ typedef struct abx_request {
 /* Create a request (arena, id, start time; request.c). NULL on OOM. */
 abx_request *abx_request_new(abx_server *s, abx_door door);
 void abx_request_free(abx_request *r);
-/* Step 2, idempotent: the transport may call it early (body rules, busy slot). */
-void abx_route(abx_request *r);
-/* Steps 1–10; the reply is in r->reply. */
+/* Step 2 for an op's own HTTP binding (r->route, r->match): the trie router. */
+void abx_route_op(abx_request *r);
+/* Steps 1 (the policy snapshot) and 3 (credentials → principal). */
+abx_step abx_pipeline_front(abx_request *r);
+/* Steps 4 (resolve) to 9 (run) on r->op_name, or on r->match for the HTTP door. */
+abx_step abx_pipeline_op(abx_request *r);
+/* In-process calls (trusted principal): steps 1–10; the reply is in r->reply. The
+ * front doors (HTTP) enter through doors/doors.h instead, which runs the same steps. */
 void abx_dispatch(abx_request *r);
-/* Steps 1–9 without the audit: for streamed bodies the transport then feeds the sink
- * (abx_body_feed), finishes it (abx_body_end) and audits. */
+/* Steps 1–9 without the audit (in-process). For streamed bodies the transport then
+ * feeds the sink (abx_body_feed), finishes it (abx_body_end) and audits. */
 void abx_dispatch_begin(abx_request *r);
 bool abx_body_wanted(const abx_request *r);
 abx_err abx_body_feed(abx_request *r, const void *data, size_t len);
@@ -325,57 +332,6 @@ void abx_lanes_run(abx_request *front, abx_door door, abx_lane_call *calls, size
  * durable "received" event with the label as op, the call count and extra's members
  * (extra owned, may be NULL). */
 void abx_front_door_record(abx_request *r, const char *label, size_t n_calls, json_t *extra);
-
-/* batch (batch.c): POST /batch */
-void abx_batch_run(abx_request *r);
-/* GET /commands (batch.c's sibling front door): the caller's mounted declarative commands */
-void abx_commands_list(abx_request *r);
-
-/* LLM provider tool formats (toolcall.c): GET /tools, POST /tools/call */
-void abx_tools_run(abx_request *r);
-/* MCP (mcp.c): the Model Context Protocol, Streamable HTTP at /mcp and stdio (abx mcp).
- * The core handles one parsed JSON-RPC message for a conversation (an HTTP session or
- * the stdio connection); both transports and the fuzz target share it. */
-typedef struct abx_mcp abx_mcp;           /* per server: sessions, tools/list cache */
-typedef struct abx_mcp_conv abx_mcp_conv; /* one conversation */
-typedef struct abx_mcp_call abx_mcp_call; /* a tools/call whose messages stream */
-abx_mcp *abx_mcp_new(void);
-void abx_mcp_free(abx_mcp *m);
-/* The HTTP door (POST/DELETE /mcp; GET answers 405): fills r->reply. */
-void abx_mcp_http(abx_request *r);
-/* Serve one conversation over newline-delimited JSON-RPC on in_fd/out until end of
- * input; principal is trusted. Logs go to stderr only. 0, or -1 on a read error. */
-int abx_mcp_stdio(abx_server *s, const char *principal, int in_fd, FILE *out);
-
-typedef struct abx_mcp_in {
-    abx_server *server;
-    abx_mcp_conv *conv;         /* borrowed for the message */
-    bool can_stream;            /* the transport can send notifications before the result */
-    int conn_fd;                /* the client's socket (hang-up cancels), -1 none */
-    const char *client;         /* for logs and the ledger, or NULL */
-} abx_mcp_in;
-typedef struct abx_mcp_out {
-    json_t *reply;              /* owned: the answer, or NULL (notification, client response) */
-    abx_mcp_call *call;         /* owned: a streaming tools/call (abx_mcp_call_next), or NULL */
-    bool cancelled;             /* the call was cancelled: stdio sends no answer */
-} abx_mcp_out;
-/* Parse one message. NULL with *error (owned) set to the JSON-RPC error to answer when
- * it is not JSON (-32700) or not a single object (-32600: batch arrays are refused). */
-json_t *abx_mcp_parse(const char *data, size_t len, json_t **error);
-/* Handle one parsed message (borrowed) for in->conv. */
-void abx_mcp_handle(const abx_mcp_in *in, const json_t *msg, abx_mcp_out *out);
-/* The next message of a streaming call: a progress notification, or the final answer
- * (*final true; then free the call). NULL and not final: nothing yet (keep alive). */
-json_t *abx_mcp_call_next(abx_mcp_call *c, bool *final);
-bool abx_mcp_call_cancelled(const abx_mcp_call *c);
-void abx_mcp_call_free(abx_mcp_call *c);
-/* A conversation outside the session table (stdio, fuzzing); principal is copied. */
-abx_mcp_conv *abx_mcp_conv_new(abx_mcp *m, const char *principal);
-void abx_mcp_conv_free(abx_mcp *m, abx_mcp_conv *c);
-/* Cancel every call in flight in the conversation (stdio end of input). */
-void abx_mcp_conv_cancel_all(abx_mcp *m, abx_mcp_conv *c);
-/* A JSON-RPC error answer (owned); id borrowed (NULL → null). */
-json_t *abx_mcp_error(const json_t *id, int code, const char *message, abx_err abx_code);
 
 /* namespace states (namespace.c): made for each namespace of the NULL-terminated list,
  * in order, once per server. 0, or -1 with err (then none is kept). */

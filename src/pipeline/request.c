@@ -10,17 +10,12 @@
 
 const char *abx_door_name(abx_door d)
 {
-    switch (d) {
-    case ABX_DOOR_HTTP: return "http";
-    case ABX_DOOR_RPC: return "rpc";
-    case ABX_DOOR_COMMANDS: return "commands";
-    case ABX_DOOR_INPROC: return "inproc";
-    case ABX_DOOR_BATCH: return "batch";
-    case ABX_DOOR_APPROVAL: return "approval";
-    case ABX_DOOR_TOOLS: return "tools";
-    case ABX_DOOR_MCP: return "mcp";
-    }
-    return "?";
+    static const char *const names[] = {
+#define ABX_DOOR(id, name, summary) [ABX_DOOR_##id] = name,
+#include "core/doors.def"
+#undef ABX_DOOR
+    };
+    return (unsigned)d < ABX_ARRAY_LEN(names) ? names[d] : "?";
 }
 
 static atomic_ulong request_counter;

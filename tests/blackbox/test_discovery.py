@@ -93,11 +93,61 @@ def test_openapi_document_shape(cli_openapi):
     assert len(ids) == len(set(ids))
     for item in d["paths"].values():
         for o in item.values():
-            assert o["summary"] and o["tags"] and o["x-abx-op"]
+            assert o["summary"] and o["tags"] and (o.get("x-abx-op") or o.get("x-abx-door"))
             assert any(s.startswith("2") for s in o["responses"]), o["operationId"]
     used = {r["$ref"].rsplit("/", 1)[1] for item in d["paths"].values() for o in item.values()
             for r in o["responses"].values() if "$ref" in r}
     assert used == set(d["components"]["responses"])  # every reference resolves, none unused
+
+
+def door_routes():
+    """The rows of src/core/doors.def: (door, method, path, match)."""
+    rows = []
+    with open(os.path.join(ROOT, "src", "core", "doors.def")) as f:
+        for line in f:
+            if line.startswith("ABX_DOOR_ROUTE("):
+                a = [x.strip().strip('"') for x in line[len("ABX_DOOR_ROUTE("):].split(",")[:5]]
+                rows.append((a[0], a[1], a[3], a[4]))
+    return rows
+
+
+def test_openapi_lists_every_door(cli_openapi):
+    """Every front door of the door table is in the document, with its method, its errors
+    and the door it is; POST /ops/{id} is each op's own path."""
+    rows = door_routes()
+    assert {r[0] for r in rows} >= {"RPC", "BATCH", "TOOLS", "MCP", "COMMANDS"}
+    paths = cli_openapi["paths"]
+    for door, method, path, match in rows:
+        if door == "RPC":
+            assert all(("/ops/" + o) in paths for o in ("files.read", "core.health"))
+            continue
+        full = path + ("{name}" if match == "SEGMENT" else "")
+        o = paths[full][method.lower()]
+        assert o["x-abx-door"] == door and "doors" in o["tags"]
+        assert "auth.required" in codes(o, 401)
+        if method == "POST":
+            assert "request.bad_json" in codes(o, 400)
+
+
+def test_door_table_routes_each_row(server, token):
+    """Each row of the door table reaches its door: a wrong verb on a door that takes
+    only its own method falls through to the ops' routes (the one 404), a door that
+    takes every method answers 405 itself."""
+    r = server.post("/batch", token=token, json={"calls": [{"op": "core.health"}]})
+    assert r.status_code == 200 and r.json()["results"][0]["status"] == 200, r.text
+    assert server.get("/batch", token=token).status_code == 404
+    r = server.get("/tools", token=token, params={"format": "openai"})
+    assert r.status_code == 200 and isinstance(r.json(), (list, dict)), r.text
+    r = server.request("DELETE", "/tools/call", token=token)
+    assert r.status_code == 405, r.text
+    assert server.request("GET", "/mcp", token=token).status_code == 405
+    r = server.post("/ops/core.health", token=token, json={})
+    assert r.status_code == 200 and r.json()["status"] == "ok", r.text
+    r = server.post("/ops/core.nope", token=token, json={})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "op.not_enabled"
+    assert server.post("/ops/", token=token, json={}).status_code == 404  # no segment: not the RPC door
+    r = server.get("/commands", token=token)
+    assert r.status_code == 200 and "commands" in r.json(), r.text
 
 
 def test_openapi_error_responses_per_op(cli_openapi):
@@ -161,7 +211,7 @@ def test_served_documents_filtered_per_principal(multi):
     for name, resp in b["components"]["responses"].items():
         assert full[name] == resp
     assert "/files/read" in a["paths"] and "/files/read" not in b["paths"]
-    assert {t["name"] for t in b["tags"]} == {"core"}
+    assert {t["name"] for t in b["tags"]} == {"core", "doors"}  # the front doors are everyone's
     ops_b = multi.get("/ops", token=BOB_TOKEN).json()["ops"]
     assert {o["id"].split(".")[0] for o in ops_b} == {"core"}
 

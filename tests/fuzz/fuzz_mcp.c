@@ -1,4 +1,4 @@
-/* fuzz_mcp.c — libFuzzer target for the MCP core (src/pipeline/mcp.c): the input is one
+/* fuzz_mcp.c — libFuzzer target for the MCP core (src/doors/mcp.c): the input is one
  * JSON-RPC message as it would arrive on a line of stdio or in a POST /mcp body, parsed
  * (abx_mcp_parse) and handled (abx_mcp_handle) for a conversation of a started in-process
  * server (no socket, no ledger) whose policy mounts a few fuzz ops: one that echoes its
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pipeline/pipeline.h"
+#include "doors/doors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

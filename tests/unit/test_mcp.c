@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "pipeline/pipeline.h"
+#include "doors/doors.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

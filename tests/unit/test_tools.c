@@ -17,7 +17,7 @@
 
 #include "core/core.h"
 #include "discovery/discovery.h"
-#include "pipeline/toolcall.h"
+#include "doors/toolcall.h"
 
 static abx_err ok_handler(abx_ctx *ctx, const json_t *args, abx_reply *reply)
 {

@@ -4,8 +4,8 @@
  * functionCall parts) into (call id, tool name, arguments), and encode the calls'
  * outcomes as the provider's result message(s). Nothing beyond this header sees a
  * provider shape; neither function touches a server, so both can be fuzzed alone. */
-#ifndef ABX_PIPELINE_TOOLCALL_H
-#define ABX_PIPELINE_TOOLCALL_H
+#ifndef ABX_DOORS_TOOLCALL_H
+#define ABX_DOORS_TOOLCALL_H
 
 #include "discovery/discovery.h"
 #include <abx/abx.h>

@@ -19,7 +19,7 @@
  * handler runs until its answer is sent, so notifications/cancelled can reach it: the
  * flag is the inner request's cancel pointer (abx_ctx_cancelled sees it, commands stop)
  * and streamed output stops being read (the stream's free function kills its command). */
-#include "pipeline/pipeline.h"
+#include "doors/doors.h"
 #include <errno.h>
 #include <poll.h>
 #include <string.h>

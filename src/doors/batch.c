@@ -3,7 +3,7 @@
  * its own ledger group linked to the batch's; a leading lane of path-naming reads in
  * parallel, everything else a barrier); results come back in request order with each
  * call's status and timing. */
-#include "pipeline/pipeline.h"
+#include "doors/doors.h"
 #include <string.h>
 
 void abx_batch_run(abx_request *r)

@@ -7,8 +7,8 @@
  * linked to this request's, scheduled by lanes.c. Calls that cannot run (arguments that
  * do not parse, an op that is not offered as a tool) become that call's error result
  * and are listed in the door's own ledger event; they never fail the whole request. */
-#include "pipeline/toolcall.h"
-#include "pipeline/pipeline.h"
+#include "doors/toolcall.h"
+#include "doors/doors.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

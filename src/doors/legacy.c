@@ -1,20 +1,11 @@
 /* legacy.c — GET /commands, the legacy command registry's listing: a front door like
  * POST /batch (authenticated once, no op of its own, audited in step 10) that lists the
  * declarative commands mounted for the caller by their original names. Calls go
- * through POST /commands/{name}, which dispatch.c resolves by that name to the op
- * custom.<mangled> (abx_command_op_id, asking the registry the server installed from
- * ext) and runs through the whole pipeline. */
-#include "pipeline/pipeline.h"
+ * through POST /commands/{name}, which the pipeline's step 4 resolves by that name to
+ * the op custom.<mangled> (abx_command_op_id, pipeline/namespace.c, asking the registry
+ * the server installed from ext) and runs through the whole pipeline. */
+#include "doors/doors.h"
 #include <string.h>
-
-const char *abx_command_op_id(abx_server *s, const char *name)
-{
-    const char *id, *n;
-    for (size_t i = 0; s->commands.fn && (id = s->commands.fn(s->commands.ud, i, &n)); i++)
-        if (strcmp(n, name) == 0)
-            return id;
-    return NULL;
-}
 
 void abx_commands_list(abx_request *r)
 {

@@ -1,0 +1,44 @@
+/* server.h — the composition root's own parts, shared by the files of src/server:
+ * server.c (the server value's life: new, compile, reload, start, stop, free),
+ * state.c (what abx keeps for itself: home, token, ledger path, the state list the
+ * layout rule reads) and listener.c (the HTTP front door on libmicrohttpd).
+ * Nothing below src/server includes this. */
+#ifndef ABX_SERVER_SERVER_H
+#define ABX_SERVER_SERVER_H
+
+#include "pipeline/pipeline.h"
+
+/* ---- state.c ---- */
+
+/* The embedded default's token: read from $ABX_HOME/token (0600, this user) or made and
+ * stored there. *created tells whether it is new (printed once). */
+int abx_server_token(abx_server *s, char *err, size_t errlen, bool *created, char token_out[65]);
+/* Where the ledger lives when ledger.path is not set; mkdirs creates the folder. */
+char *abx_server_ledger_path(bool mcp, const abx_config *cfg, bool mkdirs);
+
+/* Everything abx keeps for itself, with what it is: the layout rule (no statement may
+ * write where any of it lies) and the protected areas (masked from processes, refused
+ * to abx's own file ops) are both built from this one list. */
+typedef struct abx_state_list {
+    const char *path[32];
+    const char *what[32];
+    char *owned[32];
+    size_t n, n_owned;
+} abx_state_list;
+
+void abx_state_list_build(abx_server *s, const abx_config *cfg, abx_state_list *l);
+void abx_state_list_release(abx_state_list *l);
+/* The layout rule on the config as loaded, before plugins and Python modules run code. */
+void abx_server_state_precheck(abx_server *s, abx_diags *d);
+/* Tell `abx call` where this server listens: $ABX_HOME/url, replaced whole. */
+void abx_server_write_url(const abx_server *s);
+
+/* ---- listener.c ---- */
+
+/* Opens the main listener (and the terminal listener when configured); fills s->port.
+ * *tls tells whether the main listener speaks TLS. -1 with errbuf on failure. */
+int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen);
+/* Closes both listeners; requests in flight finish first. */
+void abx_listener_stop(abx_server *s);
+
+#endif
