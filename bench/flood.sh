@@ -48,6 +48,9 @@ cat >"$TMP/abx.yaml" <<YAML
 listen: 127.0.0.1:$PORT
 workspace: $WS
 terminal_listen: "off"
+# hold the whole flood while measuring: a table and a per-address cap larger than it
+# (all of it comes from 127.0.0.1), a read timeout longer than the run
+limits: {connections: $((N + 100)), connections_per_address: $((N + 100)), read_timeout: 60s}
 auth:
   tokens:
     - {principal: bench, roles: [agent], token_env: ABX_BENCH_TOKEN}

@@ -157,6 +157,14 @@ static bool load_limits(abx_config *c, abx_diags *d)
                 return false;
             }
             c->connections = (int)json_integer_value(val);
+        } else if (strcmp(k, "connections_per_address") == 0 || strcmp(k, "workers") == 0) {
+            bool per = k[0] == 'c';
+            json_int_t hi = per ? 100000 : 1024;
+            if (!json_is_integer(val) || json_integer_value(val) < 1 || json_integer_value(val) > hi) {
+                abx_diag_add(d, "error", "config.bad_value", line, "'limits.%s' must be 1..%lld", k, (long long)hi);
+                return false;
+            }
+            *(per ? &c->connections_per_address : &c->workers) = (int)json_integer_value(val);
         } else if (strcmp(k, "read_timeout") == 0) {
             x = text ? abx_parse_duration_ms(text) : -1;
             if (x < 100 || x > 600000) {
@@ -180,7 +188,7 @@ static bool load_limits(abx_config *c, abx_diags *d)
         } else {
             abx_diag_add(d, "error", "config.unknown_key", line,
                          "unknown key 'limits.%s' (request_max_bytes, upload_max_bytes, header_bytes, headers, "
-                         "connections, read_timeout, approval_ttl, auth_failures)", k);
+                         "connections, connections_per_address, workers, read_timeout, approval_ttl, auth_failures)", k);
             return false;
         }
     }
@@ -197,7 +205,9 @@ static void set_defaults(abx_config *c)
     c->approval_ttl_ms = 15 * 60 * 1000;
     c->auth_failures = 100;
     c->upload_max_bytes = 4LL * 1024 * 1024 * 1024;
-    c->connections = 256;
+    c->connections = 4096;
+    c->connections_per_address = 256;
+    c->workers = 64;
     c->header_bytes = 16 * 1024;
     c->header_count = 100;
     c->read_timeout_ms = 3000;
