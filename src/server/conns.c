@@ -4,7 +4,12 @@
 #include "server/conns.h"
 #include "core/core.h"
 #include "core/util.h"
+#include "http/offload.h"
+#include "pipeline/pipeline.h"
+#include <errno.h>
 #include <netinet/in.h>
+#include <stdio.h>
+#include <sys/resource.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -284,4 +289,52 @@ void abx_conns_stats_get(abx_conns *t, abx_conns_stats *out)
     pthread_mutex_lock(&t->mu);
     out->unauthenticated = t->unauth;
     pthread_mutex_unlock(&t->mu);
+}
+
+/* ---- the listener's connection layer, as a whole ---- */
+
+static void conn_metrics(abx_server *s, abx_conn_metrics *out)
+{
+    abx_conns_stats st;
+    abx_conns_stats_get(s->conn_table, &st);
+    out->unauthenticated = st.unauthenticated;
+    out->opened = st.opened;
+    out->closed = st.closed;
+    out->refused_address = st.refused_address;
+    out->closed_slow = st.closed_slow;
+    out->refused_busy = atomic_load(&s->refused_busy);
+    out->closed_timeout = atomic_load(&s->closed_timeout);
+    out->aborted = atomic_load(&s->aborted);
+    out->workers_busy = abx_workers_busy(s->workers);
+    out->streams = abx_pumps_live(s->pumps);
+}
+
+int abx_conn_layer_start(abx_server *s, int spare_fds, char *errbuf, size_t errlen)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)s->cfg.connections + (rlim_t)spare_fds;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            abx_log("warn", NULL, "cannot raise the open-file limit to %llu: %s", (unsigned long long)want,
+                    strerror(errno));
+    }
+    s->conn_table = abx_conns_new(s->cfg.connections_per_address, s->cfg.read_timeout_ms);
+    s->workers = abx_workers_new(s->cfg.workers, s->cfg.workers * 4);
+    s->pumps = abx_pumps_new();
+    if (!s->conn_table || !s->workers || !s->pumps) {
+        snprintf(errbuf, errlen, "cannot start the connection layer (out of memory or threads)");
+        return -1;
+    }
+    s->conn_metrics = conn_metrics;
+    return 0;
+}
+
+void abx_conn_layer_free(abx_server *s)
+{
+    abx_workers_free(s->workers);
+    abx_pumps_free(s->pumps);
+    abx_conns_free(s->conn_table);
+    s->workers = s->pumps = s->conn_table = NULL;
+    s->conn_metrics = NULL;
 }

@@ -44,4 +44,13 @@ typedef struct abx_conns_stats {
 } abx_conns_stats;
 void abx_conns_stats_get(abx_conns *t, abx_conns_stats *out);
 
+/* The whole connection layer of a server: the open-file limit raised to fit
+ * limits.connections plus spare_fds (up to the hard limit), the table above, the worker
+ * pool and the stream pumps (http/offload.h) in s->conn_table, s->workers, s->pumps, and
+ * s->conn_metrics for /metrics. -1 with errbuf when out of memory or threads. */
+typedef struct abx_server abx_server;
+int abx_conn_layer_start(abx_server *s, int spare_fds, char *errbuf, size_t errlen);
+/* After the daemons stopped: frees what abx_conn_layer_start made (also after a failure). */
+void abx_conn_layer_free(abx_server *s);
+
 #endif

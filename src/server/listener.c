@@ -99,54 +99,6 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     return abx_conns_admit(s->conn_table, addr) ? MHD_YES : MHD_NO;
 }
 
-static void conn_metrics(abx_server *s, abx_conn_metrics *out)
-{
-    abx_conns_stats st;
-    abx_conns_stats_get(s->conn_table, &st);
-    out->unauthenticated = st.unauthenticated;
-    out->opened = st.opened;
-    out->closed = st.closed;
-    out->refused_address = st.refused_address;
-    out->closed_slow = st.closed_slow;
-    out->refused_busy = atomic_load(&s->refused_busy);
-    out->closed_timeout = atomic_load(&s->closed_timeout);
-    out->aborted = atomic_load(&s->aborted);
-    out->workers_busy = abx_workers_busy(s->workers);
-    out->streams = abx_pumps_live(s->pumps);
-}
-
-/* What the connection layer needs besides the daemon: a descriptor per connection (the
- * soft limit goes up to the hard one), the connection table, the workers, the pumps. */
-static int layer_start(abx_server *s, char *errbuf, size_t errlen)
-{
-    struct rlimit rl;
-    rlim_t want = (rlim_t)s->cfg.connections + HEALTH_RESERVE + 512;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
-        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
-        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-            abx_log("warn", NULL, "cannot raise the open-file limit to %llu: %s", (unsigned long long)want,
-                    strerror(errno));
-    }
-    s->conn_table = abx_conns_new(s->cfg.connections_per_address, s->cfg.read_timeout_ms);
-    s->workers = abx_workers_new(s->cfg.workers, s->cfg.workers * 4);
-    s->pumps = abx_pumps_new();
-    if (!s->conn_table || !s->workers || !s->pumps) {
-        snprintf(errbuf, errlen, "cannot start the connection layer (out of memory or threads)");
-        return -1;
-    }
-    s->conn_metrics = conn_metrics;
-    return 0;
-}
-
-static void layer_free(abx_server *s)
-{
-    abx_workers_free(s->workers);
-    abx_pumps_free(s->pumps);
-    abx_conns_free(s->conn_table);
-    s->workers = s->pumps = s->conn_table = NULL;
-    s->conn_metrics = NULL;
-}
-
 int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
 {
     if (!abx_host_is_loopback(s->cfg.listen_host) && !s->cfg.tls_cert && !s->cfg.allow_plaintext) {
@@ -187,10 +139,10 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
         }
         flags |= MHD_USE_TLS;
     }
-    if (layer_start(s, errbuf, errlen) != 0) {
+    if (abx_conn_layer_start(s, HEALTH_RESERVE + 512, errbuf, errlen) != 0) {
         abx_free(cert);
         abx_free(key);
-        layer_free(s);
+        abx_conn_layer_free(s);
         return -1;
     }
     unsigned timeout_s = (unsigned)((s->cfg.read_timeout_ms + 999) / 1000);
@@ -213,7 +165,7 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
     if (!d0) {
         snprintf(errbuf, errlen, "cannot listen on %s:%d: %s", s->cfg.listen_host, s->cfg.listen_port,
                  strerror(errno ? errno : EADDRINUSE));
-        layer_free(s);
+        abx_conn_layer_free(s);
         return -1;
     }
     s->mhd = d0;
@@ -279,7 +231,7 @@ void abx_listener_stop(abx_server *s)
         MHD_stop_daemon(s->mhd);
         s->mhd = NULL;
     }
-    layer_free(s);
+    abx_conn_layer_free(s);
 }
 
 
