@@ -6,6 +6,7 @@ set(ABX_SRC_CORE
   src/core/errors.c
   src/core/fault.c
   src/core/ids.c
+  src/core/linemap.c
   src/core/registry.c
   src/core/schema.c
   src/core/util.c
@@ -31,10 +32,18 @@ set(ABX_SRC_CONFIG
   src/config/config.c
 )
 set(ABX_SRC_POLICY
+  src/policy/auth.c
   src/policy/command.c
+  src/policy/compile.c
+  src/policy/decide.c
+  src/policy/layout.c
+  src/policy/lint.c
+  src/policy/match.c
   src/policy/paths.c
-  src/policy/policy.c
+  src/policy/snapshot.c
+  src/policy/stmt.c
   src/policy/url.c
+  src/policy/view.c
 )
 set(ABX_SRC_DISCOVERY
   src/discovery/cache.c
@@ -63,7 +72,18 @@ set(ABX_SRC_BUILTIN
   src/builtin/commands.c
   src/builtin/core.c
   src/builtin/exec.c
-  src/builtin/files.c
+  src/builtin/files/archive.c
+  src/builtin/files/common.c
+  src/builtin/files/files.c
+  src/builtin/files/gitwarn.c
+  src/builtin/files/read.c
+  src/builtin/files/search.c
+  src/builtin/files/stage.c
+  src/builtin/files/transfer.c
+  src/builtin/files/tree.c
+  src/builtin/files/walk.c
+  src/builtin/files/watch.c
+  src/builtin/files/write.c
   src/builtin/gitcfg.c
   src/builtin/ledger_ops.c
   src/builtin/process.c
@@ -74,6 +94,7 @@ set(ABX_SRC_EXT
   src/ext/custom.c
   src/ext/ext.c
   src/ext/plugin.c
+  src/ext/pycatalog.c
   src/ext/pyworker.c
 )
 set(ABX_SRC_DOORS

@@ -40,36 +40,32 @@ const char *abx_err_meaning(abx_err e); /* one-line meaning; static */
 int abx_err_by_code(const char *code);  /* -1 when unknown */
 
 /* ---- the declaration ---------------------------------------------------------- */
+/* effects, types, kinds and streams: one table, vocab.def */
+enum abx_effect_index {
+#define ABX_EFFECT(id, name, doc) ABX_EFF__##id,
+#include "vocab.def"
+#undef ABX_EFFECT
+    ABX_EFF__COUNT
+};
 enum abx_effect {
-    ABX_EFF_READ = 1u << 0,
-    ABX_EFF_WRITE = 1u << 1,
-    ABX_EFF_DELETE = 1u << 2,
-    ABX_EFF_EXEC = 1u << 3,
-    ABX_EFF_NET = 1u << 4,
-    ABX_EFF_ADMIN = 1u << 5,
+#define ABX_EFFECT(id, name, doc) ABX_EFF_##id = 1u << ABX_EFF__##id,
+#include "vocab.def"
+#undef ABX_EFFECT
 };
 
 typedef enum abx_type {
     ABX_T_NONE = 0,
-    ABX_T_STRING,
-    ABX_T_INT,
-    ABX_T_NUMBER,
-    ABX_T_BOOL,
-    ABX_T_BYTES, /* base64 text in JSON; raw body for stream=bytes ops */
-    ABX_T_LIST,  /* list of .item */
-    ABX_T_MAP,   /* map of string to .item */
-    ABX_T_ENUM,  /* one of .choices ("a|b|c"); the spec's Literal[...] */
-    ABX_T_OBJECT, /* fixed .fields; the spec's TypedDict/dataclass */
-    ABX_T_ANY     /* any JSON value: only for ops that carry another op's arguments (explain, batch) */
+#define ABX_TYPE(id, name, doc) ABX_T_##id,
+#include "vocab.def"
+#undef ABX_TYPE
+    ABX_T__COUNT
 } abx_type;
 
 typedef enum abx_kind {
-    ABX_KIND_PLAIN = 0,
-    ABX_KIND_PATH,     /* checked by path scopes, canonicalized, opened through the jail */
-    ABX_KIND_COMMAND,  /* split to argv, checked by command scopes */
-    ABX_KIND_URL,      /* checked by url scopes */
-    ABX_KIND_LANGUAGE, /* checked by language allowlists */
-    ABX_KIND_AGENT     /* checked by agent scopes */
+#define ABX_KIND(id, name, doc) ABX_KIND_##id,
+#include "vocab.def"
+#undef ABX_KIND
+    ABX_KIND__COUNT
 } abx_kind;
 
 /* access kinds of a path parameter */
@@ -113,7 +109,12 @@ enum abx_limit {
 };
 #define ABX_LIM__COUNT 9
 
-typedef enum abx_stream { ABX_STREAM_NONE = 0, ABX_STREAM_SSE, ABX_STREAM_NDJSON, ABX_STREAM_BYTES, ABX_STREAM_WS } abx_stream;
+typedef enum abx_stream {
+#define ABX_STREAM(id, name, doc) ABX_STREAM_##id,
+#include "vocab.def"
+#undef ABX_STREAM
+    ABX_STREAM__COUNT
+} abx_stream;
 
 typedef struct abx_ctx abx_ctx;
 typedef struct abx_reply abx_reply;

@@ -16,9 +16,13 @@ const abx_namespace *const abx_builtin_namespaces[] = {
 
 static int builtin_register(abx_registry *reg, char *err, size_t errlen)
 {
-    for (const abx_namespace *const *ns = abx_builtin_namespaces; *ns; ns++)
-        if (abx__registry_add(reg, (*ns)->ops, true, err, errlen) != 0)
+    for (const abx_namespace *const *ns = abx_builtin_namespaces; *ns; ns++) {
+        if ((*ns)->ops && abx__registry_add(reg, (*ns)->ops, true, err, errlen) != 0)
             return -1;
+        for (const abx_op_def *const *t = (*ns)->op_tables; t && *t; t++)
+            if (abx__registry_add(reg, *t, true, err, errlen) != 0)
+                return -1;
+    }
     return 0;
 }
 

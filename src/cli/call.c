@@ -161,6 +161,57 @@ static size_t on_body(char *p, size_t sz, size_t n, void *ud)
     return len;
 }
 
+/* name=value on the command line, typed by the op's schema: a list may be written as
+ * JSON ('argv=["ls","-l"]'); objects, maps and any-typed values are JSON when they parse. */
+static int add_kv_arg(abx_registry *reg, const char *op, json_t *args, const char *a)
+{
+    const char *eq = strchr(a, '=');
+    char *name = abx_strndup(a, (size_t)(eq - a));
+    const abx_op *o = op ? abx_registry_resolve(reg, op) : NULL;
+    char msg[256];
+    const abx_param *pa = o && name ? abx_op_param(o, name) : NULL;
+    json_t *as_json = pa && pa->type == ABX_T_LIST && eq[1] == '[' ? json_loads(eq + 1, 0, NULL) : NULL;
+    int rc = name ? 0 : -1;
+    if (as_json) {
+        json_object_set_new(args, name, as_json);
+    } else if (pa && pa->type != ABX_T_OBJECT && pa->type != ABX_T_MAP && pa->type != ABX_T_ANY) {
+        if (abx_args_add_text(o, args, name, eq + 1, strlen(eq + 1), msg, sizeof msg) != ABX_OK) {
+            fprintf(stderr, "abx call: %s\n", msg);
+            rc = -1;
+        }
+    } else if (name) {
+        json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
+        json_object_set_new(args, name, v ? v : json_string(eq + 1));
+    }
+    abx_free(name);
+    return rc;
+}
+
+/* A whole (non-stream) reply: JSON pretty-printed (compact with --json), bytes as they
+ * are, or with --json as {content_type, length, content_base64}. */
+static void print_reply(const sink *k, const char *ctype, bool raw, bool json_out)
+{
+    bool is_json = ctype && strncmp(ctype, "application/json", 16) == 0;
+    json_t *j = !raw && is_json ? json_loadb(k->body.data ? k->body.data : "", k->body.len, 0, NULL) : NULL;
+    if (j) {
+        char *text = json_dumps(j, json_out ? JSON_COMPACT : JSON_INDENT(2));
+        puts(text ? text : "");
+        free(text);
+        json_decref(j);
+    } else if (json_out && !raw) {
+        char *b64 = abx_base64_encode(k->body.data ? k->body.data : "", k->body.len, NULL);
+        json_t *o = json_pack("{s:s, s:I, s:s}", "content_type", ctype ? ctype : "application/octet-stream",
+                              "length", (json_int_t)k->body.len, "content_base64", b64 ? b64 : "");
+        char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        puts(text ? text : "");
+        free(text);
+        json_decref(o);
+        abx_free(b64);
+    } else if (k->body.len) {
+        fwrite(k->body.data, 1, k->body.len, stdout);
+    }
+}
+
 int abx_cli_call(int argc, char **argv)
 {
     const char *op = NULL, *url = getenv("ABX_URL"), *token = getenv("ABX_TOKEN"), *json_args = NULL;
@@ -189,25 +240,8 @@ int abx_cli_call(int argc, char **argv)
         else if (!op && a[0] != '-')
             op = a;
         else if (strchr(a, '=')) {
-            const char *eq = strchr(a, '=');
-            char *name = abx_strndup(a, (size_t)(eq - a));
-            const abx_op *o = op ? abx_registry_resolve(reg, op) : NULL;
-            char msg[256];
-            const abx_param *pa = o ? abx_op_param(o, name) : NULL;
-            json_t *as_json = pa && pa->type == ABX_T_LIST && eq[1] == '[' ? json_loads(eq + 1, 0, NULL) : NULL;
-            if (as_json) { /* argv='["ls","-l"]': a list written as JSON */
-                json_object_set_new(args, name, as_json);
-            } else if (pa && pa->type != ABX_T_OBJECT && pa->type != ABX_T_MAP && pa->type != ABX_T_ANY) {
-                if (abx_args_add_text(o, args, name, eq + 1, strlen(eq + 1), msg, sizeof msg) != ABX_OK) {
-                    fprintf(stderr, "abx call: %s\n", msg);
-                    abx_free(name);
-                    goto out;
-                }
-            } else {
-                json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
-                json_object_set_new(args, name, v ? v : json_string(eq + 1));
-            }
-            abx_free(name);
+            if (add_kv_arg(reg, op, args, a) != 0)
+                goto out;
         } else {
             fprintf(stderr, "abx call: unexpected argument '%s'\n", a);
             goto out;
@@ -268,25 +302,7 @@ int abx_cli_call(int argc, char **argv)
             print_sse_frame(k.frame.data, k.frame.len);
         rc = 0;
     } else {
-        bool is_json = ctype && strncmp(ctype, "application/json", 16) == 0;
-        json_t *j = !raw && is_json ? json_loadb(k.body.data ? k.body.data : "", k.body.len, 0, NULL) : NULL;
-        if (j) {
-            char *text = json_dumps(j, json_out ? JSON_COMPACT : JSON_INDENT(2));
-            puts(text ? text : "");
-            free(text);
-            json_decref(j);
-        } else if (json_out && !raw) { /* bytes as JSON: its type, length and base64 */
-            char *b64 = abx_base64_encode(k.body.data ? k.body.data : "", k.body.len, NULL);
-            json_t *o = json_pack("{s:s, s:I, s:s}", "content_type", ctype ? ctype : "application/octet-stream",
-                                  "length", (json_int_t)k.body.len, "content_base64", b64 ? b64 : "");
-            char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-            puts(text ? text : "");
-            free(text);
-            json_decref(o);
-            abx_free(b64);
-        } else if (k.body.len) {
-            fwrite(k.body.data, 1, k.body.len, stdout);
-        }
+        print_reply(&k, ctype, raw, json_out);
         rc = status >= 200 && status < 300 ? 0 : 1;
     }
     abx_buf_release(&k.body);

@@ -69,6 +69,9 @@ int abx_cli_mcp(int argc, char **argv)
 {
     abx_server_opts o = {.quiet = true};
     const char *asked = NULL;
+    /* an MCP client shows the server's stderr to its user: warnings and errors only,
+     * unless --log-level asks for more */
+    abx_log_set_level("warn");
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--config") == 0 && i + 1 < argc)

@@ -1,45 +1,19 @@
-/* config.c — top-level config keys as a table, validated by generic code. Unknown
- * keys are errors; keys of features this build does not have are errors too (never
- * accepted and ignored: a silent no-op in a security config is a lie). */
+/* config.c — the config file → abx_config. Every key is a row of one table (key path,
+ * the field it sets, parser, default, bounds, doc) read by one loop, after the nginx
+ * and redis patterns; the listener limits come from limits.def. Unknown keys are
+ * errors; keys of features this build does not have are errors too (never accepted
+ * and ignored: a silent no-op in a security config is a lie). */
 #include "config/config.h"
 #include "core/yaml.h"
 #include "core/util.h"
 #include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pwd.h>
 #include <unistd.h>
-
-enum vkind { V_STRING, V_BOOL, V_STRLIST, V_MAP, V_LIMITS, V_TLS, V_LIST };
-
-static const struct {
-    const char *key;
-    enum vkind kind;
-    const char *doc;
-} keys[] = {
-    {"listen", V_STRING, "main listener host:port"},
-    {"workspace", V_STRING, "default root for presets and relative paths"},
-    {"allowed_hosts", V_STRLIST, "Host header values accepted besides loopback"},
-    {"allowed_origins", V_STRLIST, "Origin header values accepted"},
-    {"tls", V_TLS, "{cert, key} for a non-loopback listener"},
-    {"allow_plaintext", V_BOOL, "allow a non-loopback listener without TLS"},
-    {"allow_lint_errors", V_BOOL, "start despite lint errors"},
-    {"limits", V_LIMITS, "listener limits"},
-    {"auth", V_MAP, "principals and credentials"},
-    {"policy", V_MAP, "allow and deny statements"},
-    {"terminal_listen", V_STRING, "WebSocket terminal listener host:port (port 0 = any; \"off\" = none)"},
-    {"confine", V_STRING, "kernel confinement mode: required | best_effort"},
-    {"run_as", V_STRING, "uid:gid (or user name) of spawned processes; auto = the workspace's owner"},
-    {"ledger", V_MAP, "the action ledger: {path, synchronous: normal|full, enabled, retention, max_size}"},
-    {"system", V_MAP, "system.* settings: {env: [NAMES]}"},
-    {"custom", V_LIST, "declarative commands, compiled to ops custom.<name> (docs/custom-ops.md)"},
-    {"load", V_STRLIST, "plugins (\"name\" → <plugin_dir>/name.so) and Python op workers (\"python:pkg.module\")"},
-    {"plugin_dir", V_STRING, "folder of the plugins named in load (default: plugins beside the config file)"},
-    {"python", V_STRING, "interpreter of Python op workers (default /usr/bin/python3)"},
-    {"python_isolation", V_STRING, "Python op workers: shared (one confined process per module) | per_call"},
-    {"tests", V_LIST, "policy tests: [{principal, op, args, expect}]"},
-};
 
 bool abx_host_is_loopback(const char *host)
 {
@@ -75,142 +49,524 @@ bool abx_parse_listen(const char *s, char **host, int *port)
     return true;
 }
 
-static int line_of(const abx_config *c, const char *key)
+/* ---- the rows ---- */
+
+typedef struct cfg_row cfg_row;
+
+/* Why a value was refused: the code and the rest of "'KEY' must ..." */
+typedef struct cfg_fail {
+    const char *code;
+    char why[240];
+} cfg_fail;
+
+typedef bool cfg_parse(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f);
+
+/* The JSON shape a top-level key must have, checked for all keys before any value is
+ * read (config.invalid); keys below a section are checked by their parser. */
+enum cfg_shape { SH_ANY, SH_STRING, SH_BOOL, SH_MAP, SH_LIST };
+
+enum {
+    CFG_NEGATE = 1,    /* a bool stored as its opposite (ledger.enabled → ledger_off) */
+    CFG_TEXT_ONLY = 2, /* a size or duration written as text only, not as a bare integer */
+    CFG_FILE = 4,      /* the default applies with a config file only (the embedded default leaves it unset) */
+};
+
+struct cfg_row {
+    const char *path;    /* "listen", "limits.headers", "ledger.retention" */
+    enum cfg_shape shape;
+    cfg_parse *parse;    /* NULL: a section, or a value the policy/ext compilers read from root */
+    size_t off, width;   /* the field of abx_config it sets (width: sizeof the field) */
+    size_t aux;          /* a second field: the port, the count of a list, the "was set" flag */
+    const char *type;    /* for the docs */
+    int64_t def, min, max; /* numbers; max 0 = no upper bound */
+    const char *sdef;    /* a default written as text, parsed like a value */
+    const char *choices; /* enums: "normal|full" (a bool field is set for the second) */
+    unsigned flags;
+    const char *doc;
+};
+
+#define FIELD(f) .off = offsetof(abx_config, f), .width = sizeof(((abx_config *)0)->f)
+#define AUX(f) .aux = offsetof(abx_config, f)
+
+static cfg_parse parse_int, parse_size, parse_duration, parse_bool, parse_string, parse_abspath, parse_enum,
+    parse_listen, parse_tls, parse_run_as, parse_strlist, parse_json;
+
+#define PARSE_INT parse_int
+#define PARSE_SIZE parse_size
+#define PARSE_DURATION parse_duration
+#define TYPE_INT "integer"
+#define TYPE_SIZE "size"
+#define TYPE_DURATION "duration"
+
+static const cfg_row rows[] = {
+    {"listen", SH_STRING, parse_listen, FIELD(listen_host), AUX(listen_port), .type = "host:port",
+     .sdef = "127.0.0.1:8080", .doc = "main listener host:port"},
+    {"workspace", SH_STRING, parse_abspath, FIELD(workspace), .type = "path",
+     .doc = "default root for presets and relative paths (default: the current directory)"},
+    {"allowed_hosts", SH_ANY, parse_strlist, FIELD(allowed_hosts), AUX(n_allowed_hosts), .type = "list",
+     .doc = "Host header values accepted besides loopback"},
+    {"allowed_origins", SH_ANY, parse_strlist, FIELD(allowed_origins), AUX(n_allowed_origins), .type = "list",
+     .doc = "Origin header values accepted"},
+    {"tls", SH_MAP, parse_tls, .type = "{cert, key}", .doc = "{cert, key} for a non-loopback listener"},
+    {"allow_plaintext", SH_BOOL, parse_bool, FIELD(allow_plaintext), .type = "bool",
+     .doc = "allow a non-loopback listener without TLS"},
+    {"allow_lint_errors", SH_BOOL, parse_bool, FIELD(allow_lint_errors), .type = "bool",
+     .doc = "start despite lint errors"},
+    {"limits", SH_MAP, NULL, .type = "section", .doc = "listener limits"},
+#define ABX_CFG_LIMIT(field, key, TYPE, dflt, lo, hi, meaning)                                                        \
+    {"limits." key, SH_ANY, PARSE_##TYPE, FIELD(field), .type = TYPE_##TYPE, .def = (dflt), .min = (lo), .max = (hi), \
+     .doc = meaning},
+#include "config/limits.def"
+#undef ABX_CFG_LIMIT
+    {"auth", SH_MAP, parse_json, FIELD(auth), .type = "section", .doc = "principals and credentials"},
+    {"policy", SH_MAP, parse_json, FIELD(policy), .type = "section", .doc = "allow and deny statements"},
+    {"terminal_listen", SH_STRING, parse_listen, FIELD(terminal_host), AUX(terminal_port), .type = "host:port",
+     .sdef = "127.0.0.1:9001", .choices = "off",
+     .doc = "WebSocket terminal listener host:port (port 0 = any; \"off\" = none)"},
+    {"confine", SH_STRING, parse_enum, FIELD(confine_required), AUX(confine_set), .type = "enum",
+     .choices = "best_effort|required",
+     .doc = "kernel confinement mode (default: required where the kernel has Landlock)"},
+    {"run_as", SH_STRING, parse_run_as, .type = "user", .sdef = "auto",
+     .doc = "uid:gid (or user name) of spawned processes; auto = the workspace's owner"},
+    {"ledger", SH_MAP, NULL, .type = "section", .doc = "the action ledger"},
+    {"ledger.path", SH_ANY, parse_string, FIELD(ledger_path), .type = "path",
+     .doc = "the ledger file (default: .abx/ledger.db beside the config file)"},
+    {"ledger.synchronous", SH_ANY, parse_enum, FIELD(ledger_sync_full), .type = "enum", .choices = "normal|full",
+     .sdef = "normal", .doc = "full: every append reaches the disk before the call is answered"},
+    {"ledger.enabled", SH_ANY, parse_bool, FIELD(ledger_off), .type = "bool", .flags = CFG_NEGATE,
+     .sdef = "true", .doc = "false: no ledger"},
+    {"ledger.retention", SH_ANY, parse_duration, FIELD(ledger_retention_ms), .type = "duration", .min = 1000,
+     .flags = CFG_TEXT_ONLY, .doc = "archive the live segment at this age (default: never)"},
+    {"ledger.max_size", SH_ANY, parse_size, FIELD(ledger_max_size), .type = "size", .min = 64 * 1024,
+     .doc = "archive the live segment at this size (default: never; an empty segment is ~32 KiB)"},
+    {"system", SH_MAP, NULL, .type = "section", .doc = "system.* settings"},
+    {"system.env", SH_ANY, parse_strlist, FIELD(system_env), AUX(n_system_env), .type = "list",
+     .doc = "variables system.env.get may reveal (default LANG, TZ when system is absent)"},
+    {"custom", SH_LIST, parse_json, FIELD(custom), .type = "list",
+     .doc = "declarative commands, compiled to ops custom.<name> (docs/custom-ops.md)"},
+    {"load", SH_ANY, parse_json, FIELD(load), .type = "list",
+     .doc = "plugins (\"name\" → <plugin_dir>/name.so) and Python op workers (\"python:pkg.module\")"},
+    {"plugin_dir", SH_STRING, parse_string, FIELD(plugin_dir), .type = "path", .sdef = "plugins", .flags = CFG_FILE,
+     .doc = "folder of the plugins named in load, relative to the config file's folder"},
+    {"python", SH_STRING, parse_abspath, FIELD(python), .type = "path", .sdef = "/usr/bin/python3",
+     .flags = CFG_FILE, .doc = "interpreter of Python op workers"},
+    {"python_isolation", SH_STRING, parse_enum, FIELD(python_per_call), .type = "enum",
+     .choices = "shared|per_call", .sdef = "shared",
+     .doc = "Python op workers: shared (one confined process per module) or per_call (a fresh one per call)"},
+    {"tests", SH_LIST, parse_json, FIELD(tests), .type = "list",
+     .doc = "policy tests: [{principal, op, args, expect}]"},
+};
+
+static void *field_of(abx_config *c, size_t off) { return (char *)c + off; }
+
+static void store_num(abx_config *c, const cfg_row *r, int64_t x)
 {
-    return c->lines ? abx_linemap_key_line(c->lines, c->root, key) : 0;
+    if (r->width == sizeof(int64_t))
+        *(int64_t *)field_of(c, r->off) = x;
+    else
+        *(int *)field_of(c, r->off) = (int)x;
 }
 
-static bool get_strlist(abx_config *c, const char *key, char ***out, size_t *n, abx_diags *d)
+static void store_str(abx_config *c, size_t off, char *s)
 {
-    const json_t *v = json_object_get(c->root, key);
-    *out = NULL;
-    *n = 0;
-    if (!v)
-        return true;
-    if (!json_is_array(v)) {
-        abx_diag_add(d, "error", "config.invalid", line_of(c, key), "'%s' must be a list of strings", key);
+    char **slot = field_of(c, off);
+    abx_free(*slot);
+    *slot = s;
+}
+
+/* ---- numbers and their bounds, written the way a config writes them ---- */
+
+static void fmt_size(char *out, size_t len, int64_t x)
+{
+    static const char *const units[] = {"GiB", "MiB", "KiB"};
+    for (int i = 0; i < 3; i++) {
+        int64_t u = INT64_C(1) << (30 - 10 * i);
+        if (x >= u && x % u == 0) {
+            snprintf(out, len, "%" PRId64 "%s", x / u, units[i]);
+            return;
+        }
+    }
+    snprintf(out, len, "%" PRId64, x);
+}
+
+static void fmt_duration(char *out, size_t len, int64_t ms)
+{
+    static const struct { int64_t ms; const char *unit; } units[] = {
+        {24 * 3600 * 1000, "d"}, {3600 * 1000, "h"}, {60 * 1000, "m"}, {1000, "s"}};
+    for (size_t i = 0; i < ABX_ARRAY_LEN(units); i++)
+        if (ms >= units[i].ms && ms % units[i].ms == 0) {
+            snprintf(out, len, "%" PRId64 "%s", ms / units[i].ms, units[i].unit);
+            return;
+        }
+    snprintf(out, len, "%gs", (double)ms / 1000.0);
+}
+
+static void fmt_value(const cfg_row *r, char *out, size_t len, int64_t x)
+{
+    if (r->parse == parse_size)
+        fmt_size(out, len, x);
+    else if (r->parse == parse_duration)
+        fmt_duration(out, len, x);
+    else
+        snprintf(out, len, "%" PRId64, x);
+}
+
+/* "8..1000", "1KiB..64KiB", "of at least 1s", "such as 16MiB" */
+static void fmt_bounds(const cfg_row *r, char *out, size_t len)
+{
+    char lo[32], hi[32];
+    fmt_value(r, lo, sizeof lo, r->min);
+    fmt_value(r, hi, sizeof hi, r->max ? r->max : r->def);
+    if (r->max)
+        snprintf(out, len, "%s..%s", lo, hi);
+    else if (r->min > 1 || !r->def)
+        snprintf(out, len, "of at least %s", lo);
+    else
+        snprintf(out, len, "such as %s", hi);
+}
+
+static bool in_bounds(const cfg_row *r, int64_t x) { return x >= r->min && (!r->max || x <= r->max); }
+
+static bool parse_int(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f)
+{
+    if (!json_is_integer(v) || !in_bounds(r, json_integer_value(v))) {
+        char b[80];
+        fmt_bounds(r, b, sizeof b);
+        snprintf(f->why, sizeof f->why, "must be %s", b);
         return false;
     }
+    store_num(c, r, json_integer_value(v));
+    return true;
+}
+
+/* A size or a duration: text with a unit, or (unless CFG_TEXT_ONLY) a bare integer. */
+static bool parse_scaled_value(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f, bool size)
+{
+    char num[32];
+    const char *text = json_is_string(v) ? json_string_value(v) : NULL;
+    if (!text && json_is_integer(v) && !(r->flags & CFG_TEXT_ONLY)) {
+        snprintf(num, sizeof num, "%" PRId64, (int64_t)json_integer_value(v));
+        text = num;
+    }
+    int64_t x = !text ? -1 : size ? abx_parse_size(text) : abx_parse_duration_ms(text);
+    if (x < 0 || !in_bounds(r, x)) {
+        char b[80];
+        fmt_bounds(r, b, sizeof b);
+        snprintf(f->why, sizeof f->why, "must be a %s %s", size ? "size" : "duration", b);
+        return false;
+    }
+    store_num(c, r, x);
+    return true;
+}
+
+static bool parse_size(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f)
+{
+    return parse_scaled_value(c, r, v, f, true);
+}
+
+static bool parse_duration(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f)
+{
+    return parse_scaled_value(c, r, v, f, false);
+}
+
+/* ---- the other parsers ---- */
+
+static bool parse_bool(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f)
+{
+    if (!json_is_boolean(v)) {
+        snprintf(f->why, sizeof f->why, "must be true or false");
+        return false;
+    }
+    *(bool *)field_of(c, r->off) = json_is_true(v) != !!(r->flags & CFG_NEGATE);
+    return true;
+}
+
+static bool parse_string(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f)
+{
+    if (!json_is_string(v)) {
+        snprintf(f->why, sizeof f->why, "must be a string");
+        return false;
+    }
+    store_str(c, r->off, abx_strdup(json_string_value(v)));
+    return true;
+}
+
+static bool parse_abspath(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f)
+{
+    if (!json_is_string(v) || json_string_value(v)[0] != '/') {
+        snprintf(f->why, sizeof f->why, "must be an absolute path");
+        return false;
+    }
+    return parse_string(c, r, v, f);
+}
+
+/* One of two words; the bool field says whether it is the second. */
+static bool parse_enum(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f)
+{
+    const char *bar = strchr(r->choices, '|');
+    const char *s = json_is_string(v) ? json_string_value(v) : "";
+    size_t first = (size_t)(bar - r->choices);
+    bool is_first = strlen(s) == first && strncmp(s, r->choices, first) == 0;
+    if (!is_first && strcmp(s, bar + 1) != 0) {
+        snprintf(f->why, sizeof f->why, "must be %.*s or %s", (int)first, r->choices, bar + 1);
+        return false;
+    }
+    *(bool *)field_of(c, r->off) = !is_first;
+    if (r->aux)
+        *(bool *)field_of(c, r->aux) = true;
+    return true;
+}
+
+/* HOST:PORT into a host (char *) and a port (int); choices "off": port -1, no host. */
+static bool parse_listen(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f)
+{
+    const char *s = json_is_string(v) ? json_string_value(v) : "";
+    int *port = field_of(c, r->aux);
+    store_str(c, r->off, NULL);
+    if (r->choices && strcmp(s, r->choices) == 0) {
+        *port = -1;
+        return true;
+    }
+    char *host = NULL;
+    if (!abx_parse_listen(s, &host, port)) {
+        snprintf(f->why, sizeof f->why, "must read HOST:PORT%s%s", r->choices ? " or " : "",
+                 r->choices ? r->choices : "");
+        return false;
+    }
+    store_str(c, r->off, host);
+    return true;
+}
+
+static bool parse_tls(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f)
+{
+    (void)r;
+    const json_t *cert = json_object_get(v, "cert"), *key = json_object_get(v, "key");
+    if (!json_is_string(cert) || !json_is_string(key) || json_object_size(v) != 2) {
+        f->code = "config.invalid";
+        snprintf(f->why, sizeof f->why, "must be {cert: FILE, key: FILE}");
+        return false;
+    }
+    store_str(c, offsetof(abx_config, tls_cert), abx_strdup(json_string_value(cert)));
+    store_str(c, offsetof(abx_config, tls_key), abx_strdup(json_string_value(key)));
+    return true;
+}
+
+static bool parse_run_as(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f)
+{
+    (void)r;
+    const char *rv = json_string_value(v);
+    unsigned uid, gid;
+    char extra;
+    struct passwd *pw;
+    if (strcmp(rv, "auto") == 0)
+        return true;
+    if (sscanf(rv, "%u:%u%c", &uid, &gid, &extra) == 2) {
+        c->run_uid = uid;
+        c->run_gid = gid;
+    } else if ((pw = getpwnam(rv)) != NULL) {
+        c->run_uid = pw->pw_uid;
+        c->run_gid = pw->pw_gid;
+    } else {
+        snprintf(f->why, sizeof f->why, "must be auto, UID:GID or an existing user name");
+        return false;
+    }
+    c->run_as_set = true;
+    return true;
+}
+
+/* A list of strings into a char ** (NULL-terminated) and its count. */
+static bool parse_strlist(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f)
+{
+    f->code = "config.invalid";
+    if (!json_is_array(v)) {
+        snprintf(f->why, sizeof f->why, "must be a list of strings");
+        return false;
+    }
+    char ***out = field_of(c, r->off);
+    size_t *n = field_of(c, r->aux);
     *out = abx_calloc(json_array_size(v) + 1, sizeof **out);
     size_t i;
     json_t *it;
     json_array_foreach(v, i, it)
     {
         if (!json_is_string(it)) {
-            abx_diag_add(d, "error", "config.invalid", line_of(c, key), "'%s' must contain only strings", key);
+            snprintf(f->why, sizeof f->why, "must contain only strings");
             return false;
         }
-        (*out)[(*n)++] = abx_strdup(json_string_value(it));
+        if (*out)
+            (*out)[(*n)++] = abx_strdup(json_string_value(it));
     }
     return true;
 }
 
-static bool load_limits(abx_config *c, abx_diags *d)
+/* Kept as JSON (borrowed from root) for the compiler that reads it. */
+static bool parse_json(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f)
 {
-    const json_t *v = json_object_get(c->root, "limits");
-    if (!v)
+    (void)f;
+    *(const json_t **)field_of(c, r->off) = v;
+    return true;
+}
+
+/* ---- reading the table ---- */
+
+static int key_line(const abx_config *c, const json_t *parent, const char *key)
+{
+    return c->lines ? abx_linemap_key_line(c->lines, parent, key) : 0;
+}
+
+/* The section part of a row's path ("limits" of "limits.headers"); its length, 0 for a top-level key. */
+static size_t section_len(const cfg_row *r)
+{
+    const char *dot = strchr(r->path, '.');
+    return dot ? (size_t)(dot - r->path) : 0;
+}
+
+static const cfg_row *find_row(const char *section, size_t slen, const char *key)
+{
+    for (size_t i = 0; i < ABX_ARRAY_LEN(rows); i++) {
+        const cfg_row *r = &rows[i];
+        if (section_len(r) == slen && strncmp(r->path, section ? section : "", slen) == 0 &&
+            strcmp(r->path + (slen ? slen + 1 : 0), key) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+/* The value of a row in the file (NULL when absent), with the mapping that holds it. */
+static const json_t *row_value(const abx_config *c, const cfg_row *r, const json_t **parent, const char **leaf)
+{
+    size_t slen = section_len(r);
+    *parent = c->root;
+    *leaf = r->path;
+    if (slen) {
+        char sec[32];
+        snprintf(sec, sizeof sec, "%.*s", (int)slen, r->path);
+        *parent = json_object_get(c->root, sec);
+        *leaf = r->path + slen + 1;
+    }
+    return json_is_object(*parent) ? json_object_get(*parent, *leaf) : NULL;
+}
+
+static bool apply_default(abx_config *c, const cfg_row *r)
+{
+    if (r->parse == parse_int || r->parse == parse_size || r->parse == parse_duration) {
+        store_num(c, r, r->def);
         return true;
-    if (!json_is_object(v)) {
-        abx_diag_add(d, "error", "config.invalid", line_of(c, "limits"), "'limits' must be a mapping");
+    }
+    if (!r->sdef)
+        return true;
+    json_t *v = json_string(r->sdef);
+    cfg_fail f;
+    bool ok = v && r->parse(c, r, v, &f);
+    json_decref(v);
+    return ok;
+}
+
+/* Every row's default; CFG_FILE rows only when a config file is read. */
+static void set_defaults(abx_config *c, bool file)
+{
+    for (size_t i = 0; i < ABX_ARRAY_LEN(rows); i++)
+        if (rows[i].parse && (file || !(rows[i].flags & CFG_FILE)))
+            apply_default(c, &rows[i]);
+}
+
+static bool shape_ok(enum cfg_shape s, const json_t *v)
+{
+    switch (s) {
+    case SH_STRING:
+        return json_is_string(v);
+    case SH_BOOL:
+        return json_is_boolean(v);
+    case SH_MAP:
+        return json_is_object(v);
+    case SH_LIST:
+        return json_is_array(v);
+    case SH_ANY:
+        break;
+    }
+    return true;
+}
+
+/* Top-level keys: known, and of the right shape. Every problem is reported. */
+static void check_top_keys(abx_config *c, abx_diags *d)
+{
+    static const char *const shape_text[] = {"", "a string", "true or false", "a mapping", "a list"};
+    const char *k;
+    json_t *v;
+    json_object_foreach(c->root, k, v)
+    {
+        const cfg_row *r = find_row(NULL, 0, k);
+        if (!r)
+            abx_diag_add(d, "error", "config.unknown_key", key_line(c, c->root, k), "unknown key '%s'", k);
+        else if (!shape_ok(r->shape, v))
+            abx_diag_add(d, "error", "config.invalid", key_line(c, c->root, k), "'%s' must be %s", k,
+                         shape_text[r->shape]);
+    }
+}
+
+/* The keys inside a section (limits, ledger, system) are its rows, named in the message. */
+static bool check_section_keys(abx_config *c, const cfg_row *sec, abx_diags *d)
+{
+    size_t slen = strlen(sec->path);
+    const json_t *obj = json_object_get(c->root, sec->path);
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)obj, k, v)
+    {
+        if (find_row(sec->path, slen, k))
+            continue;
+        char known[300] = "";
+        for (size_t i = 0; i < ABX_ARRAY_LEN(rows); i++)
+            if (section_len(&rows[i]) == slen && strncmp(rows[i].path, sec->path, slen) == 0)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", known[0] ? ", " : "",
+                         rows[i].path + slen + 1);
+        abx_diag_add(d, "error", "config.unknown_key", key_line(c, obj, k), "unknown key '%s.%s' (%s)", sec->path, k,
+                     known);
         return false;
     }
-    const char *k;
-    json_t *val;
-    json_object_foreach((json_t *)v, k, val)
-    {
-        int line = c->lines ? abx_linemap_key_line(c->lines, v, k) : 0;
-        char num[32];
-        const char *text = json_is_string(val) ? json_string_value(val) : NULL;
-        if (!text && json_is_integer(val)) {
-            snprintf(num, sizeof num, "%lld", (long long)json_integer_value(val));
-            text = num;
-        }
-        int64_t x = -1;
-        if (strcmp(k, "request_max_bytes") == 0 || strcmp(k, "upload_max_bytes") == 0) {
-            x = text ? abx_parse_size(text) : -1;
-            if (x <= 0) {
-                abx_diag_add(d, "error", "config.bad_value", line, "'limits.%s' must be a size such as 16MiB", k);
-                return false;
-            }
-            if (k[0] == 'r')
-                c->request_max_bytes = x;
-            else
-                c->upload_max_bytes = x;
-        } else if (strcmp(k, "header_bytes") == 0) {
-            /* the ceiling stays under libmicrohttpd's per-connection memory (128 KiB), which
-             * must also hold the read buffer: past it MHD would answer by itself */
-            x = text ? abx_parse_size(text) : -1;
-            if (x < 1024 || x > 64 * 1024) {
-                abx_diag_add(d, "error", "config.bad_value", line, "'limits.header_bytes' must be a size 1KiB..64KiB");
-                return false;
-            }
-            c->header_bytes = x;
-        } else if (strcmp(k, "headers") == 0) {
-            if (!json_is_integer(val) || json_integer_value(val) < 8 || json_integer_value(val) > 1000) {
-                abx_diag_add(d, "error", "config.bad_value", line, "'limits.headers' must be 8..1000");
-                return false;
-            }
-            c->header_count = (int)json_integer_value(val);
-        } else if (strcmp(k, "connections") == 0) {
-            if (!json_is_integer(val) || json_integer_value(val) < 1 || json_integer_value(val) > 100000) {
-                abx_diag_add(d, "error", "config.bad_value", line, "'limits.connections' must be 1..100000");
-                return false;
-            }
-            c->connections = (int)json_integer_value(val);
-        } else if (strcmp(k, "connections_per_address") == 0 || strcmp(k, "workers") == 0) {
-            bool per = k[0] == 'c';
-            json_int_t hi = per ? 100000 : 1024;
-            if (!json_is_integer(val) || json_integer_value(val) < 1 || json_integer_value(val) > hi) {
-                abx_diag_add(d, "error", "config.bad_value", line, "'limits.%s' must be 1..%lld", k, (long long)hi);
-                return false;
-            }
-            *(per ? &c->connections_per_address : &c->workers) = (int)json_integer_value(val);
-        } else if (strcmp(k, "read_timeout") == 0) {
-            x = text ? abx_parse_duration_ms(text) : -1;
-            if (x < 100 || x > 600000) {
-                abx_diag_add(d, "error", "config.bad_value", line, "'limits.read_timeout' must be 0.1s..10m");
-                return false;
-            }
-            c->read_timeout_ms = x;
-        } else if (strcmp(k, "approval_ttl") == 0) {
-            x = text ? abx_parse_duration_ms(text) : -1;
-            if (x < 1000 || x > 7LL * 24 * 3600 * 1000) {
-                abx_diag_add(d, "error", "config.bad_value", line, "'limits.approval_ttl' must be 1s..7d");
-                return false;
-            }
-            c->approval_ttl_ms = x;
-        } else if (strcmp(k, "auth_failures") == 0) {
-            if (!json_is_integer(val) || json_integer_value(val) < 10 || json_integer_value(val) > 1000000) {
-                abx_diag_add(d, "error", "config.bad_value", line, "'limits.auth_failures' must be 10..1000000");
-                return false;
-            }
-            c->auth_failures = (int)json_integer_value(val);
-        } else {
-            abx_diag_add(d, "error", "config.unknown_key", line,
-                         "unknown key 'limits.%s' (request_max_bytes, upload_max_bytes, header_bytes, headers, "
-                         "connections, connections_per_address, workers, read_timeout, approval_ttl, auth_failures)", k);
+    return true;
+}
+
+/* The one loop: every row present in the file, through its parser, in table order. */
+static bool load_rows(abx_config *c, abx_diags *d)
+{
+    for (size_t i = 0; i < ABX_ARRAY_LEN(rows); i++) {
+        const cfg_row *r = &rows[i];
+        if (!r->parse && !check_section_keys(c, r, d))
+            return false;
+        const json_t *parent;
+        const char *leaf;
+        const json_t *v = r->parse ? row_value(c, r, &parent, &leaf) : NULL;
+        if (!v)
+            continue;
+        cfg_fail f = {"config.bad_value", ""};
+        if (!r->parse(c, r, v, &f)) {
+            abx_diag_add(d, "error", f.code, key_line(c, parent, leaf), "'%s' %s", r->path, f.why);
             return false;
         }
     }
     return true;
 }
 
-static void set_defaults(abx_config *c)
+/* plugin_dir is taken from the config file's folder (absolute: workers chdir there). */
+static void resolve_dirs(abx_config *c)
 {
-    c->listen_host = abx_strdup("127.0.0.1");
-    c->listen_port = 8080;
-    c->terminal_host = abx_strdup("127.0.0.1");
-    c->terminal_port = 9001;
-    c->request_max_bytes = 16 * 1024 * 1024;
-    c->approval_ttl_ms = 15 * 60 * 1000;
-    c->auth_failures = 100;
-    c->upload_max_bytes = 4LL * 1024 * 1024 * 1024;
-    c->connections = 4096;
-    c->connections_per_address = 256;
-    c->workers = 64;
-    c->header_bytes = 16 * 1024;
-    c->header_count = 100;
-    c->read_timeout_ms = 3000;
+    const char *slash = strrchr(c->path, '/');
+    char *dir = slash ? abx_strndup(c->path, (size_t)(slash - c->path)) : abx_strdup(".");
+    if (dir && !*dir) {
+        abx_free(dir);
+        dir = abx_strdup("/");
+    }
+    char *real = dir ? realpath(dir, NULL) : NULL;
+    if (real) {
+        abx_free(dir);
+        dir = abx_strdup(real);
+        free(real);
+    }
+    const char *pv = c->plugin_dir ? c->plugin_dir : "plugins";
+    if (pv[0] != '/')
+        store_str(c, offsetof(abx_config, plugin_dir), abx_asprintf("%s/%s", dir && strcmp(dir, "/") ? dir : "", pv));
+    c->config_dir = dir;
 }
 
 static const char *const default_system_env[] = {"LANG", "TZ"};
@@ -222,21 +578,13 @@ static void default_env(abx_config *c)
         c->system_env[c->n_system_env++] = abx_strdup(default_system_env[i]);
 }
 
-int abx_config_load(abx_config *c, const char *path, abx_diags *d)
+/* The file's text parsed into c->root (and its line map). */
+static bool read_file(abx_config *c, const char *path, abx_diags *d)
 {
-    memset(c, 0, sizeof *c);
-    set_defaults(c);
-    size_t errors_before = d->errors;
-    if (!path) {
-        c->root = json_object();
-        default_env(c);
-        return 0;
-    }
-    c->path = abx_strdup(path);
     FILE *f = fopen(path, "re");
     if (!f) {
         abx_diag_add(d, "error", "config.unreadable", 0, "cannot open %s: %s", path, strerror(errno));
-        goto fail;
+        return false;
     }
     abx_buf b;
     abx_buf_init(&b, 4 * 1024 * 1024);
@@ -250,7 +598,7 @@ int abx_config_load(abx_config *c, const char *path, abx_diags *d)
     if (too_big) {
         abx_buf_release(&b);
         abx_diag_add(d, "error", "config.too_large", 0, "%s is larger than 4 MiB", path);
-        goto fail;
+        return false;
     }
     char err[300];
     int eline = 0;
@@ -258,236 +606,76 @@ int abx_config_load(abx_config *c, const char *path, abx_diags *d)
     abx_buf_release(&b);
     if (!c->root) {
         abx_diag_add(d, "error", "config.syntax", eline, "%s", err);
-        goto fail;
+        return false;
     }
     if (!json_is_object(c->root)) {
         abx_diag_add(d, "error", "config.invalid", 1, "the config must be a mapping of keys");
-        goto fail;
+        return false;
     }
-    const char *k;
-    json_t *v;
-    json_object_foreach(c->root, k, v)
-    {
-        int line = line_of(c, k);
-        size_t i;
-        for (i = 0; i < ABX_ARRAY_LEN(keys); i++)
-            if (strcmp(keys[i].key, k) == 0)
-                break;
-        if (i == ABX_ARRAY_LEN(keys)) {
-            abx_diag_add(d, "error", "config.unknown_key", line, "unknown key '%s'", k);
-            continue;
-        }
-        switch (keys[i].kind) {
-        case V_STRING:
-            if (!json_is_string(v))
-                abx_diag_add(d, "error", "config.invalid", line, "'%s' must be a string", k);
-            break;
-        case V_BOOL:
-            if (!json_is_boolean(v))
-                abx_diag_add(d, "error", "config.invalid", line, "'%s' must be true or false", k);
-            break;
-        case V_MAP:
-        case V_LIMITS:
-        case V_TLS:
-            if (!json_is_object(v))
-                abx_diag_add(d, "error", "config.invalid", line, "'%s' must be a mapping", k);
-            break;
-        case V_STRLIST:
-            break;
-        case V_LIST:
-            if (!json_is_array(v))
-                abx_diag_add(d, "error", "config.invalid", line, "'%s' must be a list", k);
-            break;
-        }
-    }
-    if (d->errors > errors_before)
-        goto fail;
-    const json_t *listen = json_object_get(c->root, "listen");
-    if (listen) {
-        abx_free(c->listen_host);
-        c->listen_host = NULL;
-        if (!abx_parse_listen(json_string_value(listen), &c->listen_host, &c->listen_port)) {
-            abx_diag_add(d, "error", "config.bad_value", line_of(c, "listen"), "'listen' must read HOST:PORT");
-            goto fail;
-        }
-    }
-    const json_t *tl = json_object_get(c->root, "terminal_listen");
-    if (tl) {
-        abx_free(c->terminal_host);
-        c->terminal_host = NULL;
-        if (strcmp(json_string_value(tl), "off") == 0)
-            c->terminal_port = -1;
-        else if (!abx_parse_listen(json_string_value(tl), &c->terminal_host, &c->terminal_port)) {
-            abx_diag_add(d, "error", "config.bad_value", line_of(c, "terminal_listen"),
-                         "'terminal_listen' must read HOST:PORT or off");
-            goto fail;
-        }
-    }
-    const json_t *ws = json_object_get(c->root, "workspace");
-    if (ws) {
-        const char *w = json_string_value(ws);
-        if (w[0] != '/') {
-            abx_diag_add(d, "error", "config.bad_value", line_of(c, "workspace"), "'workspace' must be absolute");
-            goto fail;
-        }
-        c->workspace = abx_strdup(w);
-    }
-    if (!get_strlist(c, "allowed_hosts", &c->allowed_hosts, &c->n_allowed_hosts, d) ||
-        !get_strlist(c, "allowed_origins", &c->allowed_origins, &c->n_allowed_origins, d) || !load_limits(c, d))
-        goto fail;
-    const json_t *tls = json_object_get(c->root, "tls");
-    if (tls) {
-        const json_t *cert = json_object_get(tls, "cert"), *key = json_object_get(tls, "key");
-        if (!json_is_string(cert) || !json_is_string(key) || json_object_size(tls) != 2) {
-            abx_diag_add(d, "error", "config.invalid", line_of(c, "tls"), "'tls' must be {cert: FILE, key: FILE}");
-            goto fail;
-        }
-        c->tls_cert = abx_strdup(json_string_value(cert));
-        c->tls_key = abx_strdup(json_string_value(key));
-    }
-    const json_t *confine = json_object_get(c->root, "confine");
-    if (confine) {
-        const char *cv = json_string_value(confine);
-        if (strcmp(cv, "required") != 0 && strcmp(cv, "best_effort") != 0) {
-            abx_diag_add(d, "error", "config.bad_value", line_of(c, "confine"), "'confine' must be required or best_effort");
-            goto fail;
-        }
-        c->confine_set = true;
-        c->confine_required = strcmp(cv, "required") == 0;
-    }
-    const json_t *run_as = json_object_get(c->root, "run_as");
-    if (run_as && strcmp(json_string_value(run_as), "auto") != 0) {
-        const char *rv = json_string_value(run_as);
-        unsigned uid, gid;
-        char extra;
-        struct passwd *pw;
-        if (sscanf(rv, "%u:%u%c", &uid, &gid, &extra) == 2) {
-            c->run_uid = uid;
-            c->run_gid = gid;
-        } else if ((pw = getpwnam(rv)) != NULL) {
-            c->run_uid = pw->pw_uid;
-            c->run_gid = pw->pw_gid;
-        } else {
-            abx_diag_add(d, "error", "config.bad_value", line_of(c, "run_as"),
-                         "'run_as' must be auto, UID:GID or an existing user name");
-            goto fail;
-        }
-        c->run_as_set = true;
-    }
-    c->allow_plaintext = json_is_true(json_object_get(c->root, "allow_plaintext"));
-    c->allow_lint_errors = json_is_true(json_object_get(c->root, "allow_lint_errors"));
-    c->auth = json_object_get(c->root, "auth");
-    c->policy = json_object_get(c->root, "policy");
-    c->tests = json_object_get(c->root, "tests");
-    c->custom = json_object_get(c->root, "custom");
-    c->load = json_object_get(c->root, "load");
-    {
-        /* relative plugin_dir: beside the config file; default: <config folder>/plugins */
-        const json_t *pd = json_object_get(c->root, "plugin_dir");
-        const char *slash = strrchr(c->path, '/');
-        char *dir = slash ? abx_strndup(c->path, (size_t)(slash - c->path)) : abx_strdup(".");
-        if (dir && !*dir) {
-            abx_free(dir);
-            dir = abx_strdup("/");
-        }
-        char *real = dir ? realpath(dir, NULL) : NULL; /* absolute: workers chdir there */
-        if (real) {
-            abx_free(dir);
-            dir = abx_strdup(real);
-            free(real);
-        }
-        const char *pv = pd ? json_string_value(pd) : "plugins";
-        c->plugin_dir = pv[0] == '/' ? abx_strdup(pv) : abx_asprintf("%s/%s", strcmp(dir, "/") ? dir : "", pv);
-        c->config_dir = dir;
-        const json_t *py = json_object_get(c->root, "python");
-        c->python = abx_strdup(py ? json_string_value(py) : "/usr/bin/python3");
-        const json_t *iso = json_object_get(c->root, "python_isolation");
-        if (iso && strcmp(json_string_value(iso), "shared") != 0 && strcmp(json_string_value(iso), "per_call") != 0) {
-            abx_diag_add(d, "error", "config.bad_value", line_of(c, "python_isolation"),
-                         "'python_isolation' must be shared or per_call");
-            goto fail;
-        }
-        c->python_per_call = iso && strcmp(json_string_value(iso), "per_call") == 0;
-        if (py && json_string_value(py)[0] != '/') {
-            abx_diag_add(d, "error", "config.bad_value", line_of(c, "python"), "'python' must be an absolute path");
-            goto fail;
-        }
-    }
-    const json_t *led = json_object_get(c->root, "ledger");
-    if (led) {
-        const char *lk;
-        json_t *lv;
-        json_object_foreach((json_t *)led, lk, lv)
-        {
-            int ll = c->lines ? abx_linemap_key_line(c->lines, led, lk) : 0;
-            if (strcmp(lk, "path") == 0 && json_is_string(lv)) {
-                abx_free(c->ledger_path);
-                c->ledger_path = abx_strdup(json_string_value(lv));
-            } else if (strcmp(lk, "synchronous") == 0 && json_is_string(lv) &&
-                       (strcmp(json_string_value(lv), "normal") == 0 || strcmp(json_string_value(lv), "full") == 0)) {
-                c->ledger_sync_full = strcmp(json_string_value(lv), "full") == 0;
-            } else if (strcmp(lk, "enabled") == 0 && json_is_boolean(lv)) {
-                c->ledger_off = !json_is_true(lv);
-            } else if (strcmp(lk, "retention") == 0 || strcmp(lk, "max_size") == 0) {
-                bool ret = strcmp(lk, "retention") == 0;
-                int64_t n = json_is_string(lv) ? (ret ? abx_parse_duration_ms(json_string_value(lv))
-                                                     : abx_parse_size(json_string_value(lv)))
-                                               : json_is_integer(lv) && !ret ? json_integer_value(lv) : -1;
-                int64_t min = ret ? 1000 : 64 * 1024; /* an empty segment is ~32 KiB */
-                if (n < min) {
-                    abx_diag_add(d, "error", "config.bad_value", ll,
-                                 ret ? "ledger.retention must be a duration of at least 1s (\"30d\", \"12h\")"
-                                     : "ledger.max_size must be a size of at least 64KiB (\"256MiB\")");
-                    goto fail;
-                }
-                if (ret)
-                    c->ledger_retention_ms = n;
-                else
-                    c->ledger_max_size = n;
-            } else {
-                abx_diag_add(d, "error", strcmp(lk, "path") && strcmp(lk, "synchronous") && strcmp(lk, "enabled")
-                                             ? "config.unknown_key" : "config.bad_value",
-                             ll, "ledger: '%s' is unknown or has a wrong value (path, synchronous: normal|full, "
-                                 "enabled, retention, max_size)", lk);
-                goto fail;
-            }
-        }
-    }
-    const json_t *sys = json_object_get(c->root, "system");
-    if (!sys)
+    return true;
+}
+
+int abx_config_load(abx_config *c, const char *path, abx_diags *d)
+{
+    memset(c, 0, sizeof *c);
+    set_defaults(c, path != NULL);
+    size_t errors_before = d->errors;
+    if (!path) {
+        c->root = json_object();
         default_env(c);
-    if (sys) {
-        const char *sk;
-        json_t *sv;
-        json_object_foreach((json_t *)sys, sk, sv)
-        {
-            if (strcmp(sk, "env") != 0) {
-                abx_diag_add(d, "error", "config.unknown_key", c->lines ? abx_linemap_key_line(c->lines, sys, sk) : 0,
-                             "unknown key 'system.%s' (env)", sk);
-                goto fail;
-            }
-        }
-        const json_t *env = json_object_get(sys, "env");
-        size_t i;
-        json_t *it;
-        if (env && !json_is_array(env)) {
-            abx_diag_add(d, "error", "config.invalid", line_of(c, "system"), "'system.env' must be a list of names");
-            goto fail;
-        }
-        c->system_env = abx_calloc(json_array_size(env) + 1, sizeof *c->system_env);
-        json_array_foreach(env, i, it)
-        {
-            if (!json_is_string(it)) {
-                abx_diag_add(d, "error", "config.invalid", line_of(c, "system"), "'system.env' must be a list of names");
-                goto fail;
-            }
-            c->system_env[c->n_system_env++] = abx_strdup(json_string_value(it));
-        }
+        return 0;
     }
+    c->path = abx_strdup(path);
+    if (!read_file(c, path, d))
+        goto fail;
+    check_top_keys(c, d);
+    if (d->errors > errors_before || !load_rows(c, d))
+        goto fail;
+    resolve_dirs(c);
+    if (!json_object_get(c->root, "system"))
+        default_env(c);
     return 0;
 fail:
     abx_config_release(c);
     return -1;
+}
+
+static void md_cell(abx_buf *b, const char *s)
+{
+    for (; *s; s++)
+        abx_buf_puts(b, *s == '|' ? "\\|" : (char[2]){*s, 0});
+}
+
+/* docs/reference/config.md: the rows as a table. */
+char *abx_config_docs_markdown(void)
+{
+    abx_buf b;
+    abx_buf_init(&b, 0);
+    abx_buf_puts(&b, "<!-- generated from src/config/config.c and limits.def; do not edit (test_config fails on "
+                     "drift) -->\n# Config keys\n\nThe keys of the config file (YAML or JSON); `auth` and `policy` "
+                     "are described in [policy.md](../policy.md). Unknown keys are errors.\n\n"
+                     "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n");
+    for (size_t i = 0; i < ABX_ARRAY_LEN(rows); i++) {
+        const cfg_row *r = &rows[i];
+        bool num = r->parse == parse_int || r->parse == parse_size || r->parse == parse_duration;
+        char def[64] = "", allowed[96] = "";
+        if (num && r->def)
+            fmt_value(r, def, sizeof def, r->def);
+        else if (r->sdef)
+            snprintf(def, sizeof def, "%s", r->sdef);
+        else if (r->parse == parse_bool)
+            snprintf(def, sizeof def, "%s", r->flags & CFG_NEGATE ? "true" : "false");
+        if (num)
+            fmt_bounds(r, allowed, sizeof allowed);
+        else if (r->choices)
+            snprintf(allowed, sizeof allowed, "%s", r->choices);
+        abx_buf_printf(&b, "| `%s` | %s | %s | ", r->path, r->type, def[0] ? def : "—");
+        md_cell(&b, allowed);
+        abx_buf_puts(&b, " | ");
+        md_cell(&b, r->doc);
+        abx_buf_puts(&b, " |\n");
+    }
+    return abx_buf_detach(&b);
 }
 
 void abx_config_release(abx_config *c)

@@ -65,5 +65,7 @@ void abx_config_release(abx_config *cfg);
 /* "host:port" → parts; [v6]:port accepted. false on error. */
 bool abx_parse_listen(const char *s, char **host, int *port);
 bool abx_host_is_loopback(const char *host);
+/* docs/reference/config.md, generated from the key table (caller frees). */
+char *abx_config_docs_markdown(void);
 
 #endif

@@ -87,6 +87,7 @@ const abx_param *abx_op_param(const abx_op *op, const char *name);
 const char *abx_type_name(abx_type t);
 const char *abx_effects_text(unsigned effects, char *buf, size_t len); /* "read,write" */
 unsigned abx_effect_parse(const char *name); /* 0 when unknown */
+const char *abx_effect_name(unsigned index); /* the name of effect bit 1 << index, NULL past the last */
 const char *abx_stream_name(abx_stream s);
 const char *abx_limit_name(enum abx_limit l);
 const char *abx_kind_name(abx_kind k);

@@ -164,7 +164,9 @@ static int check_param(const abx_op_def *d, const abx_param *p, int depth, char 
     return 0;
 }
 
-static int build_op(abx_registry *reg, const abx_op_def *d, bool builtin, abx_op **out, char *err, size_t errlen)
+/* The declaration's own facts: a valid id outside the reserved namespaces (unless
+ * built in), a handler, known effect bits. */
+static int check_decl(const abx_op_def *d, bool builtin, char *err, size_t errlen)
 {
     char why[200];
     if (!abx_id_valid(d->id, why, sizeof why)) {
@@ -179,10 +181,139 @@ static int build_op(abx_registry *reg, const abx_op_def *d, bool builtin, abx_op
         snprintf(err, errlen, "op '%s' has no handler", d->id);
         return -1;
     }
-    if (d->effects & ~(unsigned)(ABX_EFF_READ | ABX_EFF_WRITE | ABX_EFF_DELETE | ABX_EFF_EXEC | ABX_EFF_NET | ABX_EFF_ADMIN)) {
+    if (d->effects & ~((1u << ABX_EFF__COUNT) - 1)) {
         snprintf(err, errlen, "op '%s' declares unknown effect bits", d->id);
         return -1;
     }
+    return 0;
+}
+
+/* Parameters: each valid, none twice, at most 32; the path and scoped-kind masks. */
+static int add_params(abx_op *op, const abx_op_def *d, char *err, size_t errlen)
+{
+    for (const abx_param *p = d->params; p && p->name; p++) {
+        if (check_param(d, p, 0, err, errlen) != 0)
+            return -1;
+        for (const abx_param *q = d->params; q != p; q++)
+            if (strcmp(q->name, p->name) == 0) {
+                snprintf(err, errlen, "op '%s': parameter '%s' is declared twice", d->id, p->name);
+                return -1;
+            }
+        if (op->n_params >= 32) {
+            snprintf(err, errlen, "op '%s' has more than 32 parameters", d->id);
+            return -1;
+        }
+        if (p->kind == ABX_KIND_PATH)
+            op->path_params |= 1u << op->n_params;
+        if (p->kind != ABX_KIND_PLAIN)
+            op->scoped_kinds |= 1u << p->kind;
+        op->n_params++;
+    }
+    return 0;
+}
+
+/* one_of names parameters; errors names codes of errors.def; aliases are ids' size. */
+static int check_names(const abx_op *op, const abx_op_def *d, char *err, size_t errlen)
+{
+    if (d->one_of) {
+        char tmp[128];
+        snprintf(tmp, sizeof tmp, "%s", d->one_of);
+        for (char *save = NULL, *t = strtok_r(tmp, "|", &save); t; t = strtok_r(NULL, "|", &save))
+            if (!abx_op_param(op, t)) {
+                snprintf(err, errlen, "op '%s': one_of names '%s', which is not a parameter", d->id, t);
+                return -1;
+            }
+    }
+    for (const char *e = d->errors; e && *e;) {
+        size_t n = strcspn(e, " ");
+        char code[64];
+        snprintf(code, sizeof code, "%.*s", (int)n, e);
+        if (n && (n >= sizeof code || abx_err_by_code(code) < 0)) {
+            snprintf(err, errlen, "op '%s': errors names '%s', which is not a code in errors.def", d->id, code);
+            return -1;
+        }
+        e += n + (e[n] == ' ');
+    }
+    for (size_t i = 0; i < ABX_MAX_ALIASES && d->aliases[i]; i++) {
+        const char *a = d->aliases[i];
+        if (!*a || strlen(a) >= ABX_ID_MAX) {
+            snprintf(err, errlen, "op '%s': alias '%s' is empty or too long", d->id, a);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A binding's path: '/'-separated non-empty segments; every {var} names a declared
+ * scalar parameter; no braces or '%' inside a literal segment. */
+static int check_binding_path(const abx_op *op, const char *path, char *err, size_t errlen)
+{
+    const char *id = op->id;
+    for (const char *s = path; *s;) {
+        if (*s != '/') {
+            snprintf(err, errlen, "op '%s': binding path '%s' is malformed", id, path);
+            return -1;
+        }
+        s++;
+        size_t n = strcspn(s, "/");
+        if (n == 0) { /* also "/" alone: every binding names at least one segment */
+            snprintf(err, errlen, "op '%s': binding path '%s' has an empty segment", id, path);
+            return -1;
+        }
+        if (s[0] == '{') {
+            if (s[n - 1] != '}' || n < 3) {
+                snprintf(err, errlen, "op '%s': binding path '%s' has a malformed variable", id, path);
+                return -1;
+            }
+            char var[64];
+            snprintf(var, sizeof var, "%.*s", (int)(n - 2), s + 1);
+            const abx_param *p = abx_op_param(op, var);
+            if (!p || p->type == ABX_T_LIST || p->type == ABX_T_MAP || p->type == ABX_T_OBJECT || p->type == ABX_T_ANY) {
+                snprintf(err, errlen, "op '%s': path variable '{%s}' is not a declared scalar parameter", id, var);
+                return -1;
+            }
+        } else if (memchr(s, '{', n) || memchr(s, '}', n) || memchr(s, '%', n)) {
+            snprintf(err, errlen, "op '%s': binding path '%s' has a malformed segment", id, path);
+            return -1;
+        }
+        s += n;
+    }
+    return 0;
+}
+
+/* HTTP bindings: each "METHOD /path" with a known method and a well-formed path. */
+static int add_bindings(abx_op *op, const abx_op_def *d, char *err, size_t errlen)
+{
+    static const char *const methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+    for (size_t i = 0; i < ABX_MAX_BINDINGS && d->http[i]; i++) {
+        const char *b = d->http[i];
+        const char *sp = strchr(b, ' ');
+        bool mok = false;
+        for (size_t m = 0; sp && m < ABX_ARRAY_LEN(methods); m++)
+            if ((size_t)(sp - b) == strlen(methods[m]) && strncmp(b, methods[m], (size_t)(sp - b)) == 0)
+                mok = true;
+        if (!mok || sp[1] != '/') {
+            snprintf(err, errlen, "op '%s': binding '%s' must read 'METHOD /path'", d->id, b);
+            return -1;
+        }
+        abx_binding *bd = &op->bindings[op->n_bindings++];
+        memcpy(bd->method, b, (size_t)(sp - b));
+        bd->path = abx_strdup(sp + 1);
+        if (!bd->path) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        if (check_binding_path(op, bd->path, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int build_op(abx_registry *reg, const abx_op_def *d, bool builtin, abx_op **out, char *err, size_t errlen)
+{
+    (void)reg;
+    if (check_decl(d, builtin, err, errlen) != 0)
+        return -1;
     abx_op *op = abx_calloc(1, sizeof *op);
     if (!op) {
         snprintf(err, errlen, "out of memory");
@@ -193,112 +324,13 @@ static int build_op(abx_registry *reg, const abx_op_def *d, bool builtin, abx_op
     op->effects_declared = d->effects != 0;
     op->effects = d->effects ? d->effects : ABX_EFF_ADMIN;
     op->explicit_only = (op->effects & ABX_EFF_ADMIN) != 0;
-    if (d->params) {
-        for (const abx_param *p = d->params; p->name; p++) {
-            if (check_param(d, p, 0, err, errlen) != 0)
-                goto fail;
-            for (const abx_param *q = d->params; q != p; q++)
-                if (strcmp(q->name, p->name) == 0) {
-                    snprintf(err, errlen, "op '%s': parameter '%s' is declared twice", d->id, p->name);
-                    goto fail;
-                }
-            if (op->n_params >= 32) {
-                snprintf(err, errlen, "op '%s' has more than 32 parameters", d->id);
-                goto fail;
-            }
-            if (p->kind == ABX_KIND_PATH)
-                op->path_params |= 1u << op->n_params;
-            if (p->kind != ABX_KIND_PLAIN)
-                op->scoped_kinds |= 1u << p->kind;
-            op->n_params++;
-        }
-    }
-    if (d->one_of) {
-        char tmp[128];
-        snprintf(tmp, sizeof tmp, "%s", d->one_of);
-        for (char *save = NULL, *t = strtok_r(tmp, "|", &save); t; t = strtok_r(NULL, "|", &save))
-            if (!abx_op_param(op, t)) {
-                snprintf(err, errlen, "op '%s': one_of names '%s', which is not a parameter", d->id, t);
-                goto fail;
-            }
-    }
-    for (const char *e = d->errors; e && *e;) {
-        size_t n = strcspn(e, " ");
-        char code[64];
-        snprintf(code, sizeof code, "%.*s", (int)n, e);
-        if (n && (n >= sizeof code || abx_err_by_code(code) < 0)) {
-            snprintf(err, errlen, "op '%s': errors names '%s', which is not a code in errors.def", d->id, code);
-            goto fail;
-        }
-        e += n + (e[n] == ' ');
-    }
-    for (size_t i = 0; i < ABX_MAX_BINDINGS && d->http[i]; i++) {
-        const char *b = d->http[i];
-        const char *sp = strchr(b, ' ');
-        static const char *const methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
-        bool mok = false;
-        for (size_t m = 0; sp && m < ABX_ARRAY_LEN(methods); m++)
-            if ((size_t)(sp - b) == strlen(methods[m]) && strncmp(b, methods[m], (size_t)(sp - b)) == 0)
-                mok = true;
-        if (!mok || sp[1] != '/') {
-            snprintf(err, errlen, "op '%s': binding '%s' must read 'METHOD /path'", d->id, b);
-            goto fail;
-        }
-        abx_binding *bd = &op->bindings[op->n_bindings++];
-        memcpy(bd->method, b, (size_t)(sp - b));
-        bd->path = abx_strdup(sp + 1);
-        if (!bd->path) {
-            snprintf(err, errlen, "out of memory");
-            goto fail;
-        }
-        /* every {var} must name a declared scalar parameter; no empty or odd segments */
-        for (const char *s = bd->path; *s;) {
-            if (*s != '/') {
-                snprintf(err, errlen, "op '%s': binding path '%s' is malformed", d->id, bd->path);
-                goto fail;
-            }
-            s++;
-            size_t n = strcspn(s, "/");
-            if (n == 0) { /* also "/" alone: every binding names at least one segment */
-                snprintf(err, errlen, "op '%s': binding path '%s' has an empty segment", d->id, bd->path);
-                goto fail;
-            }
-            if (s[0] == '{') {
-                if (s[n - 1] != '}' || n < 3) {
-                    snprintf(err, errlen, "op '%s': binding path '%s' has a malformed variable", d->id, bd->path);
-                    goto fail;
-                }
-                char var[64];
-                snprintf(var, sizeof var, "%.*s", (int)(n - 2), s + 1);
-                const abx_param *p = abx_op_param(op, var);
-                if (!p || p->type == ABX_T_LIST || p->type == ABX_T_MAP || p->type == ABX_T_OBJECT || p->type == ABX_T_ANY) {
-                    snprintf(err, errlen, "op '%s': path variable '{%s}' is not a declared scalar parameter", d->id,
-                             var);
-                    goto fail;
-                }
-            } else if (memchr(s, '{', n) || memchr(s, '}', n) || memchr(s, '%', n)) {
-                snprintf(err, errlen, "op '%s': binding path '%s' has a malformed segment", d->id, bd->path);
-                goto fail;
-            }
-            s += n;
-        }
-    }
-    if (d->stream == ABX_STREAM_BYTES && d->result_content_type == NULL && (op->effects & ABX_EFF_WRITE) == 0) {
-        /* bytes results default to application/octet-stream; nothing to check */
-    }
-    for (size_t i = 0; i < ABX_MAX_ALIASES && d->aliases[i]; i++) {
-        const char *a = d->aliases[i];
-        if (!*a || strlen(a) >= ABX_ID_MAX) {
-            snprintf(err, errlen, "op '%s': alias '%s' is empty or too long", d->id, a);
-            goto fail;
-        }
+    if (add_params(op, d, err, errlen) != 0 || check_names(op, d, err, errlen) != 0 ||
+        add_bindings(op, d, err, errlen) != 0) {
+        op_free(op);
+        return -1;
     }
     *out = op;
-    (void)reg;
     return 0;
-fail:
-    op_free(op);
-    return -1;
 }
 
 /* Does `name` (id or alias) already exist anywhere visible from reg, or in the batch? */

@@ -23,22 +23,21 @@ const abx_param *abx_op_param(const abx_op *op, const char *name)
 
 const char *abx_type_name(abx_type t)
 {
-    switch (t) {
-    case ABX_T_STRING: return "string";
-    case ABX_T_INT: return "integer";
-    case ABX_T_NUMBER: return "number";
-    case ABX_T_BOOL: return "boolean";
-    case ABX_T_BYTES: return "bytes";
-    case ABX_T_LIST: return "list";
-    case ABX_T_MAP: return "map";
-    case ABX_T_ENUM: return "enum";
-    case ABX_T_OBJECT: return "object";
-    case ABX_T_ANY: return "any";
-    default: return "none";
-    }
+    static const char *const n[] = {
+#define ABX_TYPE(id, name, doc) [ABX_T_##id] = name,
+#include "abx/vocab.def"
+#undef ABX_TYPE
+    };
+    return (unsigned)t < ABX_ARRAY_LEN(n) && n[t] ? n[t] : "none";
 }
 
-static const char *const effect_names[] = {"read", "write", "delete", "exec", "net", "admin"};
+static const char *const effect_names[] = {
+#define ABX_EFFECT(id, name, doc) [ABX_EFF__##id] = name,
+#include "abx/vocab.def"
+#undef ABX_EFFECT
+};
+
+const char *abx_effect_name(unsigned index) { return index < ABX_EFF__COUNT ? effect_names[index] : NULL; }
 
 const char *abx_effects_text(unsigned effects, char *buf, size_t len)
 {
@@ -60,7 +59,11 @@ unsigned abx_effect_parse(const char *name)
 
 const char *abx_stream_name(abx_stream s)
 {
-    static const char *const n[] = {"none", "sse", "ndjson", "bytes", "ws"};
+    static const char *const n[] = {
+#define ABX_STREAM(id, name, doc) [ABX_STREAM_##id] = name,
+#include "abx/vocab.def"
+#undef ABX_STREAM
+    };
     return (unsigned)s < ABX_ARRAY_LEN(n) ? n[s] : "none";
 }
 
@@ -76,7 +79,11 @@ const char *abx_limit_name(enum abx_limit l)
 
 const char *abx_kind_name(abx_kind k)
 {
-    static const char *const n[] = {"plain", "path", "command", "url", "language", "agent"};
+    static const char *const n[] = {
+#define ABX_KIND(id, name, doc) [ABX_KIND_##id] = name,
+#include "abx/vocab.def"
+#undef ABX_KIND
+    };
     return (unsigned)k < ABX_ARRAY_LEN(n) ? n[k] : "plain";
 }
 
@@ -210,6 +217,30 @@ static abx_err check_value(const abx_param *p, json_t *v, const char *name, vsta
     return check_scalar(p, p->type, v, name, st);
 }
 
+/* An unknown argument: the message names the closest known one (an edit or two away)
+ * and lists the valid names, so a model fixes the call in one turn. */
+static abx_err unknown_field(const abx_param *fields, const char *prefix, const char *k, vstate *st)
+{
+    char valid[400] = "";
+    size_t off = 0;
+    const char *best = NULL;
+    int bestd = 3;
+    for (const abx_param *p = fields; p && p->name; p++) {
+        int d = abx_edit_distance(k, p->name, 2);
+        if (d < bestd) {
+            bestd = d;
+            best = p->name;
+        }
+        if (off < sizeof valid)
+            off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%s", off ? ", " : "", p->name);
+    }
+    char hint[160] = "";
+    if (best)
+        snprintf(hint, sizeof hint, " (did you mean '%s'?)", best);
+    return fail(st, ABX_E_ARGS_UNKNOWN, "unknown argument '%s%s%.100s'%s; valid: %s", prefix ? prefix : "",
+                prefix ? "." : "", k, hint, valid[0] ? valid : "none");
+}
+
 static abx_err check_fields(const abx_param *fields, json_t *obj, const char *prefix, vstate *st, const char *one_of)
 {
     char full[160];
@@ -221,11 +252,8 @@ static abx_err check_fields(const abx_param *fields, json_t *obj, const char *pr
         for (const abx_param *p = fields; p && p->name; p++)
             if (strcmp(p->name, k) == 0)
                 known = true;
-        if (!known) {
-            if (prefix)
-                return fail(st, ABX_E_ARGS_UNKNOWN, "unknown argument '%s.%.100s'", prefix, k);
-            return fail(st, ABX_E_ARGS_UNKNOWN, "unknown argument '%.100s'", k);
-        }
+        if (!known)
+            return unknown_field(fields, prefix, k, st);
     }
     for (const abx_param *p = fields; p && p->name; p++) {
         if (prefix)
@@ -234,8 +262,12 @@ static abx_err check_fields(const abx_param *fields, json_t *obj, const char *pr
             snprintf(full, sizeof full, "%s", p->name);
         json_t *val = json_object_get(obj, p->name);
         if (val && json_is_null(val)) {
-            if (!p->nullable)
-                return fail(st, ABX_E_ARGS_INVALID, "argument '%s' must be %s, not null", full, abx_type_name(p->type));
+            /* null means "not given" for every optional argument, on every door: models
+             * and SDKs send it for what they omit (strict tool schemas make every
+             * property required and nullable) */
+            if (p->required && !p->nullable)
+                return fail(st, ABX_E_ARGS_INVALID, "argument '%s' is required and must be %s, not null", full,
+                            abx_type_name(p->type));
             json_object_del(obj, p->name);
             val = NULL;
         }
@@ -381,7 +413,7 @@ abx_err abx_args_add_text(const abx_op *op, json_t *args, const char *name, cons
     vstate st = {msg, msglen};
     const abx_param *p = abx_op_param(op, name);
     if (!p)
-        return fail(&st, ABX_E_ARGS_UNKNOWN, "unknown argument '%.100s'", name);
+        return unknown_field(op->def->params, NULL, name, &st);
     abx_err e;
     if (p->type == ABX_T_LIST) {
         json_t *arr = json_object_get(args, name);

@@ -7,6 +7,7 @@
 #define ABX_CORE_YAML_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct abx_linemap abx_linemap;
@@ -24,5 +25,10 @@ int abx_linemap_line(const abx_linemap *m, const json_t *node);
 /* 1-based line of a key in a mapping; 0 when unknown. */
 int abx_linemap_key_line(const abx_linemap *m, const json_t *object, const char *key);
 void abx_linemap_free(abx_linemap *m);
+
+/* For the parser (yaml.c) only: an empty map, and record a node's line (key NULL) or the
+ * line of key in mapping node. false on OOM. */
+abx_linemap *abx__linemap_new(void);
+bool abx__linemap_put(abx_linemap *m, const json_t *node, const char *key, int line);
 
 #endif

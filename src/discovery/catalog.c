@@ -7,11 +7,10 @@
 
 static json_t *effects_array(unsigned effects)
 {
-    static const char *const names[] = {"read", "write", "delete", "exec", "net", "admin"};
     json_t *a = json_array();
-    for (size_t i = 0; i < ABX_ARRAY_LEN(names); i++)
+    for (unsigned i = 0; i < ABX_EFF__COUNT; i++)
         if (effects & (1u << i))
-            json_array_append_new(a, json_string(names[i]));
+            json_array_append_new(a, json_string(abx_effect_name(i)));
     return a;
 }
 

@@ -395,14 +395,10 @@ static bool check_template(loader *L, const char *t, const abx_param *params, si
     return true;
 }
 
-static int load_one(loader *L, const json_t *entry, size_t index, abx_registry *reg)
+/* The entry's keys are known and its name is usable: not a built-in route, not declared
+ * before, with a letter or digit to make an op id from (written to tail). */
+static const char *load_name(loader *L, const json_t *entry, size_t index, char tail[ABX_ID_MAX])
 {
-    abx_arena *a = L->e->arena;
-    int line = line_of(L, entry);
-    if (!json_is_object(entry)) {
-        abx_diag_add(L->d, "error", "config.invalid", line, "custom[%zu] must be a mapping", index);
-        return -1;
-    }
     static const char *const keys[] = {"name", "summary", "argv", "params", "paths", "effects", "timeout"};
     const char *k;
     json_t *v;
@@ -415,44 +411,134 @@ static int load_one(loader *L, const json_t *entry, size_t index, abx_registry *
             abx_diag_add(L->d, "error", "config.unknown_key", key_line(L, entry, k),
                          "custom[%zu]: unknown key '%s' (name, summary, argv, params, paths, effects, timeout)", index,
                          k);
-            return -1;
+            return NULL;
         }
     }
     const char *name = json_string_value(json_object_get(entry, "name"));
     if (!name || !*name || strchr(name, '/') || strlen(name) >= ABX_ID_MAX) {
-        abx_diag_add(L->d, "error", "config.invalid", line,
+        abx_diag_add(L->d, "error", "config.invalid", line_of(L, entry),
                      "custom[%zu] needs a name (a non-empty string without '/', under %d bytes)", index, ABX_ID_MAX);
-        return -1;
+        return NULL;
     }
     for (size_t i = 0; i < ABX_ARRAY_LEN(route_names); i++)
         if (strcmp(name, route_names[i]) == 0) {
             abx_diag_add(L->d, "error", abx_err_code(ABX_E_CONFIG_NAME_CONFLICT), key_line(L, entry, "name"),
                          "custom command '%s' collides with the built-in route /commands/%s; choose another name",
                          name, name);
-            return -1;
+            return NULL;
         }
     if (abx_ext_command_find(L->e, name)) {
         abx_diag_add(L->d, "error", "config.invalid", key_line(L, entry, "name"),
                      "custom command '%s' is declared twice", name);
-        return -1;
+        return NULL;
     }
-    char tail[ABX_ID_MAX];
-    if (!abx_id_mangle(name, tail, sizeof tail - 8)) {
+    if (!abx_id_mangle(name, tail, ABX_ID_MAX - 8)) {
         abx_diag_add(L->d, "error", "config.invalid", key_line(L, entry, "name"),
                      "custom command name '%s' has no letter or digit to make an op id from", name);
-        return -1;
+        return NULL;
     }
-    /* collisions between mangled names: _2, _3, ... in declaration order */
-    char id[ABX_ID_MAX];
-    snprintf(id, sizeof id, "custom.%s", tail);
-    for (int suffix = 2; ; suffix++) {
+    return name;
+}
+
+/* The op id: custom.<tail>, with _2, _3, ... for collisions in declaration order. */
+static void pick_id(loader *L, const char *tail, char id[ABX_ID_MAX])
+{
+    snprintf(id, ABX_ID_MAX, "custom.%s", tail);
+    for (int suffix = 2;; suffix++) {
         bool taken = false;
         for (size_t i = 0; i < L->e->n_commands && !taken; i++)
             taken = strcmp(L->e->commands[i].id, id) == 0;
         if (!taken)
-            break;
-        snprintf(id, sizeof id, "custom.%s_%d", tail, suffix);
+            return;
+        snprintf(id, ABX_ID_MAX, "custom.%s_%d", tail, suffix);
     }
+}
+
+/* argv: a fixed program resolved now, then templates over the declared parameters. */
+static bool load_argv(loader *L, const json_t *entry, const char *name, custom_cmd *c, const abx_param *params,
+                      size_t n_params)
+{
+    abx_arena *a = L->e->arena;
+    const json_t *argv = json_object_get(entry, "argv");
+    c->argc = json_array_size(argv);
+    c->argv = abx_arena_alloc(a, (c->argc + 1) * sizeof *c->argv);
+    int aline = key_line(L, entry, "argv");
+    for (size_t i = 0; c->argv && i < c->argc; i++) {
+        const char *t = json_string_value(json_array_get(argv, i));
+        if (!t) {
+            abx_diag_add(L->d, "error", "config.invalid", aline, "custom '%s': argv[%zu] must be a string", name, i);
+            return false;
+        }
+        if (i == 0) {
+            char why[300];
+            if (strpbrk(t, "{}")) {
+                abx_diag_add(L->d, "error", "config.invalid", aline,
+                             "custom '%s': the program (argv[0]) is fixed; it cannot be a placeholder", name);
+                return false;
+            }
+            c->argv[0] = resolve_program(a, t, why, sizeof why);
+            if (!c->argv[0]) {
+                abx_diag_add(L->d, "error", "config.bad_value", aline, "custom '%s': %s", name, why);
+                return false;
+            }
+            continue;
+        }
+        if (!check_template(L, t, params, n_params, aline))
+            return false;
+        c->argv[i] = abx_arena_strdup(a, t);
+    }
+    return true;
+}
+
+/* effects (a name or a list of names) and timeout (seconds). */
+static bool load_effects_timeout(loader *L, const json_t *entry, const char *name, unsigned *effects,
+                                 custom_cmd *c)
+{
+    *effects = 0;
+    const json_t *eff = json_object_get(entry, "effects");
+    if (eff) {
+        json_t *list = json_is_string(eff) ? json_pack("[O]", eff) : json_incref((json_t *)eff);
+        size_t i;
+        json_t *it;
+        bool bad = !json_is_array(list) || json_array_size(list) == 0;
+        json_array_foreach(bad ? NULL : list, i, it)
+        {
+            unsigned bit = json_is_string(it) ? abx_effect_parse(json_string_value(it)) : 0;
+            bad = bad || !bit;
+            *effects |= bit;
+        }
+        json_decref(list);
+        if (bad) {
+            abx_diag_add(L->d, "error", "config.bad_value", key_line(L, entry, "effects"),
+                         "custom '%s': effects must be a list of read, write, delete, exec, net, admin", name);
+            return false;
+        }
+    }
+    const json_t *to = json_object_get(entry, "timeout");
+    if (to) {
+        if (!json_is_number(to) || json_number_value(to) <= 0 || json_number_value(to) > 86400) {
+            abx_diag_add(L->d, "error", "config.bad_value", key_line(L, entry, "timeout"),
+                         "custom '%s': timeout must be a number of seconds (0 < t <= 86400)", name);
+            return false;
+        }
+        c->timeout_ms = (int64_t)(json_number_value(to) * 1000);
+    }
+    return true;
+}
+
+static int load_one(loader *L, const json_t *entry, size_t index, abx_registry *reg)
+{
+    abx_arena *a = L->e->arena;
+    int line = line_of(L, entry);
+    if (!json_is_object(entry)) {
+        abx_diag_add(L->d, "error", "config.invalid", line, "custom[%zu] must be a mapping", index);
+        return -1;
+    }
+    char tail[ABX_ID_MAX], id[ABX_ID_MAX];
+    const char *name = load_name(L, entry, index, tail);
+    if (!name)
+        return -1;
+    pick_id(L, tail, id);
     const json_t *argv = json_object_get(entry, "argv");
     if (!json_is_array(argv) || json_array_size(argv) == 0) {
         abx_diag_add(L->d, "error", "config.invalid", line, "custom '%s': 'argv' must be a non-empty list of strings",
@@ -464,62 +550,9 @@ static int load_one(loader *L, const json_t *entry, size_t index, abx_registry *
     if (!params || !load_paths(L, entry, params, n_params))
         return -1;
     custom_cmd *c = abx_arena_alloc(a, sizeof *c);
-    c->argc = json_array_size(argv);
-    c->argv = abx_arena_alloc(a, (c->argc + 1) * sizeof *c->argv);
-    int aline = key_line(L, entry, "argv");
-    for (size_t i = 0; i < c->argc; i++) {
-        const char *t = json_string_value(json_array_get(argv, i));
-        if (!t) {
-            abx_diag_add(L->d, "error", "config.invalid", aline, "custom '%s': argv[%zu] must be a string", name, i);
-            return -1;
-        }
-        if (i == 0) {
-            char why[300];
-            if (strpbrk(t, "{}")) {
-                abx_diag_add(L->d, "error", "config.invalid", aline,
-                             "custom '%s': the program (argv[0]) is fixed; it cannot be a placeholder", name);
-                return -1;
-            }
-            c->argv[0] = resolve_program(a, t, why, sizeof why);
-            if (!c->argv[0]) {
-                abx_diag_add(L->d, "error", "config.bad_value", aline, "custom '%s': %s", name, why);
-                return -1;
-            }
-            continue;
-        }
-        if (!check_template(L, t, params, n_params, aline))
-            return -1;
-        c->argv[i] = abx_arena_strdup(a, t);
-    }
-    unsigned effects = 0;
-    const json_t *eff = json_object_get(entry, "effects");
-    if (eff) {
-        json_t *list = json_is_string(eff) ? json_pack("[O]", eff) : json_incref((json_t *)eff);
-        size_t i;
-        json_t *it;
-        bool bad = !json_is_array(list) || json_array_size(list) == 0;
-        json_array_foreach(bad ? NULL : list, i, it)
-        {
-            unsigned bit = json_is_string(it) ? abx_effect_parse(json_string_value(it)) : 0;
-            bad = bad || !bit;
-            effects |= bit;
-        }
-        json_decref(list);
-        if (bad) {
-            abx_diag_add(L->d, "error", "config.bad_value", key_line(L, entry, "effects"),
-                         "custom '%s': effects must be a list of read, write, delete, exec, net, admin", name);
-            return -1;
-        }
-    }
-    const json_t *to = json_object_get(entry, "timeout");
-    if (to) {
-        if (!json_is_number(to) || json_number_value(to) <= 0 || json_number_value(to) > 86400) {
-            abx_diag_add(L->d, "error", "config.bad_value", key_line(L, entry, "timeout"),
-                         "custom '%s': timeout must be a number of seconds (0 < t <= 86400)", name);
-            return -1;
-        }
-        c->timeout_ms = (int64_t)(json_number_value(to) * 1000);
-    }
+    unsigned effects;
+    if (!c || !load_argv(L, entry, name, c, params, n_params) || !load_effects_timeout(L, entry, name, &effects, c))
+        return -1;
     const char *summary = json_string_value(json_object_get(entry, "summary"));
     /* a table of one op and its terminator, so a registration error names this entry */
     abx_op_def *def = abx_arena_alloc(a, 2 * sizeof *def);

@@ -86,6 +86,7 @@ typedef struct abx_auth_limiter abx_auth_limiter;
 typedef struct abx_namespace {
     const char *name;                /* the ops' id prefix: "commands" */
     const abx_op_def *ops;           /* terminated by a zeroed entry */
+    const abx_op_def *const *op_tables; /* and/or several such tables (one per op family), NULL-terminated */
     void *(*state_new)(void);        /* NULL: no state; returns NULL when out of memory */
     void (*state_free)(void *state);
     /* What a held call of one of its ops will run, where the decision does not say it

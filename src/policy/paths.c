@@ -282,6 +282,119 @@ int abx_path_canon(const char *anchor, const char *input, char **out)
     return abx_path_canon_gated(anchor, input, NULL, NULL, out);
 }
 
+/* One canonicalization in progress. rem: what is still to be walked; res: the
+ * resolved prefix, stored as "/a/b" (empty string = "/"); lnk: readlink's scratch. */
+typedef struct canon_walk {
+    char *rem, *res, *lnk;
+    size_t remlen, rlen, pos;
+    int links;
+    /* How many trailing components of res are known not to exist. While > 0 there
+     * is nothing on disk to ask, so names are appended as written. A ".." that
+     * climbs back into the existing prefix brings lookups back: otherwise
+     * "missing/../link/x" would be checked as ".../link/x" while the kernel (and
+     * the jail) would follow "link". */
+    size_t missing;
+    abx_canon_gate gate;
+    void *arg;
+} canon_walk;
+
+/* rem = input, or anchor + "/" + input for a relative input. */
+static int walk_start(canon_walk *w, const char *anchor, const char *input, size_t inlen)
+{
+    if (input[0] == '/') {
+        memcpy(w->rem, input, inlen + 1);
+        w->remlen = inlen;
+    } else {
+        if (!anchor || anchor[0] != '/')
+            return -EINVAL;
+        size_t alen = strlen(anchor);
+        if (alen + 1 + inlen > CANON_MAX)
+            return -ENAMETOOLONG;
+        memcpy(w->rem, anchor, alen);
+        w->rem[alen] = '/';
+        memcpy(w->rem + alen + 1, input, inlen + 1);
+        w->remlen = alen + 1 + inlen;
+    }
+    w->res[0] = '\0';
+    return 0;
+}
+
+/* "..": res holds no symlinks, so its textual parent is the real parent. */
+static void walk_dotdot(canon_walk *w)
+{
+    while (w->rlen > 0 && w->res[w->rlen - 1] != '/')
+        w->rlen--;
+    if (w->rlen > 0)
+        w->rlen--;
+    w->res[w->rlen] = '\0';
+    if (w->missing > 0)
+        w->missing--;
+}
+
+/* res names a symlink: splice its target in front of the unwalked rest (which starts
+ * at a '/' or is empty). Walking continues from the link's directory, or from "/" for
+ * an absolute target, so ".." in a target is relative to where the link is. */
+static int walk_symlink(canon_walk *w, size_t rlen_before)
+{
+    if (++w->links > CANON_MAX_LINKS)
+        return -ELOOP;
+    ssize_t n = readlink(w->res, w->lnk, CANON_MAX + 1);
+    if (n < 0)
+        return -errno;
+    if (n == 0)
+        return -ENOENT; /* Linux refuses to create these; treat like the kernel */
+    if ((size_t)n > CANON_MAX)
+        return -ENAMETOOLONG;
+    size_t restlen = w->remlen - w->pos;
+    if ((size_t)n + restlen > CANON_MAX)
+        return -ENAMETOOLONG;
+    memmove(w->rem + n, w->rem + w->pos, restlen);
+    memcpy(w->rem, w->lnk, (size_t)n);
+    w->remlen = (size_t)n + restlen;
+    w->rem[w->remlen] = '\0';
+    w->pos = 0;
+    w->rlen = w->lnk[0] == '/' ? 0 : rlen_before;
+    w->res[w->rlen] = '\0';
+    return 0;
+}
+
+/* Append one name (not "." or "..") to res and look it up when it may be looked up. */
+static int walk_name(canon_walk *w, size_t start, size_t clen)
+{
+    if (w->rlen + 1 + clen > CANON_MAX)
+        return -ENAMETOOLONG;
+    size_t newlen = w->rlen + 1 + clen;
+    w->res[w->rlen] = '/';
+    memcpy(w->res + w->rlen + 1, w->rem + start, clen);
+    w->res[newlen] = '\0';
+    if (w->missing > 0) {
+        w->missing++;
+        w->rlen = newlen;
+        return 0;
+    }
+    /* A name the caller may not reach is not asked about: its answer (exists,
+     * loops, unsearchable, a /proc entry) would leak through the decision. It is
+     * kept as written, and so is everything below it. */
+    if (w->gate && !w->gate(w->res, w->arg)) {
+        w->rlen = newlen;
+        return 0;
+    }
+    struct stat st;
+    if (lstat(w->res, &st) != 0) {
+        int e = errno;
+        if (e != ENOENT && e != ENOTDIR)
+            return -e;
+        w->missing = 1;
+        w->rlen = newlen;
+        return 0;
+    }
+    if (!S_ISLNK(st.st_mode)) {
+        w->rlen = newlen;
+        return 0;
+    }
+    return walk_symlink(w, w->rlen);
+}
+
 int abx_path_canon_gated(const char *anchor, const char *input, abx_canon_gate gate, void *arg, char **out)
 {
     if (out)
@@ -293,148 +406,32 @@ int abx_path_canon_gated(const char *anchor, const char *input, abx_canon_gate g
     if (inlen > CANON_MAX)
         return -ENAMETOOLONG;
 
-    /* rem: what is still to be walked; res: the resolved prefix, stored as
-     * "/a/b" (empty string = "/"); lnk: readlink's scratch. On the stack (12 KiB): a
-     * heap block this size per call made glibc consolidate its fast bins on every
-     * policy check (7% of a files.stat request in a profile). */
+    /* On the stack (12 KiB): a heap block this size per call made glibc consolidate
+     * its fast bins on every policy check (7% of a files.stat request in a profile). */
     char mem[3 * (CANON_MAX + 1)];
-    char *rem = mem, *res = mem + CANON_MAX + 1, *lnk = mem + 2 * (CANON_MAX + 1);
-    size_t remlen, rlen = 0, pos = 0;
-    int rc = 0;
-
-    if (input[0] == '/') {
-        memcpy(rem, input, inlen + 1);
-        remlen = inlen;
-    } else {
-        if (!anchor || anchor[0] != '/') {
-            rc = -EINVAL;
-            goto done;
-        }
-        size_t alen = strlen(anchor);
-        if (alen + 1 + inlen > CANON_MAX) {
-            rc = -ENAMETOOLONG;
-            goto done;
-        }
-        memcpy(rem, anchor, alen);
-        rem[alen] = '/';
-        memcpy(rem + alen + 1, input, inlen + 1);
-        remlen = alen + 1 + inlen;
-    }
-    res[0] = '\0';
-
-    int links = 0;
-    /* How many trailing components of res are known not to exist. While > 0 there
-     * is nothing on disk to ask, so names are appended as written. A ".." that
-     * climbs back into the existing prefix brings lookups back: otherwise
-     * "missing/../link/x" would be checked as ".../link/x" while the kernel (and
-     * the jail) would follow "link". */
-    size_t missing = 0;
-
-    while (pos < remlen) {
-        while (pos < remlen && rem[pos] == '/')
-            pos++;
-        if (pos == remlen)
+    canon_walk w = {.rem = mem, .res = mem + CANON_MAX + 1, .lnk = mem + 2 * (CANON_MAX + 1), .gate = gate,
+                    .arg = arg};
+    int rc = walk_start(&w, anchor, input, inlen);
+    while (rc == 0 && w.pos < w.remlen) {
+        while (w.pos < w.remlen && w.rem[w.pos] == '/')
+            w.pos++;
+        if (w.pos == w.remlen)
             break;
-        size_t start = pos;
-        while (pos < remlen && rem[pos] != '/')
-            pos++;
-        size_t clen = pos - start;
-
-        if (clen > NAME_MAX) {
+        size_t start = w.pos;
+        while (w.pos < w.remlen && w.rem[w.pos] != '/')
+            w.pos++;
+        size_t clen = w.pos - start;
+        if (clen > NAME_MAX)
             rc = -ENAMETOOLONG;
-            goto done;
-        }
-        if (clen == 1 && rem[start] == '.')
-            continue;
-        if (clen == 2 && rem[start] == '.' && rem[start + 1] == '.') {
-            /* res holds no symlinks, so its textual parent is the real parent. */
-            while (rlen > 0 && res[rlen - 1] != '/')
-                rlen--;
-            if (rlen > 0)
-                rlen--;
-            res[rlen] = '\0';
-            if (missing > 0)
-                missing--;
-            continue;
-        }
-        if (rlen + 1 + clen > CANON_MAX) {
-            rc = -ENAMETOOLONG;
-            goto done;
-        }
-        size_t newlen = rlen + 1 + clen;
-        res[rlen] = '/';
-        memcpy(res + rlen + 1, rem + start, clen);
-        res[newlen] = '\0';
-
-        if (missing > 0) {
-            missing++;
-            rlen = newlen;
-            continue;
-        }
-        /* A name the caller may not reach is not asked about: its answer (exists,
-         * loops, unsearchable, a /proc entry) would leak through the decision. It is
-         * kept as written, and so is everything below it. */
-        if (gate && !gate(res, arg)) {
-            rlen = newlen;
-            continue;
-        }
-
-        struct stat st;
-        if (lstat(res, &st) != 0) {
-            int e = errno;
-            if (e == ENOENT || e == ENOTDIR) {
-                missing = 1;
-                rlen = newlen;
-                continue;
-            }
-            rc = -e;
-            goto done;
-        }
-        if (!S_ISLNK(st.st_mode)) {
-            rlen = newlen;
-            continue;
-        }
-
-        if (++links > CANON_MAX_LINKS) {
-            rc = -ELOOP;
-            goto done;
-        }
-        ssize_t n = readlink(res, lnk, CANON_MAX + 1);
-        if (n < 0) {
-            rc = -errno;
-            goto done;
-        }
-        if (n == 0) {
-            rc = -ENOENT; /* Linux refuses to create these; treat like the kernel */
-            goto done;
-        }
-        if ((size_t)n > CANON_MAX) {
-            rc = -ENAMETOOLONG;
-            goto done;
-        }
-        /* Splice: remaining = target + the unwalked rest (which starts at a '/' or
-         * is empty). Walking continues from the link's directory, or from "/" for
-         * an absolute target, so ".." in a target is relative to where the link is. */
-        size_t restlen = remlen - pos;
-        if ((size_t)n + restlen > CANON_MAX) {
-            rc = -ENAMETOOLONG;
-            goto done;
-        }
-        memmove(rem + n, rem + pos, restlen);
-        memcpy(rem, lnk, (size_t)n);
-        remlen = (size_t)n + restlen;
-        rem[remlen] = '\0';
-        pos = 0;
-        if (lnk[0] == '/')
-            rlen = 0;
-        res[rlen] = '\0';
+        else if (clen == 2 && w.rem[start] == '.' && w.rem[start + 1] == '.')
+            walk_dotdot(&w);
+        else if (!(clen == 1 && w.rem[start] == '.'))
+            rc = walk_name(&w, start, clen);
     }
-
-    *out = rlen == 0 ? strdup("/") : strndup(res, rlen);
-    if (!*out)
-        rc = -ENOMEM;
-done:
-    return rc;
+    if (rc != 0)
+        return rc;
+    *out = w.rlen == 0 ? strdup("/") : strndup(w.res, w.rlen);
+    return *out ? 0 : -ENOMEM;
 }
 
 bool abx_path_under(const char *root, const char *path, const char **rel)

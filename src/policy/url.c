@@ -85,6 +85,10 @@ static int parse(const char *url, url_parts *u, bool pattern, char *err, size_t 
         bool dflt = (strcmp(u->scheme, "http") == 0 && port == 80) || (strcmp(u->scheme, "https") == 0 && port == 443);
         u->port = dflt ? 0 : (int)port;
     }
+    if (strlen(hostport) >= sizeof u->host) { /* refused, never cut to fit: a cut host is another host */
+        snprintf(err, errlen, "the URL has no host or a too long one");
+        return -1;
+    }
     snprintf(u->host, sizeof u->host, "%s", hostport);
     for (char *c = u->host; *c; c++)
         if (*c >= 'A' && *c <= 'Z')

@@ -798,12 +798,17 @@ def test_stdio_principal_selection(abx, workspace, tmp_path):
     rc, err = s.close()
     assert rc == 0, err
     # the embedded default (no config): principal local, preset workspace; stdout only protocol
-    s = Stdio(["--workspace", workspace], home=str(tmp_path / "h2"))
-    s.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}})
-    s.reply(1)
-    s.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "files__list"}})
-    res = s.reply(2)["result"]
-    assert res["isError"] is False and "a.txt" in text_of(res), res
-    rc, err = s.close()
-    assert rc == 0, err
-    assert "local" in err       # the log line on stderr names the principal
+    for level in (None, "info"):
+        s = Stdio(["--workspace", workspace] + (["--log-level", level] if level else []),
+                  home=str(tmp_path / ("h2" + (level or ""))))
+        s.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}})
+        s.reply(1)
+        s.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "files__list"}})
+        res = s.reply(2)["result"]
+        assert res["isError"] is False and "a.txt" in text_of(res), res
+        rc, err = s.close()
+        assert rc == 0, err
+        if level is None:           # by default only warnings and errors reach the client's stderr
+            assert '"level":"info"' not in err, err
+        else:
+            assert "local" in err   # the info line on stderr names the principal

@@ -1,4 +1,4 @@
-/* test_policy.c — unit tests of src/policy/policy.c: policies compiled from JSON text over
+/* test_policy.c — unit tests of src/policy/ (compile.c, decide.c, snapshot.c): policies compiled from JSON text over
  * a frozen child of the default registry, with a fresh mkdtemp workspace.
  *
  * Covers op and principal selectors (mount table), compile diagnostics (scope_required,
@@ -586,7 +586,7 @@ static void test_deny_order_independent(void **state)
         fail_msg("same statements, other order: %s vs %s", abx_err_code(e1), abx_err_code(e2));
 }
 
-/* Regression test, fixed since (src/policy/policy.c abx_decide/abx_admit): only the first ABX_MAX_ADMITTING (32)
+/* Regression test, fixed since (src/policy/decide.c abx_decide, snapshot.c abx_admit): only the first ABX_MAX_ADMITTING (32)
  * admitting statements are recorded in d->admitting, and abx_admit applies rate and
  * concurrency limits only to those; a rate-limited statement placed after 32 others that
  * also admit the call is silently not enforced. Moving it first enforces it. */

@@ -211,8 +211,7 @@ static void test_validate_wrong_types(void **state)
         {"\"opts\": 5", "opts"},
         {"\"opts\": {\"depth\": \"x\"}", "opts.depth"},
         {"\"opts\": {\"depth\": 9}", "opts.depth"},
-        {"\"name\": null", "name"},            /* not nullable */
-        {"\"count\": null", "count"},
+        {"\"name\": null", "name"},            /* required: null is not "given" */
         {"\"name\": [\"x\"]", "name"},
         {"\"argv\": [\"ls\", 1]", "argv[1]"},
     };
@@ -225,6 +224,33 @@ static void test_validate_wrong_types(void **state)
     expect_validate(op, "[]", ABX_E_ARGS_INVALID, NULL);
     expect_validate(op, "\"x\"", ABX_E_ARGS_INVALID, NULL);
     expect_validate(op, "null", ABX_E_ARGS_INVALID, NULL);
+}
+
+static void test_validate_null_optional_is_absent(void **state)
+{
+    (void)state;
+    /* an optional argument sent as null is "not given" on every door: its default applies */
+    json_t *args = parse("{" BASE ", \"count\": null}");
+    char msg[300] = "";
+    assert_int_equal(abx_args_validate(op, args, msg, sizeof msg), ABX_OK);
+    assert_int_equal(json_integer_value(json_object_get(args, "count")), 3);
+    json_decref(args);
+}
+
+static void test_validate_unknown_lists_valid_names(void **state)
+{
+    (void)state;
+    json_t *args = parse("{" BASE ", \"cuont\": 1}");
+    char msg[300] = "";
+    assert_int_equal(abx_args_validate(op, args, msg, sizeof msg), ABX_E_ARGS_UNKNOWN);
+    assert_non_null(strstr(msg, "'cuont'"));
+    assert_non_null(strstr(msg, "did you mean 'count'?"));
+    assert_non_null(strstr(msg, "valid: name, count"));
+    json_decref(args);
+    args = parse("{" BASE ", \"zzzzzzzz\": 1}");
+    assert_int_equal(abx_args_validate(op, args, msg, sizeof msg), ABX_E_ARGS_UNKNOWN);
+    assert_null(strstr(msg, "did you mean"));
+    json_decref(args);
 }
 
 static void test_validate_nullable_removed(void **state)
@@ -557,6 +583,8 @@ int main(void)
         cmocka_unit_test(test_validate_missing),
         cmocka_unit_test(test_validate_wrong_types),
         cmocka_unit_test(test_validate_nullable_removed),
+        cmocka_unit_test(test_validate_null_optional_is_absent),
+        cmocka_unit_test(test_validate_unknown_lists_valid_names),
         cmocka_unit_test(test_validate_nul_in_string),
         cmocka_unit_test(test_validate_one_of),
         cmocka_unit_test(test_validate_list_length_bounds),

@@ -1,0 +1,10 @@
+/* files.c — the files namespace: its descriptor, composed from the op families' tables
+ * (each family file ends with its own parameters and rows, next to its handlers). */
+#include "builtin/files/files.h"
+
+static const abx_op_def *const files_tables[] = {
+    files_read_ops, files_write_ops, files_tree_ops, files_search_ops, files_transfer_ops,
+    files_archive_ops, files_watch_ops, NULL,
+};
+
+const abx_namespace abx_ns_files = {.name = "files", .op_tables = files_tables};
