@@ -28,6 +28,7 @@ set(ABX_SRC_LEDGER
   src/ledger/ledger.c
 )
 set(ABX_SRC_HTTP
+  src/http/offload.c
   src/http/router.c
   src/http/target.c
   src/http/websocket.c
@@ -110,6 +111,7 @@ set(ABX_SRC_DOORS
   src/doors/toolcall.c
 )
 set(ABX_SRC_SERVER
+  src/server/conns.c
   src/server/listener.c
   src/server/server.c
   src/server/state.c

@@ -106,7 +106,10 @@ static abx_err core_metrics(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     abx_request *q = builtin_req(ctx);
     size_t len;
-    char *text = abx_metrics_render(q->server->metrics, q->server->reg, atomic_load(&q->server->conns), &len);
+    abx_conn_metrics cm = {.open = atomic_load(&q->server->conns)};
+    if (q->server->conn_metrics)
+        q->server->conn_metrics(q->server, &cm);
+    char *text = abx_metrics_render(q->server->metrics, q->server->reg, &cm, &len);
     if (!text)
         return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
     abx_reply_bytes(r, text, len, "text/plain; version=0.0.4; charset=utf-8");

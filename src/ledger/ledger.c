@@ -1226,11 +1226,12 @@ static int verify_segment(const char *file, bool first, char prev[65], int64_t *
         sqlite3_finalize(st);
     }
     /* the tables beside the chain must agree with it: every group row matches the
-     * "received" event that recorded it (and every event's group exists), every
-     * attempt row is named by a chained "started" event of its group, and back */
+     * event that opened it ("received", or "finished" for a read recorded as one
+     * event) (and every event's group exists), every attempt row is named by a chained
+     * "started" event of its group, and back */
     static const char *const checks[][3] = {
         {"SELECT g.group_id FROM action_groups g LEFT JOIN action_events e ON e.group_id = g.group_id AND e.seq = 0"
-         " AND e.kind = 'received' WHERE e.ordinal IS NULL LIMIT 1",
+         " AND e.kind IN ('received', 'finished') WHERE e.ordinal IS NULL LIMIT 1",
          "group", "has no chained \"received\" event: added or edited"},
         {"SELECT e.ordinal FROM action_events e LEFT JOIN action_groups g ON g.group_id = e.group_id"
          " WHERE g.group_id IS NULL AND e.group_id >= ?1 LIMIT 1", /* older groups live in older segments */

@@ -64,6 +64,20 @@ struct abx_ctx {
 };
 
 typedef struct abx_metrics abx_metrics;
+
+/* The front door's connection figures for /metrics, filled by the listener. */
+typedef struct abx_conn_metrics {
+    int open;                              /* connections open now */
+    int unauthenticated;                   /* of those, not yet authenticated */
+    int workers_busy;                      /* blocking calls running or queued on the worker pool */
+    int streams;                           /* streamed replies being pumped */
+    unsigned long long opened, closed;     /* since start */
+    unsigned long long refused_address;    /* refused at accept: limits.connections_per_address */
+    unsigned long long refused_busy;       /* answered 503 request.busy (connections or workers full) */
+    unsigned long long closed_slow;        /* closed: request line and headers not in within read_timeout */
+    unsigned long long closed_timeout;     /* closed by the read timeout in a request (slow body) */
+    unsigned long long aborted;            /* the client went away before its reply was sent */
+} abx_conn_metrics;
 typedef struct abx_auth_limiter abx_auth_limiter;
 
 /* A namespace: its ops and the life of its per-server state (namespace.c). The server
@@ -101,6 +115,11 @@ struct abx_server {
     int port;
     int terminal_port;          /* 0 when the terminal listener is off */
     atomic_int conns;           /* open connections */
+    /* the listener's (server/listener.c): connection accounting, the worker pool and the
+     * stream pumps, and its counters; conn_metrics fills /metrics' connection figures */
+    void *conn_table, *workers, *pumps;
+    atomic_ullong refused_busy, closed_timeout, aborted;
+    void (*conn_metrics)(abx_server *s, abx_conn_metrics *out);
     abx_metrics *metrics;       /* owned */
     abx_auth_limiter *limiter;  /* owned */
     abx_procs *procs;           /* owned: every process abx started, and the sandbox */
@@ -356,7 +375,7 @@ abx_policy *abx_server_snapshot(abx_server *s);
 abx_metrics *abx_metrics_new(size_t n_ops);
 void abx_metrics_free(abx_metrics *m);
 void abx_metrics_observe(abx_metrics *m, size_t op_index, bool has_op, int status, abx_err err, int64_t dur_us);
-char *abx_metrics_render(abx_metrics *m, const abx_registry *reg, int conns, size_t *len);
+char *abx_metrics_render(abx_metrics *m, const abx_registry *reg, const abx_conn_metrics *cm, size_t *len);
 
 /* auth failure limiter (auth.c) */
 /* global_max: failures per minute from all addresses before unknown addresses wait */
