@@ -25,7 +25,10 @@ set(ABX_SRC_SANDBOX
   src/sandbox/watchdog.c
 )
 set(ABX_SRC_LEDGER
+  src/ledger/head.c
   src/ledger/ledger.c
+  src/ledger/read.c
+  src/ledger/verify.c
 )
 set(ABX_SRC_HTTP
   src/http/offload.c
@@ -61,6 +64,7 @@ set(ABX_SRC_DISCOVERY
 set(ABX_SRC_PIPELINE
   src/pipeline/approval_bind.c
   src/pipeline/approvals.c
+  src/pipeline/audit.c
   src/pipeline/auth.c
   src/pipeline/call.c
   src/pipeline/dispatch.c

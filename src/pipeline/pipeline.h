@@ -228,6 +228,9 @@ void abx_dispatch(abx_request *r);
 /* Steps 1–9 without the audit (in-process). For streamed bodies the transport then
  * feeds the sink (abx_body_feed), finishes it (abx_body_end) and audits. */
 void abx_dispatch_begin(abx_request *r);
+/* Step 8's ledger part (audit.c): the admitted event (durable for mutating calls, before
+ * the handler runs); ledger.unavailable when it cannot be written. */
+abx_err abx_audit_admission(abx_request *r);
 bool abx_body_wanted(const abx_request *r);
 abx_err abx_body_feed(abx_request *r, const void *data, size_t len);
 void abx_body_end(abx_request *r);
