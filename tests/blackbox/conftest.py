@@ -8,6 +8,12 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+# the tests are grouped by what they exercise: ops/ (one namespace's operations), doors/
+# (the ways in: batch, MCP, the provider formats, clients, the CLI) and pipeline/ (auth,
+# policy, confinement, config, approvals, the ledger); a test may import a sibling group's
+# helpers (test_mcp's client, test_approvals' config)
+for _group in ("ops", "doors", "pipeline"):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), _group))
 
 import abxtest  # noqa: E402
 from abxtest import abx, multi, server, token, workspace  # noqa: E402,F401  (fixtures)

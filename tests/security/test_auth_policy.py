@@ -6,7 +6,7 @@ time to refuse a wrong token does not depend on how much of a real token it matc
 an approval is single-use, bound to its arguments, its principal and the policy in
 force when it runs; and reload storms (SIGHUP and system.policy.reload) under load
 never admit a call that neither the old nor the new config admits — tokens included.
-(tests/blackbox/test_auth.py has the basic 10-failures case, test_hardening.py the
+(tests/blackbox/pipeline/test_auth.py has the basic 10-failures case, test_hardening.py the
 path-scope reload storm.)"""
 import json
 import os

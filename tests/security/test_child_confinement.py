@@ -1,6 +1,6 @@
 """Attack corpus, item 4: what a confined child can do to the machine and to abx.
 
-tests/blackbox/test_confinement.py already proves NoNewPrivs and empty capability sets,
+tests/blackbox/pipeline/test_confinement.py already proves NoNewPrivs and empty capability sets,
 TCP connect and bind and UDP refused, the empty network namespace, Landlock on files,
 deny masks, TIOCSTI on the stdin of commands.run, fd hygiene of commands.run, the fork
 bomb and memory hog, and hard timeouts reaching grandchildren. This file adds what an

@@ -13,7 +13,7 @@ import pytest
 from abxtest import ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, multi_config, run_abx
 from nodetools import redocly_lint
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "..")
 
 
 def assert_lint_clean(path):

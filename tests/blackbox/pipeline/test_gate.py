@@ -6,7 +6,7 @@ import os
 import re
 import subprocess
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
@@ -21,7 +21,7 @@ def catalog():
 
 def test_every_op_has_a_black_box_test():
     sources = ""
-    for path in glob.glob(os.path.join(HERE, "test_*.py")):
+    for path in glob.glob(os.path.join(HERE, "**", "test_*.py"), recursive=True):
         if os.path.basename(path) != "test_gate.py":
             with open(path, encoding="utf-8") as f:
                 sources += f.read()

@@ -343,7 +343,7 @@ def test_example_commands(abx, workspace):
         f.write("a\nb\n")
     with open(os.path.join(workspace, "top.txt"), "w") as f:
         f.write("x\n")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     text = open(os.path.join(root, "examples", "commands", "abx.yaml")).read()
     s = abx(text.replace("/tmp/abx-commands", workspace).replace("127.0.0.1:8092", "127.0.0.1:0"))
     assert ok(s.post("/commands/Hello-World.v2", token=ALICE_TOKEN, json_body={"who": "world"}))["stdout"] == \

@@ -19,7 +19,7 @@ import requests
 import abxtest
 from abxtest import ALICE_TOKEN, assert_error, free_port, run_abx, sanitizer_report, sha256_hex
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 INCLUDE = os.path.join(ROOT, "include")
 CC = shutil.which("cc") or shutil.which("gcc")
 

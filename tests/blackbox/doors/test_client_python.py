@@ -10,7 +10,7 @@ import pytest
 
 from abxtest import ALICE_TOKEN, BOB_TOKEN, multi_config
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "..", "clients", "python"))
 import abx as abxc  # noqa: E402  (the client package, not the server fixture)
 
 

@@ -13,7 +13,7 @@ import pytest
 import abxtest
 from abxtest import ALICE_TOKEN, BOB_TOKEN, free_port, sha256_hex
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MCP_DIR = os.path.join(os.path.dirname(HERE), "mcp")
 
 

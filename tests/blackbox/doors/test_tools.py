@@ -16,7 +16,7 @@ import pytest
 from abxtest import ALICE_TOKEN, BOB_TOKEN, assert_error, run_abx, sha256_hex
 
 FORMATS = ("openai", "responses", "anthropic", "gemini")
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "tools")
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "tools")
 
 
 def make_config(ws, ledger_path):

@@ -14,7 +14,7 @@ import pytest
 from abxtest import ALICE_TOKEN, BOB_TOKEN, run_abx
 from nodetools import NODE_DIR, node_bin
 
-CLIENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python")
+CLIENTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "..", "clients", "python")
 
 
 def gen(tmp_path, lang, name):

@@ -15,7 +15,7 @@ from abxtest import ALICE_TOKEN, assert_error, sha256_hex
 from test_custom_plugins import compile_plugin
 from test_mcp import Mcp, text_of
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 import abx as abx_client  # noqa: E402  (clients/python, stdlib only)
 

@@ -16,7 +16,7 @@ import pytest
 
 from abxtest import ALICE_TOKEN, BOB_TOKEN, assert_error, run_abx, sha256_hex
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 MODULE = '''
 import os
