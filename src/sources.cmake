@@ -5,11 +5,13 @@ set(ABX_SRC_CORE
   src/core/diag.c
   src/core/errors.c
   src/core/fault.c
+  src/core/hash.c
   src/core/ids.c
   src/core/linemap.c
   src/core/registry.c
   src/core/schema.c
   src/core/text.c
+  src/core/units.c
   src/core/util.c
   src/core/yaml.c
 )
@@ -112,6 +114,8 @@ set(ABX_SRC_DOORS
   src/doors/doors.c
   src/doors/legacy.c
   src/doors/mcp.c
+  src/doors/mcp_http.c
+  src/doors/mcp_stdio.c
   src/doors/toolcall.c
 )
 set(ABX_SRC_SERVER

@@ -20,26 +20,13 @@
  * handler runs until its answer is sent, so notifications/cancelled can reach it: the
  * flag is the inner request's cancel pointer (abx_ctx_cancelled sees it, commands stop)
  * and streamed output stops being read (the stream's free function kills its command). */
-#include "doors/doors.h"
+#include "doors/mcp_int.h"
 #include "discovery/discovery.h"
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
-
-#define MCP_SESSIONS_MAX 256
-#define MCP_PAGE 100                  /* tools per tools/list page */
-#define MCP_RESULT_MAX (1u << 20)     /* bytes of a result kept for the model */
-#define MCP_STDIO_CALLS_MAX 32        /* tools/call running at once on stdio */
-
-/* JSON-RPC error codes */
-#define RPC_PARSE_ERROR (-32700)
-#define RPC_INVALID_REQUEST (-32600)
-#define RPC_METHOD_NOT_FOUND (-32601)
-#define RPC_INVALID_PARAMS (-32602)
-#define RPC_INTERNAL (-32603)
-#define RPC_SERVER_ERROR (-32000)     /* transport-level refusals (session, version, method) */
 
 static const char *const versions[] = {"2025-11-25", "2025-06-18", "2025-03-26"}; /* newest first */
 
@@ -49,51 +36,9 @@ static const char instructions[] =
     "(policy.*, args.*) and why; a call held for human approval says so with its approval id "
     "(check it with approvals__get).";
 
-typedef struct inflight {
-    json_t *id;                 /* owned: the request's JSON-RPC id */
-    atomic_bool cancel;
-    struct inflight *next;
-} inflight;
-
-struct abx_mcp_conv {
-    char id[33];                /* Mcp-Session-Id (hex of 16 random bytes); "" when unlisted */
-    char *principal;            /* owned */
-    char version[16];           /* negotiated revision */
-    int64_t used_ms;
-    int refs;                   /* under abx_mcp.mu: the table's while listed, plus users' */
-    inflight *calls;            /* under abx_mcp.mu */
-};
-
-struct abx_mcp {
-    pthread_mutex_t mu;         /* the session table, every conversation's refs and calls */
-    abx_mcp_conv *sessions[MCP_SESSIONS_MAX]; /* one reference each */
-    size_t n_sessions;
-};
-
-struct abx_mcp_call {
-    abx_mcp *m;
-    abx_mcp_conv *conv;         /* borrowed: the transport holds a reference */
-    inflight *fl;               /* registered in conv->calls until the call is freed */
-    abx_request *inner;         /* owned: the pipeline's request, its reply holds the stream */
-    json_t *id;                 /* owned */
-    json_t *token;              /* owned progress token, or NULL */
-    abx_stream framing;         /* SSE, NDJSON, or anything else as bytes */
-    int conn_fd;                /* the client's socket to watch for a hang-up, -1 none */
-    abx_buf line;               /* a partial line of the stream */
-    char event[64];             /* SSE: the current event's name */
-    abx_buf data;               /* SSE: the current event's data */
-    bool has_data;
-    json_t *events;             /* owned: parsed events kept for the result */
-    abx_buf bytes;              /* bytes streams: what is kept for the result */
-    size_t kept;
-    bool truncated, done, cancelled, failed;
-    json_t *queue;              /* owned: progress notifications not handed out yet */
-    int progress;
-};
-
 /* ---- small helpers ---- */
 
-static bool version_supported(const char *v)
+bool abx__mcp_version_supported(const char *v)
 {
     for (size_t i = 0; v && i < ABX_ARRAY_LEN(versions); i++)
         if (strcmp(versions[i], v) == 0)
@@ -176,7 +121,7 @@ static void conv_unref_locked(abx_mcp_conv *c)
         conv_destroy(c);
 }
 
-static void conv_unref(abx_mcp *m, abx_mcp_conv *c)
+void abx__mcp_conv_unref(abx_mcp *m, abx_mcp_conv *c)
 {
     pthread_mutex_lock(&m->mu);
     conv_unref_locked(c);
@@ -210,7 +155,7 @@ abx_mcp_conv *abx_mcp_conv_new(abx_mcp *m, const char *principal)
 void abx_mcp_conv_free(abx_mcp *m, abx_mcp_conv *c)
 {
     if (c)
-        conv_unref(m, c);
+        abx__mcp_conv_unref(m, c);
 }
 
 static void cancel_all_locked(abx_mcp_conv *c)
@@ -228,7 +173,7 @@ void abx_mcp_conv_cancel_all(abx_mcp *m, abx_mcp_conv *c)
 
 /* List c under a fresh random id (the table takes a reference). False when the table
  * is full of sessions in use, or without randomness. */
-static bool session_insert(abx_mcp *m, abx_mcp_conv *c)
+bool abx__mcp_session_insert(abx_mcp *m, abx_mcp_conv *c)
 {
     unsigned char rnd[16];
     if (abx_random(rnd, sizeof rnd) != 0)
@@ -257,7 +202,7 @@ static bool session_insert(abx_mcp *m, abx_mcp_conv *c)
 
 /* The listed session with this id opened by this principal, with a reference; NULL when
  * unknown (ended, evicted, or another principal's: indistinguishable on purpose). */
-static abx_mcp_conv *session_find(abx_mcp *m, const char *id, const char *principal)
+abx_mcp_conv *abx__mcp_session_find(abx_mcp *m, const char *id, const char *principal)
 {
     abx_mcp_conv *found = NULL;
     pthread_mutex_lock(&m->mu);
@@ -274,7 +219,7 @@ static abx_mcp_conv *session_find(abx_mcp *m, const char *id, const char *princi
     return found;
 }
 
-static void session_end(abx_mcp *m, abx_mcp_conv *c)
+void abx__mcp_session_end(abx_mcp *m, abx_mcp_conv *c)
 {
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < m->n_sessions; i++)
@@ -771,7 +716,7 @@ static json_t *initialize(const abx_mcp_in *in, const json_t *id, const json_t *
         return abx_mcp_error(id, RPC_INVALID_PARAMS, "Invalid params: initialize needs params.protocolVersion",
                              ABX_E_ARGS_MISSING);
     /* a revision we speak is echoed; otherwise we offer our newest and the client decides */
-    snprintf(in->conv->version, sizeof in->conv->version, "%s", version_supported(asked) ? asked : versions[0]);
+    snprintf(in->conv->version, sizeof in->conv->version, "%s", abx__mcp_version_supported(asked) ? asked : versions[0]);
     json_t *result = json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", in->conv->version,
                                "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "abx", "title", "abx",
                                "version", ABX_VERSION, "instructions", instructions);
@@ -840,353 +785,4 @@ void abx_mcp_handle(const abx_mcp_in *in, const json_t *msg, abx_mcp_out *out)
         snprintf(m, sizeof m, "Method not found: %.*s", utf8_prefix(name, 120), name);
         out->reply = abx_mcp_error(id, RPC_METHOD_NOT_FOUND, m, ABX_E_OP_NOT_ENABLED);
     }
-}
-
-/* ---- Streamable HTTP ---- */
-
-/* A refusal of the HTTP request itself: the abx code for logs, metrics and the ledger,
- * a JSON-RPC error as the body. */
-static void http_refuse(abx_request *r, abx_err e, const json_t *id, int rpc_code, const char *msg)
-{
-    abx_fail(r, e, "%s", msg);
-    r->reply.body = abx_mcp_error(id, rpc_code, msg, e);
-    r->reply.protocol_body = true;
-}
-
-static void http_answer(abx_request *r, int status, json_t *body)
-{
-    r->reply.status = status;
-    r->reply.body = body;
-    r->reply.protocol_body = true;
-}
-
-typedef struct http_stream {
-    abx_mcp *m;
-    abx_mcp_conv *conv;         /* one reference */
-    abx_mcp_call *call;         /* owned */
-    abx_buf out;                /* framed bytes not handed out yet */
-    bool ended;
-} http_stream;
-
-static long http_stream_read(void *state, char *buf, size_t max)
-{
-    http_stream *st = state;
-    for (;;) {
-        if (st->out.len) {
-            size_t n = st->out.len < max ? st->out.len : max;
-            memcpy(buf, st->out.data, n);
-            memmove(st->out.data, st->out.data + n, st->out.len - n);
-            st->out.len -= n;
-            return (long)n;
-        }
-        if (st->ended)
-            return 0;
-        bool final;
-        json_t *msg = abx_mcp_call_next(st->call, &final);
-        char *js = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
-        json_decref(msg);
-        if (js)
-            abx_buf_printf(&st->out, "event: message\ndata: %s\n\n", js);
-        else
-            abx_buf_puts(&st->out, ": keepalive\n\n");
-        free(js);
-        if (st->out.failed)
-            return -1;
-        st->ended = final;
-    }
-}
-
-static void http_stream_free(void *state)
-{
-    http_stream *st = state;
-    abx_mcp_call_free(st->call); /* a client that left cancels what still runs */
-    conv_unref(st->m, st->conv);
-    abx_buf_release(&st->out);
-    abx_free(st);
-}
-
-static bool accepts_sse(abx_request *r)
-{
-    const char *a = abx_ctx_header(&r->ctx, "Accept");
-    return a && strcasestr(a, "text/event-stream") != NULL;
-}
-
-void abx_mcp_http(abx_request *r)
-{
-    abx_server *s = r->server;
-    abx_mcp *m = s->mcp;
-    if (r->slot == (int)r->policy->n_principals) {
-        abx_reply_header(&r->reply, "WWW-Authenticate", "Bearer");
-        abx_fail(r, ABX_E_AUTH_REQUIRED, "credentials are required: Authorization: Bearer <token>");
-        return;
-    }
-    const char *principal = abx_policy_principal_id(r->policy, r->slot);
-    bool post = strcmp(r->method, "POST") == 0, del = strcmp(r->method, "DELETE") == 0;
-    if (!post && !del) { /* GET would open a server-to-client stream: this server sends none */
-        snprintf(r->reply.allow, sizeof r->reply.allow, "POST, DELETE");
-        http_refuse(r, ABX_E_REQUEST_METHOD_NOT_ALLOWED, NULL, RPC_SERVER_ERROR,
-                    "Method not allowed: POST JSON-RPC messages to /mcp (DELETE ends a session)");
-        return;
-    }
-    const char *sid = abx_ctx_header(&r->ctx, "Mcp-Session-Id");
-    const char *ver = abx_ctx_header(&r->ctx, "MCP-Protocol-Version");
-    if (ver && !version_supported(ver)) {
-        http_refuse(r, ABX_E_MCP_BAD_PROTOCOL_VERSION, NULL, RPC_SERVER_ERROR,
-                    "Bad Request: unsupported MCP-Protocol-Version (supported: 2025-11-25, 2025-06-18, 2025-03-26)");
-        return;
-    }
-    if (del) {
-        abx_mcp_conv *c = sid ? session_find(m, sid, principal) : NULL;
-        if (!sid)
-            http_refuse(r, ABX_E_MCP_SESSION_REQUIRED, NULL, RPC_SERVER_ERROR,
-                        "Bad Request: the Mcp-Session-Id header is required");
-        else if (!c)
-            http_refuse(r, ABX_E_MCP_SESSION_NOT_FOUND, NULL, RPC_SERVER_ERROR - 1, "Session not found");
-        else
-            http_answer(r, 204, NULL);
-        if (c) {
-            session_end(m, c);
-            conv_unref(m, c);
-        }
-        return;
-    }
-    json_t *err = NULL;
-    json_t *msg = abx_mcp_parse(r->body.data, r->body.len, &err);
-    if (!msg) {
-        const char *text = json_string_value(json_object_get(json_object_get(err, "error"), "message"));
-        abx_fail(r, ABX_E_REQUEST_BAD_JSON, "%s", text ? text : "bad JSON-RPC message");
-        http_answer(r, 400, err);
-        return;
-    }
-    const json_t *id = json_object_get(msg, "id");
-    const char *method = json_string_value(json_object_get(msg, "method"));
-    bool init = method && id && strcmp(method, "initialize") == 0;
-    abx_mcp_conv *conv = NULL;
-    if (init) {
-        conv = abx_mcp_conv_new(m, principal);
-    } else if (!sid) {
-        http_refuse(r, ABX_E_MCP_SESSION_REQUIRED, NULL, RPC_SERVER_ERROR,
-                    "Bad Request: the Mcp-Session-Id header is required (send initialize first)");
-        json_decref(msg);
-        return;
-    } else if (!(conv = session_find(m, sid, principal))) {
-        http_refuse(r, ABX_E_MCP_SESSION_NOT_FOUND, NULL, RPC_SERVER_ERROR - 1, "Session not found");
-        json_decref(msg);
-        return;
-    }
-    if (!conv) {
-        http_refuse(r, ABX_E_SERVER_UNAVAILABLE, NULL, RPC_INTERNAL, "out of memory");
-        json_decref(msg);
-        return;
-    }
-    abx_mcp_in in = {.server = s, .conv = conv, .can_stream = accepts_sse(r), .conn_fd = r->conn_fd,
-                     .client = r->client};
-    abx_mcp_out out;
-    abx_mcp_handle(&in, msg, &out);
-    json_decref(msg);
-    if (init && json_object_get(out.reply, "result")) {
-        if (!session_insert(m, conv)) {
-            json_decref(out.reply);
-            conv_unref(m, conv);
-            http_refuse(r, ABX_E_SERVER_UNAVAILABLE, NULL, RPC_SERVER_ERROR,
-                        "too many MCP sessions in use; end one (DELETE /mcp) and try again");
-            return;
-        }
-        abx_reply_header(&r->reply, "Mcp-Session-Id", conv->id);
-    }
-    if (out.call) {
-        http_stream *st = abx_calloc(1, sizeof *st);
-        if (!st) {
-            abx_mcp_call_free(out.call);
-            conv_unref(m, conv);
-            http_refuse(r, ABX_E_SERVER_UNAVAILABLE, NULL, RPC_INTERNAL, "out of memory");
-            return;
-        }
-        st->m = m;
-        st->conv = conv; /* the request's reference moves to the stream */
-        st->call = out.call;
-        abx_buf_init(&st->out, 8 * MCP_RESULT_MAX);
-        abx_reply_stream(&r->reply, "text/event-stream", http_stream_read, st, http_stream_free);
-        return;
-    }
-    conv_unref(m, conv);
-    if (out.reply)
-        http_answer(r, 200, out.reply);
-    else
-        http_answer(r, 202, NULL); /* a notification or a response: accepted, no body */
-}
-
-/* ---- stdio ---- */
-
-typedef struct stdio_srv {
-    abx_server *s;
-    abx_mcp_conv *conv;         /* owned */
-    FILE *out;
-    pthread_mutex_t out_mu;     /* one message per line, never interleaved */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int running;                /* worker threads (tools/call) */
-    atomic_bool eof;            /* input ended: calls stop, but what they answer is still sent */
-} stdio_srv;
-
-typedef struct stdio_job {
-    stdio_srv *st;
-    json_t *msg;                /* owned */
-} stdio_job;
-
-static void stdio_send(stdio_srv *st, json_t *msg)
-{
-    char *js = msg ? json_dumps(msg, JSON_COMPACT) : NULL; /* compact: no newline inside */
-    json_decref(msg);
-    if (!js)
-        return;
-    pthread_mutex_lock(&st->out_mu);
-    fputs(js, st->out);
-    fputc('\n', st->out);
-    fflush(st->out);
-    pthread_mutex_unlock(&st->out_mu);
-    free(js);
-}
-
-static void stdio_run(stdio_srv *st, const json_t *msg)
-{
-    abx_mcp_in in = {.server = st->s, .conv = st->conv, .can_stream = true, .conn_fd = -1, .client = "stdio"};
-    abx_mcp_out out;
-    abx_mcp_handle(&in, msg, &out);
-    /* a request the client cancelled gets no answer; at the end of input nobody cancelled
-     * anything: whoever still reads stdout gets what the stopped calls answer */
-    if (out.call) {
-        for (bool final = false; !final;) {
-            json_t *x = abx_mcp_call_next(out.call, &final);
-            if (final && abx_mcp_call_cancelled(out.call) && !atomic_load(&st->eof))
-                json_decref(x);
-            else if (x)
-                stdio_send(st, x);
-        }
-        abx_mcp_call_free(out.call);
-    } else if (out.cancelled && !atomic_load(&st->eof)) {
-        json_decref(out.reply);
-    } else if (out.reply) {
-        stdio_send(st, out.reply);
-    }
-}
-
-static void *stdio_worker(void *arg)
-{
-    stdio_job *j = arg;
-    stdio_srv *st = j->st;
-    stdio_run(st, j->msg);
-    json_decref(j->msg);
-    abx_free(j);
-    pthread_mutex_lock(&st->mu);
-    st->running--;
-    pthread_cond_broadcast(&st->cv);
-    pthread_mutex_unlock(&st->mu);
-    return NULL;
-}
-
-/* One line: tools/call runs on its own thread (a later notifications/cancelled must be
- * read while it runs); everything else answers at once. */
-static void stdio_line(stdio_srv *st, const char *line, size_t len)
-{
-    json_t *err = NULL;
-    json_t *msg = abx_mcp_parse(line, len, &err);
-    if (!msg) {
-        stdio_send(st, err);
-        return;
-    }
-    const char *method = json_string_value(json_object_get(msg, "method"));
-    if (!method || strcmp(method, "tools/call") != 0 || !json_object_get(msg, "id")) {
-        stdio_run(st, msg);
-        json_decref(msg);
-        return;
-    }
-    pthread_mutex_lock(&st->mu);
-    bool room = st->running < MCP_STDIO_CALLS_MAX;
-    if (room)
-        st->running++;
-    pthread_mutex_unlock(&st->mu);
-    stdio_job *j = room ? abx_calloc(1, sizeof *j) : NULL;
-    pthread_t t;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (j) {
-        j->st = st;
-        j->msg = msg;
-    }
-    if (!j || pthread_create(&t, &at, stdio_worker, j) != 0) {
-        stdio_send(st, abx_mcp_error(json_object_get(msg, "id"), RPC_INTERNAL,
-                                     room ? "cannot start the call" : "too many tool calls in flight; wait for one",
-                                     room ? ABX_E_SERVER_UNAVAILABLE : ABX_E_LIMIT_CONCURRENCY));
-        json_decref(msg);
-        abx_free(j);
-        if (room) {
-            pthread_mutex_lock(&st->mu);
-            st->running--;
-            pthread_mutex_unlock(&st->mu);
-        }
-    }
-    pthread_attr_destroy(&at);
-}
-
-int abx_mcp_stdio(abx_server *s, const char *principal, int in_fd, FILE *out)
-{
-    stdio_srv st = {.s = s, .out = out};
-    st.conv = abx_mcp_conv_new(s->mcp, principal);
-    if (!st.conv)
-        return -1;
-    pthread_mutex_init(&st.out_mu, NULL);
-    pthread_mutex_init(&st.mu, NULL);
-    pthread_cond_init(&st.cv, NULL);
-    size_t cap = s->cfg.request_max_bytes > 0 ? (size_t)s->cfg.request_max_bytes : (1u << 20);
-    abx_buf line;
-    abx_buf_init(&line, cap);
-    bool skipping = false; /* the rest of a line longer than the cap */
-    int rc = 0;
-    char buf[65536];
-    for (;;) {
-        ssize_t n = read(in_fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            rc = n < 0 ? -1 : 0;
-            break;
-        }
-        for (ssize_t i = 0; i < n; i++) {
-            if (buf[i] != '\n') {
-                if (!skipping && !abx_buf_putc(&line, buf[i])) {
-                    skipping = true;
-                    char msg[96];
-                    snprintf(msg, sizeof msg, "Invalid Request: a message is larger than %zu bytes", cap);
-                    stdio_send(&st, abx_mcp_error(NULL, RPC_INVALID_REQUEST, msg, ABX_E_LIMIT_REQUEST_TOO_LARGE));
-                }
-                continue;
-            }
-            size_t len = line.len;
-            while (len && (line.data[len - 1] == '\r' || line.data[len - 1] == ' '))
-                len--;
-            if (!skipping && len)
-                stdio_line(&st, line.data, len);
-            line.len = 0;
-            if (skipping) { /* the failure is sticky: a fresh buffer for the next line */
-                abx_buf_release(&line);
-                abx_buf_init(&line, cap);
-                skipping = false;
-            }
-        }
-    }
-    /* end of input: the client is gone, so is the work it started */
-    atomic_store(&st.eof, true);
-    abx_mcp_conv_cancel_all(s->mcp, st.conv);
-    pthread_mutex_lock(&st.mu);
-    while (st.running > 0)
-        pthread_cond_wait(&st.cv, &st.mu);
-    pthread_mutex_unlock(&st.mu);
-    abx_buf_release(&line);
-    abx_mcp_conv_free(s->mcp, st.conv);
-    pthread_cond_destroy(&st.cv);
-    pthread_mutex_destroy(&st.mu);
-    pthread_mutex_destroy(&st.out_mu);
-    return rc;
 }
