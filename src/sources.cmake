@@ -14,6 +14,8 @@ set(ABX_SRC_CORE
   src/core/yaml.c
 )
 set(ABX_SRC_SANDBOX
+  src/sandbox/egress_match.c
+  src/sandbox/egress_parse.c
   src/sandbox/jail.c
   src/sandbox/procs.c
   src/sandbox/seccomp.c
