@@ -17,6 +17,7 @@
 #include "core/util.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -276,9 +277,9 @@ static bool forward_head(conn *c, const abx_http_req *r, size_t head)
 {
     const char *b = (const char *)c->buf;
     char out[ABX_EGRESS_HEAD_MAX + 512];
-    size_t plen = r->path_len ? r->path_len : 1;
-    int n = snprintf(out, sizeof out, "%s %.*s %.8s\r\n", r->method, (int)plen, r->path_len ? b + r->path_off : "/",
-                     b + r->ver_off);
+    bool slash = r->path_len == 0 || b[r->path_off] != '/'; /* "http://h?q" asks for "/?q" */
+    int n = snprintf(out, sizeof out, "%s %s%.*s %.8s\r\n", r->method, slash ? "/" : "", (int)r->path_len,
+                     b + r->path_off, b + r->ver_off);
     if (!r->hosthdr[0])
         n += snprintf(out + n, sizeof out - (size_t)n, "Host: %s%s%s:%d\r\n", strchr(r->host, ':') ? "[" : "",
                       r->host, strchr(r->host, ':') ? "]" : "", r->port);
@@ -386,6 +387,36 @@ static void serve_http(conn *c, const abx_http_req *r)
 
 /* ---- tunnels ---- */
 
+/* Plain first bytes in a tunnel: a proxy request relayed through the allowed host (a
+ * CONNECT, or an absolute-form request to another host) is refused. *more: the bytes
+ * look like a request line still without its CRLF. */
+static const char *plain_check(conn *c, bool *more)
+{
+    *more = false;
+    if (!isupper(c->buf[0]))
+        return NULL; /* binary protocols go on at once */
+    const unsigned char *eol = memmem(c->buf, c->len, "\r\n", 2);
+    if (!eol) {
+        for (size_t i = 0; i < c->len; i++)
+            if (c->buf[i] < 0x20 || c->buf[i] > 0x7e)
+                return NULL;
+        *more = true;
+        return NULL;
+    }
+    char line[1024];
+    size_t n = (size_t)(eol - c->buf);
+    if (n + 4 > sizeof line)
+        return NULL;
+    memcpy(line, c->buf, n);
+    memcpy(line + n, "\r\n\r\n", 4);
+    abx_http_req r;
+    if (abx_egress_parse_http(line, n + 4, &r) <= 0)
+        return NULL; /* not a proxy request line (an origin-form one has no Host here) */
+    if (r.connect)
+        return "CONNECT inside a tunnel";
+    return r.absolute && strcmp(r.host, c->host) != 0 ? "proxy request to another host inside a tunnel" : NULL;
+}
+
 /* Look at the tunnel's first client bytes: NULL to go on, or why it is closed. */
 static const char *tunnel_check(conn *c)
 {
@@ -399,11 +430,10 @@ static const char *tunnel_check(conn *c)
         if (s == ABX_SNI_BAD)
             return "malformed TLS ClientHello";
         if (s == ABX_SNI_NOT_TLS) {
-            size_t k = c->len < 8 ? c->len : 8;
-            if (memcmp(c->buf, "CONNECT ", k) != 0)
-                return NULL;
-            if (k == 8)
-                return "CONNECT inside a tunnel";
+            bool more;
+            const char *why = plain_check(c, &more);
+            if (why || !more)
+                return why;
         }
         /* more bytes: from the client, unless the upstream speaks first (not TLS, then) */
         struct pollfd p[3] = {{c->cfd, POLLIN, 0}, {c->ufd, POLLIN, 0}, {c->e->stopfd, POLLIN, 0}};

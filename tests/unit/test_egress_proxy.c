@@ -236,6 +236,10 @@ static void test_forward_allowed(void **state)
     puts_fmt(fd, "GET http://allowed.test:%d/second HTTP/1.1\r\nHost: allowed.test:%d\r\n\r\n", up_port, up_port);
     assert_true(read_until(fd, b, sizeof b, "clean"));
     assert_non_null(strstr(b, "GET /second"));
+    /* a query without a path asks for "/?q" */
+    puts_fmt(fd, "GET http://allowed.test:%d?q=1 HTTP/1.1\r\nHost: allowed.test:%d\r\n\r\n", up_port, up_port);
+    assert_true(read_until(fd, b, sizeof b, "clean"));
+    assert_non_null(strstr(b, "GET /?q=1 HTTP/1.1|"));
     /* another host on it: refused */
     puts_fmt(fd, "GET http://evil.wild.test:%d/ HTTP/1.1\r\n\r\n", up_port);
     assert_true(read_until(fd, b, sizeof b, "denied by policy"));
@@ -314,8 +318,20 @@ static void test_connect(void **state)
     close(fd);
     want_record("CONNECT inside a tunnel", NULL);
 
-    fd = connect_tunnel("allowed.test"); /* not TLS, not CONNECT: tunneled untouched */
-    puts_fmt(fd, "RAW bytes");
+    fd = connect_tunnel("allowed.test"); /* a request for another host relayed through the tunnel */
+    puts_fmt(fd, "GET http://evil.example/ HTTP/1.1\r\n\r\n");
+    assert_true(closed(fd));
+    close(fd);
+    want_record("proxy request to another host inside a tunnel", NULL);
+
+    fd = connect_tunnel("allowed.test"); /* plain HTTP to the host itself, absolute form: fine */
+    puts_fmt(fd, "GET http://allowed.test/in HTTP/1.1\r\nHost: allowed.test\r\n\r\n");
+    assert_true(read_until(fd, b, sizeof b, "clean"));
+    assert_non_null(strstr(b, "GET http://allowed.test/in"));
+    close(fd);
+
+    fd = connect_tunnel("allowed.test"); /* not TLS, not a request: tunneled untouched */
+    puts_fmt(fd, "RAW bytes\r\n");
     assert_true(read_until(fd, b, sizeof b, "RAW bytes"));
     close(fd);
 
