@@ -124,7 +124,7 @@ static void want_record(const char *a, const char *b)
 
 /* ---- the fixture ---- */
 
-static int up_port, px_port, up_lfd;
+static int up_port, px_port, up_lfd, dead_port;
 static abx_egress *px;
 static abx_egress_allow allow;
 static abx_egress_resolver resolver;
@@ -137,6 +137,11 @@ static int setup(void **state)
     pthread_create(&t, NULL, upstream_main, (void *)(intptr_t)up_lfd);
     pthread_detach(t);
     char e[200], err[200];
+    close(listen_lo(&dead_port)); /* a port nothing listens on */
+    snprintf(e, sizeof e, "dead.test:%d:127.0.0.1", dead_port);
+    if (abx_egress_resolve_add(&resolver, e, err, sizeof err) < 0 ||
+        (snprintf(e, sizeof e, "dead.test:%d", dead_port), abx_egress_allow_add(&allow, e, err, sizeof err)) < 0)
+        fail_msg("%s", err);
     const char *names[] = {"allowed.test", "pinned.test", "evil.wild.test"};
     for (size_t i = 0; i < 3; i++) {
         snprintf(e, sizeof e, "%s:%d:127.0.0.1", names[i], up_port);
@@ -274,6 +279,19 @@ static void test_forward_denied(void **state)
     assert_true(read_until(fd, b, sizeof b, "denied by policy"));
     close(fd);
     want_record("Host header names another host", NULL);
+    fd = dial_proxy(); /* allowed, but nothing answers */
+    puts_fmt(fd, "GET http://dead.test:%d/ HTTP/1.1\r\n\r\n", dead_port);
+    assert_true(read_until(fd, b, sizeof b, "unreachable"));
+    assert_non_null(strstr(b, "502 Bad Gateway"));
+    close(fd);
+    want_record("http dead.test", "upstream unreachable");
+    fd = dial_proxy(); /* a CONNECT after a forwarded request */
+    puts_fmt(fd, "GET http://allowed.test:%d/ HTTP/1.1\r\n\r\n", up_port);
+    assert_true(read_until(fd, b, sizeof b, "clean"));
+    puts_fmt(fd, "CONNECT allowed.test:%d HTTP/1.1\r\n\r\n", up_port);
+    assert_true(read_until(fd, b, sizeof b, "denied by policy"));
+    close(fd);
+    want_record("CONNECT on a forward-proxy connection", NULL);
     fd = dial_proxy();
     puts_fmt(fd, "GARBAGE\r\n\r\n");
     assert_true(read_until(fd, b, sizeof b, "malformed"));
@@ -299,7 +317,7 @@ static void test_connect(void **state)
     size_t n = build_hello(h, "allowed.test");
     int fd = connect_tunnel("allowed.test");
     put(fd, h, n);
-    ssize_t got = recv(fd, b, sizeof b, MSG_WAITALL);
+    ssize_t got = recv(fd, b, n, MSG_WAITALL);
     assert_int_equal(got, (ssize_t)n); /* echoed through the tunnel */
     assert_memory_equal(b, h, n);
     close(fd);
@@ -335,6 +353,18 @@ static void test_connect(void **state)
     assert_true(read_until(fd, b, sizeof b, "RAW bytes"));
     close(fd);
 
+    fd = connect_tunnel("allowed.test"); /* a handshake record that is no ClientHello */
+    put(fd, "\x16\x03\x01\x00\x05\x02\x00\x00\x01\x00", 10);
+    assert_true(closed(fd));
+    close(fd);
+    want_record("malformed TLS ClientHello", NULL);
+
+    fd = dial_proxy();
+    puts_fmt(fd, "CONNECT dead.test:%d HTTP/1.1\r\n\r\n", dead_port);
+    assert_true(read_until(fd, b, sizeof b, "unreachable"));
+    assert_non_null(strstr(b, "502"));
+    close(fd);
+
     fd = dial_proxy();
     puts_fmt(fd, "CONNECT unlisted.test:443 HTTP/1.1\r\n\r\n");
     assert_true(read_until(fd, b, sizeof b, "denied by policy"));
@@ -342,7 +372,7 @@ static void test_connect(void **state)
     close(fd);
 }
 
-static int socks_connect(const char *host, unsigned char *reply)
+static int socks_connect(const char *host, int port, unsigned char *reply)
 {
     int fd = dial_proxy();
     put(fd, "\x05\x01\x00", 3);
@@ -352,8 +382,8 @@ static int socks_connect(const char *host, unsigned char *reply)
     unsigned char req[300] = {5, 1, 0, 3, (unsigned char)strlen(host)};
     memcpy(req + 5, host, strlen(host));
     size_t n = 5 + strlen(host);
-    req[n++] = (unsigned char)(up_port >> 8);
-    req[n++] = (unsigned char)up_port;
+    req[n++] = (unsigned char)(port >> 8);
+    req[n++] = (unsigned char)port;
     put(fd, req, n);
     if (recv(fd, reply, 10, MSG_WAITALL) != 10)
         fail_msg("socks reply");
@@ -365,25 +395,43 @@ static void test_socks(void **state)
     (void)state;
     unsigned char rep[10], h[600];
     char b[1024];
-    int fd = socks_connect("allowed.test", rep);
+    int fd = socks_connect("allowed.test", up_port, rep);
     assert_int_equal(rep[1], 0);
     size_t n = build_hello(h, "allowed.test");
     put(fd, h, n);
-    assert_int_equal(recv(fd, b, sizeof b, MSG_WAITALL), (ssize_t)n);
+    assert_int_equal(recv(fd, b, n, MSG_WAITALL), (ssize_t)n);
     close(fd);
     want_record("socks5 allowed.test", "allow");
-    fd = socks_connect("unlisted.test", rep);
+    fd = socks_connect("unlisted.test", up_port, rep);
     assert_int_equal(rep[1], 2);
     assert_true(closed(fd));
     close(fd);
     want_record("socks5 unlisted.test", "deny");
-    fd = socks_connect("evil.wild.test", rep);
+    fd = socks_connect("evil.wild.test", up_port, rep);
     assert_int_equal(rep[1], 2);
+    close(fd);
+    /* BIND is not spoken (7); a malformed request is a general failure (1) */
+    unsigned char g[2], r10[10];
+    fd = dial_proxy();
+    put(fd, "\x05\x01\x00", 3);
+    assert_int_equal(recv(fd, g, 2, MSG_WAITALL), 2);
+    put(fd, "\x05\x02\x00\x01\x7f\x00\x00\x01\x00\x50", 10);
+    assert_int_equal(recv(fd, r10, 10, MSG_WAITALL), 10);
+    assert_int_equal(r10[1], 7);
+    close(fd);
+    fd = dial_proxy();
+    put(fd, "\x05\x01\x00", 3);
+    assert_int_equal(recv(fd, g, 2, MSG_WAITALL), 2);
+    put(fd, "\x05\x01\x00\x09\x00\x00", 6);
+    assert_int_equal(recv(fd, r10, 10, MSG_WAITALL), 10);
+    assert_int_equal(r10[1], 1);
+    close(fd);
+    fd = socks_connect("dead.test", dead_port, rep); /* allowed, nothing answers: 5 */
+    assert_int_equal(rep[1], 5);
     close(fd);
     /* only "no authentication" is spoken */
     fd = dial_proxy();
     put(fd, "\x05\x01\x02", 3);
-    unsigned char g[2];
     assert_int_equal(recv(fd, g, 2, MSG_WAITALL), 2);
     assert_int_equal(g[1], 0xff);
     close(fd);
@@ -407,6 +455,18 @@ static void test_stop_with_idle_client(void **state)
     assert_true(abx_now_ms() - t0 < 2000);
     assert_true(closed(fd));
     close(fd);
+    /* over max_conns: closed at once */
+    cfg.max_conns = 1;
+    p = abx_egress_start(listen_lo(&port), &cfg);
+    a.sin_port = htons((uint16_t)port);
+    int first = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), second = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(first, (struct sockaddr *)&a, sizeof a), 0);
+    usleep(50000);
+    assert_int_equal(connect(second, (struct sockaddr *)&a, sizeof a), 0);
+    assert_true(closed(second));
+    abx_egress_stop(p);
+    close(first);
+    close(second);
     abx_egress_config none = {0};
     assert_null(abx_egress_start(listen_lo(&port), &none)); /* no allowlist: refused */
 }
