@@ -33,6 +33,7 @@
 
 #define BUF_CAP (ABX_EGRESS_HEAD_MAX + 2048 + 8) /* a head, or a whole first TLS record */
 #define RELAY_CAP 16384
+#define PUMP_MAX (256 * 1024) /* per splice; also each pipe's size */
 
 struct abx_egress {
     int lfd, stopfd;
@@ -235,9 +236,71 @@ static bool forward_raw(conn *c)
     return ok;
 }
 
+/* Move what from has to to through the kernel (splice via the pipe p), no copy through
+ * user space: the bytes the proxy does not read (responses, tunnels) go this way.
+ * false at EOF or on an error. */
+static bool pump(int from, int to, const int p[2], uint64_t *count)
+{
+    ssize_t n = splice(from, NULL, p[1], NULL, PUMP_MAX, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return true;
+    if (n <= 0)
+        return false;
+    *count += (uint64_t)n;
+    while (n > 0) {
+        ssize_t w = splice(p[0], NULL, to, NULL, (size_t)n, SPLICE_F_MOVE);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        n -= w;
+    }
+    return true;
+}
+
+/* the same by copying, when no pipe could be had */
+static bool copy_down(conn *c)
+{
+    ssize_t n = recv(c->ufd, c->relay, sizeof c->relay, 0);
+    if (n <= 0 || !send_all(c->cfd, c->relay, (size_t)n))
+        return false;
+    c->down += (uint64_t)n;
+    return true;
+}
+
+static bool make_pipe(int p[2])
+{
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        p[0] = p[1] = -1;
+        return false;
+    }
+    fcntl(p[1], F_SETPIPE_SZ, PUMP_MAX); /* fewer, larger moves; the default 64 KiB if refused */
+    return true;
+}
+
+static void close_pipe(int p[2])
+{
+    if (p[0] >= 0) {
+        close(p[0]);
+        close(p[1]);
+    }
+}
+
+static void relay_loop(conn *c, bool scan, const int down[2], const int up[2]);
+
 /* Relay until either side ends, idles out, or the proxy stops. scan: client bytes are
  * HTTP requests, checked and rewritten by scan_client. */
 static void relay(conn *c, bool scan)
+{
+    int down[2], up[2] = {-1, -1};
+    if (make_pipe(down) && !scan && !make_pipe(up))
+        up[0] = up[1] = -1;
+    relay_loop(c, scan, down, up);
+    close_pipe(down);
+    close_pipe(up);
+}
+
+static void relay_loop(conn *c, bool scan, const int down[2], const int up[2])
 {
     bool client_open = true;
     for (;;) {
@@ -248,13 +311,14 @@ static void relay(conn *c, bool scan)
             continue;
         if (r <= 0 || p[2].revents)
             return;
-        if (p[1].revents) {
-            ssize_t n = recv(c->ufd, c->relay, sizeof c->relay, 0);
-            if (n <= 0 || !send_all(c->cfd, c->relay, (size_t)n))
-                return;
-            c->down += (uint64_t)n;
-        }
-        if (client_open && p[0].revents) {
+        if (p[1].revents && !(down[0] >= 0 ? pump(c->ufd, c->cfd, down, &c->down) : copy_down(c)))
+            return;
+        if (client_open && p[0].revents && up[0] >= 0) {
+            if (!pump(c->cfd, c->ufd, up, &c->up)) {
+                shutdown(c->ufd, SHUT_WR);
+                client_open = false;
+            }
+        } else if (client_open && p[0].revents) {
             ssize_t n = recv(c->cfd, c->buf + c->len, BUF_CAP - c->len, 0);
             if (n > 0)
                 c->len += (size_t)n;
