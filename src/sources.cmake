@@ -16,6 +16,9 @@ set(ABX_SRC_CORE
   src/core/yaml.c
 )
 set(ABX_SRC_SANDBOX
+  src/sandbox/egress.c
+  src/sandbox/egress_match.c
+  src/sandbox/egress_parse.c
   src/sandbox/jail.c
   src/sandbox/plan.c
   src/sandbox/proc.c
