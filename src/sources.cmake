@@ -69,6 +69,7 @@ set(ABX_SRC_BUILTIN
   src/builtin/exec.c
   src/builtin/files.c
   src/builtin/gitcfg.c
+  src/builtin/jupyter.c
   src/builtin/ledger_ops.c
   src/builtin/process.c
   src/builtin/system.c
