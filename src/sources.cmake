@@ -70,6 +70,8 @@ set(ABX_SRC_BUILTIN
   src/builtin/files.c
   src/builtin/gitcfg.c
   src/builtin/jupyter.c
+  src/builtin/kernel_exec.c
+  src/builtin/kernels.c
   src/builtin/ledger_ops.c
   src/builtin/process.c
   src/builtin/system.c

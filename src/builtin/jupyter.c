@@ -127,7 +127,7 @@ struct abx_jconn {
     int listen_fd[ABX_J_N];
     char endpoint[ABX_J_N][120];
     char file[128];
-    unsigned char key[32];
+    unsigned char key[32];      /* random; the protocol key is its hex text, as the file says */
     char keyhex[65];
     char session[33];
     uint64_t seq, dropped;
@@ -265,7 +265,7 @@ int abx_jconn_send(abx_jconn *c, enum abx_jchan ch, const char *msg_type, json_t
             parts[i] = (abx_jpart){js[i], strlen(js[i])};
         unsigned char mac[32];
         char hex[65];
-        abx_hmac_sha256(c->key, sizeof c->key, parts, 4, mac);
+        abx_hmac_sha256((const unsigned char *)c->keyhex, 64, parts, 4, mac);
         abx_hex(mac, sizeof mac, hex);
         void *s = c->sock[ch];
         rc = send_part(s, DELIM, strlen(DELIM), true) || send_part(s, hex, 64, true);
@@ -314,7 +314,7 @@ static int recv_one(abx_jconn *c, void *s, abx_jmsg *out)
         parts[i] = (abx_jpart){zmq_msg_data(&msgs[i]), zmq_msg_size(&msgs[i])};
     char why[128];
     if (rc == 0)
-        rc = abx_jmsg_decode(parts, n, c->key, sizeof c->key, out, why, sizeof why);
+        rc = abx_jmsg_decode(parts, n, (const unsigned char *)c->keyhex, 64, out, why, sizeof why);
     for (size_t i = 0; i < n; i++)
         zmq_msg_close(&msgs[i]);
     if (rc != 0)

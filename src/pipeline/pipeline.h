@@ -27,6 +27,7 @@ typedef enum abx_door {
     ABX_DOOR_APPROVAL,
     ABX_DOOR_TOOLS, /* GET /tools, POST /tools/call (LLM provider tool formats) and the calls inside */
     ABX_DOOR_MCP,    /* POST /mcp (Streamable HTTP) and abx mcp (stdio), and the calls inside */
+    ABX_DOOR_KERNEL, /* host.* calls from inside a kernel (kernels.*), as the kernel's creator */
     ABX_DOOR_COMMANDS /* the legacy command registry: POST /commands/{name}, GET /commands */
 } abx_door;
 typedef struct abx_ext abx_ext; /* ext/ext.h: the server owns it; the pipeline only holds it */

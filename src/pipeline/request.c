@@ -19,6 +19,7 @@ const char *abx_door_name(abx_door d)
     case ABX_DOOR_APPROVAL: return "approval";
     case ABX_DOOR_TOOLS: return "tools";
     case ABX_DOOR_MCP: return "mcp";
+    case ABX_DOOR_KERNEL: return "kernel";
     }
     return "?";
 }

@@ -1,0 +1,273 @@
+/* kernel_exec.c — one cell in a kernel: execute_request on shell, then the iopub
+ * messages whose parent is that request until the kernel is idle again and the reply
+ * has come, gathered into an Execution close to E2B's:
+ *   {execution_count, results: [MIME bundle + is_main_result], logs: {stdout, stderr},
+ *    error: {name, value, traceback} | null, truncated, timed_out}
+ * While the cell runs, its host.* calls are served: each enters the pipeline as the
+ * kernel's creator through door `kernel`, its ledger group linked to the cell's. A cell
+ * past its timeout gets SIGINT (the kernel and its state stay); a kernel whose process
+ * goes away is reported by the process, not by a heartbeat. */
+#include "builtin/exec.h"
+#include "builtin/kernels.h"
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#define DEFAULT_OUTPUT (1024 * 1024)
+#define DEFAULT_CELL_MS (60 * 1000)
+#define INTERRUPT_GRACE_MS 5000
+
+/* One output stream under max_output_bytes: every chunk while under the cap; past it,
+ * the first and the last half of the cap (head and tail) and the total. */
+typedef struct outcap {
+    json_t *chunks;
+    abx_buf head, tail;
+    uint64_t total;
+    size_t half;
+} outcap;
+
+static void cap_init(outcap *o, size_t cap)
+{
+    o->chunks = json_array();
+    o->half = cap / 2 ? cap / 2 : 1;
+    o->total = 0;
+    abx_buf_init(&o->head, o->half);
+    abx_buf_init(&o->tail, 2 * o->half + 1);
+}
+
+static void cap_add(outcap *o, const char *p, size_t n)
+{
+    o->total += n;
+    if (o->total <= 2 * o->half)
+        json_array_append_new(o->chunks, abx_text_json(p, n));
+    if (o->head.len < o->half) {
+        size_t take = n < o->half - o->head.len ? n : o->half - o->head.len;
+        abx_buf_append(&o->head, p, take);
+    }
+    if (n >= o->half) {
+        o->tail.len = 0;
+        abx_buf_append(&o->tail, p + n - o->half, o->half);
+        return;
+    }
+    if (o->tail.len + n > 2 * o->half) { /* keep the last half only */
+        size_t keep = o->tail.len > o->half ? o->half : o->tail.len;
+        memmove(o->tail.data, o->tail.data + o->tail.len - keep, keep);
+        o->tail.len = keep;
+    }
+    abx_buf_append(&o->tail, p, n);
+}
+
+/* The stream's list (stolen into the Execution); true when it was cut. */
+static bool cap_finish(outcap *o, json_t **out)
+{
+    bool cut = o->total > 2 * o->half;
+    if (cut) {
+        json_decref(o->chunks);
+        size_t keep = o->tail.len > o->half ? o->half : o->tail.len;
+        *out = json_pack("[o, s, o]", abx_text_json(o->head.data ? o->head.data : "", o->head.len),
+                         "\n[... output truncated ...]\n",
+                         abx_text_json(o->tail.data ? o->tail.data + o->tail.len - keep : "", keep));
+    } else {
+        *out = o->chunks;
+    }
+    o->chunks = NULL;
+    abx_buf_release(&o->head);
+    abx_buf_release(&o->tail);
+    return cut;
+}
+
+typedef struct cell {
+    abx_ctx *ctx;
+    kernel *k;
+    char msg_id[40];
+    outcap out[2];
+    json_t *results, *error;
+    int count;
+    bool idle, replied, timed_out;
+    size_t result_bytes, result_cap;
+    bool results_cut;
+} cell;
+
+static json_t *mime_bundle(const json_t *data, bool main_result)
+{
+    json_t *b = json_is_object(data) ? json_deep_copy(data) : json_object();
+    if (!json_is_string(json_object_get(b, "text/plain"))) /* E2B always has text */
+        json_object_set_new(b, "text/plain", json_string(""));
+    json_object_set_new(b, "is_main_result", json_boolean(main_result));
+    return b;
+}
+
+static void on_iopub(cell *c, const abx_jmsg *m)
+{
+    const char *t = m->msg_type;
+    if (strcmp(t, "status") == 0) {
+        if (strcmp(json_string_value(json_object_get(m->content, "execution_state")) ?: "", "idle") == 0)
+            c->idle = true;
+    } else if (strcmp(t, "stream") == 0) {
+        const char *name = json_string_value(json_object_get(m->content, "name"));
+        const json_t *text = json_object_get(m->content, "text");
+        if (name && json_is_string(text))
+            cap_add(&c->out[strcmp(name, "stderr") == 0], json_string_value(text), json_string_length(text));
+    } else if (strcmp(t, "execute_result") == 0 || strcmp(t, "display_data") == 0) {
+        json_t *b = mime_bundle(json_object_get(m->content, "data"), t[0] == 'e');
+        char *s = json_dumps(b, JSON_COMPACT);
+        size_t n = s ? strlen(s) : 0;
+        free(s);
+        if (c->result_bytes + n > c->result_cap) { /* results count against the cap too */
+            c->results_cut = true;
+            json_decref(b);
+            return;
+        }
+        c->result_bytes += n;
+        json_array_append_new(c->results, b);
+    } else if (strcmp(t, "error") == 0) {
+        json_decref(c->error);
+        c->error = json_pack("{s:O?, s:O?, s:O?}", "name", json_object_get(m->content, "ename"), "value",
+                             json_object_get(m->content, "evalue"), "traceback",
+                             json_object_get(m->content, "traceback"));
+    }
+}
+
+/* One host.* request from the cell: checked against the kernel's credential, then a
+ * call through the whole pipeline as the kernel's creator. */
+static void serve_host(cell *c)
+{
+    json_t *req = NULL, *reply = NULL;
+    int rc = abx_jconn_host_recv(c->k->conn, 0, &req);
+    if (rc == 0)
+        return;
+    const char *cred = json_string_value(json_object_get(req, "credential"));
+    const char *op = json_string_value(json_object_get(req, "op"));
+    if (rc < 0 || !cred || strlen(cred) != strlen(c->k->credential) ||
+        !abx_ct_equal(cred, c->k->credential, strlen(cred))) {
+        reply = json_pack("{s:{s:s, s:s}}", "error", "code", "auth.invalid_token", "message",
+                          "the host channel's credential is wrong");
+    } else if (json_object_get(req, "submit_output")) {
+        reply = json_pack("{s:{s:s, s:s}}", "error", "code", "op.not_enabled", "message",
+                          "this kernel belongs to no run");
+    } else if (!op) {
+        reply = json_pack("{s:{s:s, s:s}}", "error", "code", "args.invalid", "message", "a host call needs an op");
+    } else {
+        json_t *args = json_object_get(req, "args"), *body = NULL;
+        abx_request *q = builtin_req(c->ctx);
+        int status = abx_call_internal(q->server, ABX_DOOR_KERNEL, c->k->owner, op,
+                                       json_is_object(args) ? args : NULL, q->group_id, NULL, &body);
+        if (status >= 300 && !json_object_get(body, "error")) {
+            json_decref(body);
+            body = json_pack("{s:{s:s, s:i}}", "error", "code", "server.internal", "status", status);
+        }
+        reply = body;
+    }
+    abx_jconn_host_reply(c->k->conn, reply);
+    json_decref(reply);
+    json_decref(req);
+}
+
+/* The cause of a kernel's death from its process record. */
+static abx_err died(cell *c, abx_reply *r)
+{
+    json_t *st = c->k->proc ? abx_proc_json(c->k->proc) : NULL;
+    json_int_t sig = json_integer_value(json_object_get(st, "signal")),
+               code = json_integer_value(json_object_get(st, "exit_code"));
+    json_t *d = json_pack("{s:I, s:I}", "exit_code", code, "signal", sig);
+    json_decref(st);
+    if (sig)
+        return abx_reply_error(r, ABX_E_KERNEL_DIED, d, "the kernel died by signal %d (%s)%s", (int)sig,
+                               sigabbrev_np((int)sig) ?: "?",
+                               sig == SIGKILL ? "; the OOM killer or a deletion sends SIGKILL" : "");
+    return abx_reply_error(r, ABX_E_KERNEL_DIED, d, "the kernel exited with code %d", (int)code);
+}
+
+/* Run the cell until idle + reply, the kernel's death, or the deadline (then SIGINT
+ * and a grace). 0 done, -1 died. */
+static int run_cell(cell *c, int64_t timeout_ms)
+{
+    int64_t deadline = abx_now_ms() + timeout_ms;
+    unsigned mask = (1u << ABX_J_SHELL) | (1u << ABX_J_IOPUB) | (1u << ABX_J_HOST);
+    while (!(c->idle && c->replied)) {
+        enum abx_jchan ch;
+        abx_jmsg m;
+        int got = abx_jconn_recv(c->k->conn, mask, 100, &ch, &m);
+        if (got == 1 && ch == ABX_J_HOST) {
+            serve_host(c);
+            continue;
+        }
+        if (got == 1) {
+            if (strcmp(m.parent_id, c->msg_id) == 0) {
+                if (ch == ABX_J_IOPUB)
+                    on_iopub(c, &m);
+                else if (strcmp(m.msg_type, "execute_reply") == 0) {
+                    c->replied = true;
+                    c->count = (int)json_integer_value(json_object_get(m.content, "execution_count"));
+                }
+            }
+            abx_jmsg_release(&m);
+            continue;
+        }
+        if (!abx_proc_running(c->k->proc))
+            return -1;
+        if (abx_now_ms() >= deadline) {
+            if (c->timed_out) /* the interrupt was not honoured in the grace either */
+                return 0;
+            c->timed_out = true;
+            abx_proc_signal(c->k->proc, SIGINT);
+            deadline = abx_now_ms() + INTERRUPT_GRACE_MS;
+        }
+    }
+    return 0;
+}
+
+abx_err abx_kernels_execute(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    kernel *k = abx_kernel_find(ctx, args, r, false);
+    if (!k)
+        return ABX_E_KERNEL_NOT_FOUND;
+    kstate *st = abx_ctx_ns_state(ctx, &abx_ns_kernels);
+    abx_err e = abx_kernel_acquire(k, !json_is_false(json_object_get(args, "wait")), r);
+    if (e != ABX_OK) {
+        abx_kernel_unref(st, k);
+        return e;
+    }
+    int64_t timeout = DEFAULT_CELL_MS, lim = abx_ctx_limit(ctx, ABX_LIM_TIMEOUT);
+    const json_t *t = json_object_get(args, "timeout");
+    if (json_is_number(t) && json_number_value(t) > 0)
+        timeout = (int64_t)(json_number_value(t) * 1000);
+    if (lim > 0 && timeout > lim)
+        timeout = lim;
+    int64_t cap = abx_ctx_limit(ctx, ABX_LIM_MAX_OUTPUT_BYTES);
+    if (cap <= 0)
+        cap = DEFAULT_OUTPUT;
+    cell c = {.ctx = ctx, .k = k, .results = json_array(), .result_cap = (size_t)cap};
+    cap_init(&c.out[0], (size_t)cap);
+    cap_init(&c.out[1], (size_t)cap);
+    int rc = -1;
+    if (k->proc && abx_proc_running(k->proc)) {
+        json_t *req = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code",
+                                json_string_value(json_object_get(args, "code")), "silent", 0, "store_history", 1,
+                                "user_expressions", "allow_stdin", 0, "stop_on_error", 1);
+        if (abx_jconn_send(k->conn, ABX_J_SHELL, "execute_request", req, c.msg_id) == 0)
+            rc = run_cell(&c, timeout);
+    }
+    json_t *logs[2];
+    bool cut = cap_finish(&c.out[0], &logs[0]) | cap_finish(&c.out[1], &logs[1]);
+    if (rc != 0) {
+        e = died(&c, r);
+        json_decref(logs[0]);
+        json_decref(logs[1]);
+        json_decref(c.results);
+        json_decref(c.error);
+    } else {
+        if (c.count)
+            k->exec_count = c.count;
+        json_t *out = json_pack("{s:i, s:o, s:{s:o, s:o}, s:o, s:b, s:b, s:I, s:I}", "execution_count", c.count,
+                                "results", c.results, "logs", "stdout", logs[0], "stderr", logs[1], "error",
+                                c.error ? c.error : json_null(), "truncated", cut || c.results_cut, "timed_out",
+                                c.timed_out, "stdout_bytes", (json_int_t)c.out[0].total, "stderr_bytes",
+                                (json_int_t)c.out[1].total);
+        abx_reply_json(r, out);
+        e = ABX_OK;
+    }
+    abx_kernel_release(k);
+    abx_kernel_unref(st, k);
+    return e;
+}
