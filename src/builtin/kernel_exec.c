@@ -167,15 +167,17 @@ static void serve_host(cell *c)
 static abx_err died(cell *c, abx_reply *r)
 {
     json_t *st = c->k->proc ? abx_proc_json(c->k->proc) : NULL;
-    json_int_t sig = json_integer_value(json_object_get(st, "signal")),
-               code = json_integer_value(json_object_get(st, "exit_code"));
-    json_t *d = json_pack("{s:I, s:I}", "exit_code", code, "signal", sig);
-    json_decref(st);
+    const char *sig = json_string_value(json_object_get(st, "signal")); /* "KILL", "SEGV", or null */
+    json_int_t code = json_integer_value(json_object_get(st, "exit_code"));
+    json_t *d = json_pack("{s:I, s:s?}", "exit_code", code, "signal", sig);
+    abx_err e;
     if (sig)
-        return abx_reply_error(r, ABX_E_KERNEL_DIED, d, "the kernel died by signal %d (%s)%s", (int)sig,
-                               sigabbrev_np((int)sig) ?: "?",
-                               sig == SIGKILL ? "; the OOM killer or a deletion sends SIGKILL" : "");
-    return abx_reply_error(r, ABX_E_KERNEL_DIED, d, "the kernel exited with code %d", (int)code);
+        e = abx_reply_error(r, ABX_E_KERNEL_DIED, d, "the kernel died by SIG%s%s", sig,
+                            strcmp(sig, "KILL") == 0 ? " (the OOM killer, a deletion or a limit sends it)" : "");
+    else
+        e = abx_reply_error(r, ABX_E_KERNEL_DIED, d, "the kernel exited with code %d", (int)code);
+    json_decref(st);
+    return e;
 }
 
 /* Run the cell until idle + reply, the kernel's death, or the deadline (then SIGINT
@@ -242,9 +244,11 @@ abx_err abx_kernels_execute(abx_ctx *ctx, const json_t *args, abx_reply *r)
     cap_init(&c.out[1], (size_t)cap);
     int rc = -1;
     if (k->proc && abx_proc_running(k->proc)) {
+        /* stop_on_error off: ipykernel would otherwise abort the next cell that arrives
+         * soon after an error (an interrupted cell is one) */
         json_t *req = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code",
                                 json_string_value(json_object_get(args, "code")), "silent", 0, "store_history", 1,
-                                "user_expressions", "allow_stdin", 0, "stop_on_error", 1);
+                                "user_expressions", "allow_stdin", 0, "stop_on_error", 0);
         if (abx_jconn_send(k->conn, ABX_J_SHELL, "execute_request", req, c.msg_id) == 0)
             rc = run_cell(&c, timeout);
     }

@@ -345,9 +345,9 @@ static abx_err kernels_restart(abx_ctx *ctx, const json_t *args, abx_reply *r)
     if (e == ABX_OK) {
         kernel_stop(k);
         e = kernel_spawn(ctx, args, k, r);
+        abx_kernel_release(k);
         if (e == ABX_OK)
             abx_reply_json(r, abx_kernel_json(k));
-        abx_kernel_release(k);
     }
     abx_kernel_unref(state_of(ctx), k);
     return e;
