@@ -74,6 +74,7 @@ set(ABX_SRC_BUILTIN
   src/builtin/kernels.c
   src/builtin/ledger_ops.c
   src/builtin/process.c
+  src/builtin/runs.c
   src/builtin/system.c
   src/builtin/terminal.c
 )

@@ -143,8 +143,15 @@ static void serve_host(cell *c)
         reply = json_pack("{s:{s:s, s:s}}", "error", "code", "auth.invalid_token", "message",
                           "the host channel's credential is wrong");
     } else if (json_object_get(req, "submit_output")) {
-        reply = json_pack("{s:{s:s, s:s}}", "error", "code", "op.not_enabled", "message",
-                          "this kernel belongs to no run");
+        char msg[160];
+        abx_err e = !c->k->run[0] ? ABX_E_RUN_NOT_FOUND
+                                  : abx_run_complete(builtin_req(c->ctx)->server, c->k->run, c->k->owner,
+                                                     json_object_get(req, "submit_output"), "submit_output", msg,
+                                                     sizeof msg);
+        if (!c->k->run[0])
+            snprintf(msg, sizeof msg, "this kernel belongs to no run (kernels.create run:)");
+        reply = e == ABX_OK ? json_pack("{s:s, s:s}", "run", c->k->run, "status", "completed")
+                            : json_pack("{s:{s:s, s:s}}", "error", "code", abx_err_code(e), "message", msg);
     } else if (!op) {
         reply = json_pack("{s:{s:s, s:s}}", "error", "code", "args.invalid", "message", "a host call needs an op");
     } else {

@@ -265,6 +265,10 @@ static abx_err kernels_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
                                                                  strncmp(k_, "LD_", 3) == 0 ||
                                                                  strncmp(k_, "PYTHON", 6) == 0)
         return abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "env: %s is reserved", k_);
+    const char *run = json_string_value(json_object_get(args, "run"));
+    if (run && (strlen(run) >= sizeof ((kernel *)0)->run ||
+                !abx_run_exists(builtin_req(ctx)->server, run, abx_ctx_principal(ctx))))
+        return abx_reply_error(r, ABX_E_RUN_NOT_FOUND, NULL, "no run %s of this caller", run);
     kernel *k = abx_calloc(1, sizeof *k);
     unsigned char rnd[24];
     if (!k || !(k->owner = abx_strdup(abx_ctx_principal(ctx))) || abx_random(rnd, sizeof rnd) != 0) {
@@ -278,6 +282,7 @@ static abx_err kernels_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
     snprintf(k->id, sizeof k->id, "k-%.12s", hex);
     memcpy(k->credential, hex + 12, 36); /* never shown outside the kernel */
     snprintf(k->language, sizeof k->language, "%s", lang);
+    snprintf(k->run, sizeof k->run, "%s", run ? run : "");
     pthread_mutex_init(&k->mu, NULL);
     pthread_cond_init(&k->cv, NULL);
     k->refs = 1;
@@ -395,6 +400,7 @@ static const abx_param create_params[] = {
      .doc = "The kernel's language (checked by the statement's languages scope)"},
     {"cwd", ABX_T_STRING, .kind = ABX_KIND_PATH, .access = ABX_ACC_READ, .doc = "Working directory"},
     {"env", ABX_T_MAP, .item = ABX_T_STRING, .doc = "Extra environment (ABX_*, LD_*, PYTHON* are reserved)"},
+    {"run", ABX_T_STRING, .doc = "A run of the caller's (runs.create) that host.submit_output completes"},
     {0},
 };
 static const abx_param id_params[] = {{"id", ABX_T_STRING, .required = true, .doc = "Kernel id"}, {0}};
@@ -412,7 +418,7 @@ static const abx_op_def kernels_ops[] = {
     {.id = "kernels.create", .effects = ABX_EFF_EXEC,
      .summary = "Start a persistent, confined Python kernel (Jupyter protocol over ZeroMQ ipc).",
      .http = {"POST /kernels"}, .params = create_params, .limits = KLIMITS, .since = "0.2",
-     .errors = "kernel.start_failed files.not_found files.not_a_directory process.spawn_failed sandbox.unavailable",
+     .errors = "kernel.start_failed run.not_found files.not_found files.not_a_directory process.spawn_failed sandbox.unavailable",
      .handler = kernels_create},
     {.id = "kernels.list", .effects = ABX_EFF_READ, .summary = "The caller's kernels.", .http = {"GET /kernels"},
      .since = "0.2", .handler = kernels_list},

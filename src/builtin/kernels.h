@@ -10,6 +10,7 @@ typedef struct kernel {
     char language[8];
     char credential[37];         /* the host channel's kernel-scoped secret */
     char *owner;                 /* the creating principal: host calls run as it */
+    char run[20];                /* the run it belongs to (kernels.create run:), "" none */
     abx_proc *proc;              /* one reference; NULL while stopped */
     abx_jconn *conn;
     pthread_mutex_t mu;          /* guards the FIFO and last_used */
@@ -26,7 +27,13 @@ typedef struct kstate {
     kernel *list;
 } kstate;
 
-extern const abx_namespace abx_ns_kernels;
+extern const abx_namespace abx_ns_kernels, abx_ns_runs;
+
+/* runs.c: does principal owner have run id; complete it once (by: "submit_output" or
+ * "finalize"): ABX_OK, or run.not_found / run.completed with msg. */
+bool abx_run_exists(abx_server *s, const char *id, const char *owner);
+abx_err abx_run_complete(abx_server *s, const char *id, const char *owner, const json_t *output, const char *by,
+                         char *msg, size_t msglen);
 
 kernel *abx_kernel_find(abx_ctx *ctx, const json_t *args, abx_reply *r, bool unlink);
 void abx_kernel_unref(kstate *st, kernel *k);

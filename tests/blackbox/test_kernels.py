@@ -24,7 +24,8 @@ def config(ws, ledger, languages=("python",), limits=None, net=False):
             "auth": {"tokens": [
                 {"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)},
                 {"principal": "carol", "roles": ["agent"], "token_sha256": sha256_hex(CAROL_TOKEN)}]},
-            "policy": {"allow": [stmt, {"ops": ["files.*"], "principals": ["role:agent"], "paths": [ws + "/**"]}]}}
+            "policy": {"allow": [stmt, {"ops": ["files.*"], "principals": ["role:agent"], "paths": [ws + "/**"]},
+                                {"ops": ["runs.*"], "principals": ["role:agent"]}]}}
 
 
 def ok(r):
@@ -197,3 +198,28 @@ def test_host_calls_go_through_the_pipeline(ks, workspace):
     # a soft failure: an unknown op is a value too, and the cell goes on
     e = ok(run(s, kid, "v = host.nosuch.op()\nv['error']['code']"))
     assert e["results"][0]["text/plain"] == "'op.not_enabled'" and e["error"] is None
+
+
+def test_runs_complete_once(ks):
+    s, _, _ = ks
+    rid = ok(s.op("runs.create", {}, token=ALICE_TOKEN))["id"]
+    assert ok(s.op("runs.get", {"id": rid}, token=ALICE_TOKEN))["status"] == "open"
+    kid = ok(s.op("kernels.create", {"language": "python", "run": rid}, token=ALICE_TOKEN))["id"]
+    # ordinary results and prose never complete it
+    ok(run(s, kid, "print('final answer: 42')\n42"))
+    assert ok(s.op("runs.get", {"id": rid}, token=ALICE_TOKEN))["status"] == "open"
+    e = ok(run(s, kid, "a = host.submit_output({'answer': 42})\nb = host.submit_output('again')\n(a, b['error']['code'])"))
+    assert e["results"][0]["text/plain"] == "({'run': '%s', 'status': 'completed'}, 'run.completed')" % rid
+    g = ok(s.op("runs.get", {"id": rid}, token=ALICE_TOKEN))
+    assert g == {"id": rid, "status": "completed", "output": {"answer": 42}, "completed_by": "submit_output"}
+    assert_error(s.op("runs.finalize", {"id": rid, "output": 1}, token=ALICE_TOKEN), 409, "run.completed")
+    # finalize from outside; a closed schema; other principals see nothing
+    rid2 = ok(s.op("runs.create", {}, token=ALICE_TOKEN))["id"]
+    assert_error(s.op("runs.finalize", {"id": rid2, "output": 1, "extra": 2}, token=ALICE_TOKEN), 400, "args.unknown")
+    assert_error(s.op("runs.finalize", {"id": rid2, "output": 1}, token=CAROL_TOKEN), 404, "run.not_found")
+    assert_error(s.op("kernels.create", {"language": "python", "run": rid2}, token=CAROL_TOKEN), 404, "run.not_found")
+    g = ok(s.op("runs.finalize", {"id": rid2, "output": [1, 2]}, token=ALICE_TOKEN))
+    assert g["completed_by"] == "finalize" and g["output"] == [1, 2]
+    # a kernel of no run cannot complete anything
+    e = ok(run(s, ks[1], "host.submit_output(1)['error']['code']"))
+    assert e["results"][0]["text/plain"] == "'run.not_found'"
