@@ -51,7 +51,8 @@ bool abx_id_is_prefix(const char *a, const char *b)
 }
 
 static const char *const reserved[] = {"core", "files", "commands", "process", "terminal", "system", "devtools",
-                                       "browser", "agents", "ext", "ledger", "approvals", "kernels", "tools"};
+                                       "browser", "agents", "ext", "ledger", "approvals", "kernels", "runs",
+                                       "tools"};
 
 bool abx_id_reserved_ns(const char *id)
 {
