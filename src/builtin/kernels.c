@@ -60,6 +60,10 @@ static void kstate_free(void *p)
     while (st->list) {
         kernel *k = st->list;
         st->list = k->next;
+        /* the server freed the process manager first (every kernel is dead by now): drop
+         * the record without calling into the manager */
+        abx_proc_unref(k->proc);
+        k->proc = NULL;
         abx_kernel_unref(st, k);
     }
     pthread_mutex_destroy(&st->mu);
