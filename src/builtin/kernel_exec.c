@@ -275,8 +275,12 @@ abx_err abx_kernels_execute(abx_ctx *ctx, const json_t *args, abx_reply *r)
                                 c.error ? c.error : json_null(), "truncated", cut || c.results_cut, "timed_out",
                                 c.timed_out, "stdout_bytes", (json_int_t)c.out[0].total, "stderr_bytes",
                                 (json_int_t)c.out[1].total);
-        abx_reply_json(r, out);
-        e = ABX_OK;
+        if (out) {
+            abx_reply_json(r, out);
+            e = ABX_OK;
+        } else {
+            e = abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+        }
     }
     abx_kernel_release(k);
     abx_kernel_unref(st, k);
