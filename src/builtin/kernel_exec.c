@@ -77,15 +77,19 @@ static bool cap_finish(outcap *o, json_t **out)
 }
 
 typedef struct cell {
-    abx_ctx *ctx;
+    abx_server *srv;            /* host calls enter its pipeline */
+    uint64_t group;             /* the cell's ledger group: its host calls link to it */
+    abx_buf *events;            /* kernels.stream: SSE frames go here as they happen; NULL: gather */
     kernel *k;
     char msg_id[40];
     outcap out[2];
     json_t *results, *error;
     int count;
     bool idle, replied, timed_out;
+    int64_t deadline;
     size_t result_bytes, result_cap;
     bool results_cut;
+    bool sent;                  /* the execute_request went out */
 } cell;
 
 static json_t *mime_bundle(const json_t *data, bool main_result)
@@ -97,6 +101,14 @@ static json_t *mime_bundle(const json_t *data, bool main_result)
     return b;
 }
 
+static void emit(cell *c, const char *event, json_t *data)
+{
+    char *js = data ? json_dumps(data, JSON_COMPACT) : NULL;
+    json_decref(data);
+    abx_buf_printf(c->events, "event: %s\ndata: %s\n\n", event, js ? js : "{}");
+    free(js);
+}
+
 static void on_iopub(cell *c, const abx_jmsg *m)
 {
     const char *t = m->msg_type;
@@ -106,8 +118,13 @@ static void on_iopub(cell *c, const abx_jmsg *m)
     } else if (strcmp(t, "stream") == 0) {
         const char *name = json_string_value(json_object_get(m->content, "name"));
         const json_t *text = json_object_get(m->content, "text");
-        if (name && json_is_string(text))
-            cap_add(&c->out[strcmp(name, "stderr") == 0], json_string_value(text), json_string_length(text));
+        if (name && json_is_string(text)) {
+            outcap *o = &c->out[strcmp(name, "stderr") == 0];
+            bool under = o->total + json_string_length(text) <= 2 * o->half;
+            cap_add(o, json_string_value(text), json_string_length(text));
+            if (c->events && under)
+                emit(c, o == &c->out[1] ? "stderr" : "stdout", json_pack("{s:O}", "text", text));
+        }
     } else if (strcmp(t, "execute_result") == 0 || strcmp(t, "display_data") == 0) {
         json_t *b = mime_bundle(json_object_get(m->content, "data"), t[0] == 'e');
         char *s = json_dumps(b, JSON_COMPACT);
@@ -119,12 +136,17 @@ static void on_iopub(cell *c, const abx_jmsg *m)
             return;
         }
         c->result_bytes += n;
-        json_array_append_new(c->results, b);
+        if (c->events)
+            emit(c, "result", b);
+        else
+            json_array_append_new(c->results, b);
     } else if (strcmp(t, "error") == 0) {
         json_decref(c->error);
         c->error = json_pack("{s:O?, s:O?, s:O?}", "name", json_object_get(m->content, "ename"), "value",
                              json_object_get(m->content, "evalue"), "traceback",
                              json_object_get(m->content, "traceback"));
+        if (c->events)
+            emit(c, "error", json_incref(c->error));
     }
 }
 
@@ -145,7 +167,7 @@ static void serve_host(cell *c)
     } else if (json_object_get(req, "submit_output")) {
         char msg[160];
         abx_err e = !c->k->run[0] ? ABX_E_RUN_NOT_FOUND
-                                  : abx_run_complete(builtin_req(c->ctx)->server, c->k->run, c->k->owner,
+                                  : abx_run_complete(c->srv, c->k->run, c->k->owner,
                                                      json_object_get(req, "submit_output"), "submit_output", msg,
                                                      sizeof msg);
         if (!c->k->run[0])
@@ -156,9 +178,8 @@ static void serve_host(cell *c)
         reply = json_pack("{s:{s:s, s:s}}", "error", "code", "args.invalid", "message", "a host call needs an op");
     } else {
         json_t *args = json_object_get(req, "args"), *body = NULL;
-        abx_request *q = builtin_req(c->ctx);
-        int status = abx_call_internal(q->server, ABX_DOOR_KERNEL, c->k->owner, op,
-                                       json_is_object(args) ? args : NULL, q->group_id, NULL, &body);
+        int status = abx_call_internal(c->srv, ABX_DOOR_KERNEL, c->k->owner, op, json_is_object(args) ? args : NULL,
+                                       c->group, NULL, &body);
         if (status >= 300 && !json_object_get(body, "error")) {
             json_decref(body);
             body = json_pack("{s:{s:s, s:i}}", "error", "code", "server.internal", "status", status);
@@ -187,46 +208,49 @@ static abx_err died(cell *c, abx_reply *r)
     return e;
 }
 
-/* Run the cell until idle + reply, the kernel's death, or the deadline (then SIGINT
- * and a grace). 0 done, -1 died. */
-static int run_cell(cell *c, int64_t timeout_ms)
+/* One step of the cell (up to wait_ms): 1 done (idle + reply, or an interrupt not
+ * honoured in its grace), 0 not yet, -1 the kernel died. Past the deadline the cell gets
+ * SIGINT and a grace. */
+static int cell_step(cell *c, int wait_ms)
 {
-    int64_t deadline = abx_now_ms() + timeout_ms;
     unsigned mask = (1u << ABX_J_SHELL) | (1u << ABX_J_IOPUB) | (1u << ABX_J_HOST);
-    while (!(c->idle && c->replied)) {
-        enum abx_jchan ch;
-        abx_jmsg m;
-        int got = abx_jconn_recv(c->k->conn, mask, 100, &ch, &m);
-        if (got == 1 && ch == ABX_J_HOST) {
-            serve_host(c);
-            continue;
-        }
-        if (got == 1) {
-            if (strcmp(m.parent_id, c->msg_id) == 0) {
-                if (ch == ABX_J_IOPUB)
-                    on_iopub(c, &m);
-                else if (strcmp(m.msg_type, "execute_reply") == 0) {
-                    c->replied = true;
-                    c->count = (int)json_integer_value(json_object_get(m.content, "execution_count"));
-                }
+    if (c->idle && c->replied)
+        return 1;
+    enum abx_jchan ch;
+    abx_jmsg m;
+    int got = abx_jconn_recv(c->k->conn, mask, wait_ms, &ch, &m);
+    if (got == 1 && ch == ABX_J_HOST) {
+        serve_host(c);
+        return 0;
+    }
+    if (got == 1) {
+        if (strcmp(m.parent_id, c->msg_id) == 0) {
+            if (ch == ABX_J_IOPUB)
+                on_iopub(c, &m);
+            else if (strcmp(m.msg_type, "execute_reply") == 0) {
+                c->replied = true;
+                c->count = (int)json_integer_value(json_object_get(m.content, "execution_count"));
             }
-            abx_jmsg_release(&m);
-            continue;
         }
-        if (!abx_proc_running(c->k->proc))
-            return -1;
-        if (abx_now_ms() >= deadline) {
-            if (c->timed_out) /* the interrupt was not honoured in the grace either */
-                return 0;
-            c->timed_out = true;
-            abx_proc_signal(c->k->proc, SIGINT);
-            deadline = abx_now_ms() + INTERRUPT_GRACE_MS;
-        }
+        abx_jmsg_release(&m);
+        return c->idle && c->replied;
+    }
+    if (!abx_proc_running(c->k->proc))
+        return -1;
+    if (abx_now_ms() >= c->deadline) {
+        if (c->timed_out) /* the interrupt was not honoured in the grace either */
+            return 1;
+        c->timed_out = true;
+        abx_proc_signal(c->k->proc, SIGINT);
+        c->deadline = abx_now_ms() + INTERRUPT_GRACE_MS;
     }
     return 0;
 }
 
-abx_err abx_kernels_execute(abx_ctx *ctx, const json_t *args, abx_reply *r)
+/* Admit a cell: the caller's kernel, its FIFO turn, the limits, the execute_request
+ * sent. ABX_OK with *c ready (and a kernel reference and turn to give back), or the
+ * error on r. */
+static abx_err cell_begin(abx_ctx *ctx, const json_t *args, cell *c, abx_reply *r)
 {
     kernel *k = abx_kernel_find(ctx, args, r, false);
     if (!k)
@@ -246,30 +270,48 @@ abx_err abx_kernels_execute(abx_ctx *ctx, const json_t *args, abx_reply *r)
     int64_t cap = abx_ctx_limit(ctx, ABX_LIM_MAX_OUTPUT_BYTES);
     if (cap <= 0)
         cap = DEFAULT_OUTPUT;
-    cell c = {.ctx = ctx, .k = k, .results = json_array(), .result_cap = (size_t)cap};
-    cap_init(&c.out[0], (size_t)cap);
-    cap_init(&c.out[1], (size_t)cap);
-    int rc = -1;
+    *c = (cell){.srv = builtin_req(ctx)->server, .group = builtin_req(ctx)->group_id, .k = k,
+                .results = json_array(), .result_cap = (size_t)cap, .deadline = abx_now_ms() + timeout};
+    cap_init(&c->out[0], (size_t)cap);
+    cap_init(&c->out[1], (size_t)cap);
+    c->sent = false;
     if (k->proc && abx_proc_running(k->proc)) {
         /* stop_on_error off: ipykernel would otherwise abort the next cell that arrives
          * soon after an error (an interrupted cell is one) */
         json_t *req = json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code",
                                 json_string_value(json_object_get(args, "code")), "silent", 0, "store_history", 1,
                                 "user_expressions", "allow_stdin", 0, "stop_on_error", 0);
-        if (abx_jconn_send(k->conn, ABX_J_SHELL, "execute_request", req, c.msg_id) == 0)
-            rc = run_cell(&c, timeout);
+        c->sent = abx_jconn_send(k->conn, ABX_J_SHELL, "execute_request", req, c->msg_id) == 0;
     }
+    return ABX_OK;
+}
+
+static void cell_end(cell *c, kstate *st)
+{
+    if (c->count)
+        c->k->exec_count = c->count;
+    abx_kernel_release(c->k);
+    abx_kernel_unref(st, c->k);
+}
+
+abx_err abx_kernels_execute(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    cell c;
+    abx_err e = cell_begin(ctx, args, &c, r);
+    if (e != ABX_OK)
+        return e;
+    int rc = c.sent ? 0 : -1;
+    while (rc == 0)
+        rc = cell_step(&c, 100);
     json_t *logs[2];
     bool cut = cap_finish(&c.out[0], &logs[0]) | cap_finish(&c.out[1], &logs[1]);
-    if (rc != 0) {
+    if (rc < 0) {
         e = died(&c, r);
         json_decref(logs[0]);
         json_decref(logs[1]);
         json_decref(c.results);
         json_decref(c.error);
     } else {
-        if (c.count)
-            k->exec_count = c.count;
         json_t *out = json_pack("{s:i, s:o, s:{s:o, s:o}, s:o, s:b, s:b, s:I, s:I}", "execution_count", c.count,
                                 "results", c.results, "logs", "stdout", logs[0], "stderr", logs[1], "error",
                                 c.error ? c.error : json_null(), "truncated", cut || c.results_cut, "timed_out",
@@ -282,7 +324,85 @@ abx_err abx_kernels_execute(abx_ctx *ctx, const json_t *args, abx_reply *r)
             e = abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
         }
     }
-    abx_kernel_release(k);
-    abx_kernel_unref(st, k);
+    cell_end(&c, abx_ctx_ns_state(ctx, &abx_ns_kernels));
     return e;
+}
+
+/* ---- kernels.stream: the same items as SSE events while they happen ---- */
+
+typedef struct cell_sse {
+    cell c;
+    kstate *st;
+    abx_buf pending;
+    bool done;
+} cell_sse;
+
+static long sse_read(void *state, char *buf, size_t max)
+{
+    cell_sse *s = state;
+    for (;;) {
+        if (s->pending.len) {
+            size_t n = s->pending.len < max ? s->pending.len : max;
+            memcpy(buf, s->pending.data, n);
+            memmove(s->pending.data, s->pending.data + n, s->pending.len - n);
+            s->pending.len -= n;
+            return (long)n;
+        }
+        if (s->done)
+            return 0;
+        int rc = s->c.sent ? cell_step(&s->c, 2000) : -1;
+        if (rc < 0) {
+            abx_reply tmp = {0};
+            died(&s->c, &tmp);
+            emit(&s->c, "error", json_pack("{s:s, s:s?, s:O?}", "code", "kernel.died", "message", tmp.message,
+                                           "details", tmp.details));
+            abx_free(tmp.message);
+            json_decref(tmp.details);
+        }
+        if (rc != 0) {
+            emit(&s->c, "end", json_pack("{s:i, s:b, s:b, s:I, s:I}", "execution_count", s->c.count, "timed_out",
+                                         s->c.timed_out, "truncated",
+                                         s->c.out[0].total > 2 * s->c.out[0].half ||
+                                             s->c.out[1].total > 2 * s->c.out[1].half || s->c.results_cut,
+                                         "stdout_bytes", (json_int_t)s->c.out[0].total, "stderr_bytes",
+                                         (json_int_t)s->c.out[1].total));
+            s->done = true;
+        } else if (!s->pending.len) {
+            abx_buf_puts(&s->pending, ": keepalive\n\n");
+        }
+    }
+}
+
+static void sse_free(void *state)
+{
+    cell_sse *s = state;
+    if (!s->done && s->c.k->proc) /* the client left: the cell stops, the kernel stays */
+        abx_proc_signal(s->c.k->proc, SIGINT);
+    json_t *logs[2];
+    cap_finish(&s->c.out[0], &logs[0]);
+    cap_finish(&s->c.out[1], &logs[1]);
+    json_decref(logs[0]);
+    json_decref(logs[1]);
+    json_decref(s->c.results);
+    json_decref(s->c.error);
+    cell_end(&s->c, s->st);
+    abx_buf_release(&s->pending);
+    abx_free(s);
+}
+
+abx_err abx_kernels_stream(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    cell_sse *s = abx_calloc(1, sizeof *s);
+    if (!s)
+        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    abx_err e = cell_begin(ctx, args, &s->c, r);
+    if (e != ABX_OK) {
+        abx_free(s);
+        return e;
+    }
+    s->st = abx_ctx_ns_state(ctx, &abx_ns_kernels);
+    abx_buf_init(&s->pending, (size_t)64 << 20);
+    s->c.events = &s->pending;
+    abx_reply_stream(r, "text/event-stream", sse_read, s, sse_free);
+    return ABX_OK;
 }

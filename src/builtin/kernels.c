@@ -443,6 +443,11 @@ static const abx_op_def kernels_ops[] = {
      .http = {"POST /kernels/{id}/execute"}, .params = exec_params,
      .limits = ABX_LIM_TIMEOUT | ABX_LIM_RATE | ABX_LIM_CONCURRENCY | ABX_LIM_MAX_OUTPUT_BYTES, .since = "0.2",
      .errors = "kernel.not_found kernel.busy kernel.died", .handler = abx_kernels_execute},
+    {.id = "kernels.stream", .effects = ABX_EFF_EXEC,
+     .summary = "Run a cell, its outputs as SSE events while they happen: stdout, stderr, result, error, end.",
+     .http = {"POST /kernels/{id}/stream"}, .params = exec_params, .stream = ABX_STREAM_SSE,
+     .limits = ABX_LIM_TIMEOUT | ABX_LIM_RATE | ABX_LIM_CONCURRENCY | ABX_LIM_MAX_OUTPUT_BYTES, .since = "0.2",
+     .errors = "kernel.not_found kernel.busy", .handler = abx_kernels_stream},
     {0},
 };
 

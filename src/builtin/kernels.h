@@ -42,5 +42,6 @@ json_t *abx_kernel_json(kernel *k);
 abx_err abx_kernel_acquire(kernel *k, bool wait, abx_reply *r);
 void abx_kernel_release(kernel *k);
 abx_err abx_kernels_execute(abx_ctx *ctx, const json_t *args, abx_reply *r);
+abx_err abx_kernels_stream(abx_ctx *ctx, const json_t *args, abx_reply *r);
 
 #endif

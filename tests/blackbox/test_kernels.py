@@ -223,3 +223,36 @@ def test_runs_complete_once(ks):
     # a kernel of no run cannot complete anything
     e = ok(run(s, ks[1], "host.submit_output(1)['error']['code']"))
     assert e["results"][0]["text/plain"] == "'run.not_found'"
+
+
+def sse_events(resp):
+    out, ev = [], None
+    for line in resp.iter_lines(decode_unicode=True):
+        if line.startswith("event: "):
+            ev = line[7:]
+        elif line.startswith("data: ") and ev:
+            out.append((ev, json.loads(line[6:])))
+            if ev == "end":
+                break
+    return out
+
+
+def test_stream_events_in_order(ks):
+    s, kid, _ = ks
+    r = s.post("/ops/kernels.stream", token=ALICE_TOKEN, stream=True, timeout=60,
+               json_body={"id": kid, "code": "import sys, time\nprint('a')\nsys.stdout.flush()\ntime.sleep(0.5)\n"
+                                               "print('b', file=sys.stderr)\n1/0"})
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/event-stream")
+    events = sse_events(r)
+    kinds = [e for e, _ in events]
+    assert kinds == ["stdout", "stderr", "error", "end"], events
+    assert events[0][1]["text"] == "a\n" and events[1][1]["text"] == "b\n"
+    assert events[2][1]["name"] == "ZeroDivisionError"
+    assert events[3][1]["execution_count"] == 1
+    e = ok(run(s, kid, "'x'"))
+    assert e["results"][0]["text/plain"] == "'x'" and e["execution_count"] == 2
+    r = s.post("/ops/kernels.stream", token=ALICE_TOKEN, stream=True, timeout=60, json_body={"id": kid, "code": "40+2"})
+    events = sse_events(r)
+    assert [e for e, _ in events] == ["result", "end"] and events[0][1]["text/plain"] == "42", events
+    assert_error(s.op("kernels.stream", {"id": "k-000000000000", "code": "1"}, token=ALICE_TOKEN), 404,
+                 "kernel.not_found")
