@@ -255,31 +255,40 @@ json_t *abx_kernel_json(kernel *k)
                      "execution_count", k->exec_count);
 }
 
-static abx_err kernels_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
+/* A started kernel of the caller's, in the list, or NULL with the error on r. The list
+ * holds one reference and the caller gets another. */
+static kernel *kernel_new(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     kstate *st = state_of(ctx);
     reap_idle(st);
     const char *lang = json_string_value(json_object_get(args, "language"));
-    if (strcmp(lang, "python") != 0)
-        return abx_reply_error(r, ABX_E_KERNEL_START_FAILED, NULL,
-                               "language '%s': only python kernels are implemented so far", lang);
+    if (strcmp(lang, "python") != 0) {
+        abx_reply_error(r, ABX_E_KERNEL_START_FAILED, NULL, "language '%s': only python kernels are implemented so far",
+                        lang);
+        return NULL;
+    }
     const char *k_;
     json_t *v;
     json_object_foreach(json_object_get(args, "env"), k_, v) if (strncmp(k_, "ABX_", 4) == 0 ||
                                                                  strncmp(k_, "LD_", 3) == 0 ||
-                                                                 strncmp(k_, "PYTHON", 6) == 0)
-        return abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "env: %s is reserved", k_);
+                                                                 strncmp(k_, "PYTHON", 6) == 0) {
+        abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "env: %s is reserved", k_);
+        return NULL;
+    }
     const char *run = json_string_value(json_object_get(args, "run"));
     if (run && (strlen(run) >= sizeof ((kernel *)0)->run ||
-                !abx_run_exists(builtin_req(ctx)->server, run, abx_ctx_principal(ctx))))
-        return abx_reply_error(r, ABX_E_RUN_NOT_FOUND, NULL, "no run %s of this caller", run);
+                !abx_run_exists(builtin_req(ctx)->server, run, abx_ctx_principal(ctx)))) {
+        abx_reply_error(r, ABX_E_RUN_NOT_FOUND, NULL, "no run %s of this caller", run);
+        return NULL;
+    }
     kernel *k = abx_calloc(1, sizeof *k);
     unsigned char rnd[24];
     if (!k || !(k->owner = abx_strdup(abx_ctx_principal(ctx))) || abx_random(rnd, sizeof rnd) != 0) {
         if (k)
             abx_free(k->owner);
         abx_free(k);
-        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+        abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+        return NULL;
     }
     char hex[49];
     abx_hex(rnd, sizeof rnd, hex);
@@ -290,18 +299,51 @@ static abx_err kernels_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
     pthread_mutex_init(&k->mu, NULL);
     pthread_cond_init(&k->cv, NULL);
     k->refs = 1;
-    abx_err e = kernel_spawn(ctx, args, k, r);
-    if (e != ABX_OK) {
+    if (kernel_spawn(ctx, args, k, r) != ABX_OK) {
         abx_kernel_unref(st, k);
-        return e;
+        return NULL;
     }
-    json_t *out = abx_kernel_json(k);
     pthread_mutex_lock(&st->mu);
+    k->refs++;
     k->next = st->list;
     st->list = k;
     pthread_mutex_unlock(&st->mu);
-    abx_reply_json(r, out);
+    return k;
+}
+
+static abx_err kernels_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    kernel *k = kernel_new(ctx, args, r);
+    if (!k)
+        return abx_exec_start_failed(r);
+    abx_reply_json(r, abx_kernel_json(k));
+    abx_kernel_unref(state_of(ctx), k);
     return ABX_OK;
+}
+
+/* devtools.code.run: a fresh kernel for one cell, then gone. */
+static abx_err code_run(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    json_t *kargs = json_pack("{s:O}", "language", json_object_get(args, "language"));
+    kernel *k = kargs ? kernel_new(ctx, kargs, r) : NULL;
+    json_decref(kargs);
+    if (!k)
+        return r->err ? r->err : abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    json_t *xargs = json_pack("{s:s, s:O, s:O?}", "id", k->id, "code", json_object_get(args, "code"), "timeout",
+                              json_object_get(args, "timeout"));
+    abx_err e = xargs ? abx_kernels_execute(ctx, xargs, r)
+                      : abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    json_t *dargs = json_pack("{s:s}", "id", k->id);
+    abx_reply scratch = {0};
+    kernel *gone = dargs ? abx_kernel_find(ctx, dargs, &scratch, true) : NULL;
+    if (gone)
+        abx_kernel_unref(state_of(ctx), gone);
+    abx_kernel_unref(state_of(ctx), k);
+    abx_free(scratch.message);
+    json_decref(scratch.details);
+    json_decref(dargs);
+    json_decref(xargs);
+    return e;
 }
 
 static abx_err kernels_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
@@ -450,6 +492,25 @@ static const abx_op_def kernels_ops[] = {
      .errors = "kernel.not_found kernel.busy", .handler = abx_kernels_stream},
     {0},
 };
+
+static const abx_param code_params[] = {
+    {"language", ABX_T_ENUM, .required = true, .choices = "python|r", .kind = ABX_KIND_LANGUAGE,
+     .doc = "The interpreter's language (checked by the statement's languages scope)"},
+    {"code", ABX_T_STRING, .required = true, .doc = "The code to run"},
+    {"timeout", ABX_T_NUMBER, .doc = "Seconds before it is interrupted (the statement's timeout caps it)"},
+    {0},
+};
+
+static const abx_op_def devtools_ops[] = {
+    {.id = "devtools.code.run", .effects = ABX_EFF_EXEC,
+     .summary = "Run code once in a fresh confined interpreter; returns the Execution of kernels.execute.",
+     .http = {"POST /devtools/code/run"}, .params = code_params,
+     .limits = KLIMITS | ABX_LIM_MAX_OUTPUT_BYTES, .since = "0.2",
+     .errors = "kernel.start_failed kernel.died process.spawn_failed sandbox.unavailable", .handler = code_run},
+    {0},
+};
+
+const abx_namespace abx_ns_devtools = {.name = "devtools", .ops = devtools_ops};
 
 const abx_namespace abx_ns_kernels = {
     .name = "kernels", .ops = kernels_ops, .state_new = kstate_new, .state_free = kstate_free};

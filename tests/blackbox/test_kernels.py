@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists("/usr/lib/python3/dist-packag
 
 
 def config(ws, ledger, languages=("python",), limits=None, net=False):
-    stmt = {"ops": ["kernels.*"], "principals": ["role:agent"], "paths": [ws + "/**"],
+    stmt = {"ops": ["kernels.*", "devtools.*"], "principals": ["role:agent"], "paths": [ws + "/**"],
             "languages": list(languages), "net": net}
     if limits:
         stmt["limits"] = limits
@@ -256,3 +256,24 @@ def test_stream_events_in_order(ks):
     assert [e for e, _ in events] == ["result", "end"] and events[0][1]["text/plain"] == "42", events
     assert_error(s.op("kernels.stream", {"id": "k-000000000000", "code": "1"}, token=ALICE_TOKEN), 404,
                  "kernel.not_found")
+
+
+def test_devtools_code_run_one_shot(ks):
+    s, kid, _ = ks
+    e = ok(s.op("devtools.code.run", {"language": "python", "code": "import os\nprint(os.getpid())\n6*7"},
+                token=ALICE_TOKEN))
+    assert e["results"][0]["text/plain"] == "42" and e["execution_count"] == 1 and e["error"] is None
+    pid = int(e["logs"]["stdout"][0])
+    # a fresh interpreter each time, gone afterwards; the caller's own kernel stays
+    e2 = ok(s.op("devtools.code.run", {"language": "python", "code": "'y' in globals()"}, token=ALICE_TOKEN))
+    assert e2["results"][0]["text/plain"] == "False"
+    assert [k["id"] for k in ok(s.op("kernels.list", {}, token=ALICE_TOKEN))["kernels"]] == [kid]
+    deadline = time.time() + 5
+    while os.path.exists("/proc/%d" % pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists("/proc/%d/cmdline" % pid) or b"ipykernel" not in open("/proc/%d/cmdline" % pid, "rb").read()
+    e3 = ok(s.op("devtools.code.run", {"language": "python", "code": "while True: pass", "timeout": 1},
+                 token=ALICE_TOKEN))
+    assert e3["timed_out"] is True
+    assert_error(s.op("devtools.code.run", {"language": "r", "code": "1"}, token=ALICE_TOKEN), 403,
+                 "policy.language_not_allowed")
