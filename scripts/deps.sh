@@ -5,7 +5,11 @@
 #   scripts/deps.sh bench   — build + wrk, nginx, FastAPI/uvicorn/uvloop/httptools
 set -euo pipefail
 what=${1:-build}
-pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libyaml-dev libcurl4-openssl-dev libwslay-dev libsqlite3-dev zlib1g-dev ca-certificates)
+pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libyaml-dev libcurl4-openssl-dev libwslay-dev libsqlite3-dev zlib1g-dev ca-certificates
+      libzmq3-dev)  # kernels.*: libzmq speaks the Jupyter protocol
+# the kernels abx starts (kernels.*, devtools.code.run): IPython and IRkernel, with the
+# libraries cells are expected to have (plots, data frames)
+pkgs+=(python3-ipykernel python3-matplotlib python3-pandas r-cran-irkernel)
 case "$what" in
   build) ;;
   test) pkgs+=(libcmocka-dev python3 python3-pytest python3-requests python3-websocket clang libclang-rt-14-dev openssl)

@@ -100,8 +100,12 @@ set(ABX_SRC_BUILTIN
   src/builtin/files/watch.c
   src/builtin/files/write.c
   src/builtin/gitcfg.c
+  src/builtin/jupyter.c
+  src/builtin/kernel_exec.c
+  src/builtin/kernels.c
   src/builtin/ledger_ops.c
   src/builtin/process.c
+  src/builtin/runs.c
   src/builtin/system.c
   src/builtin/terminal.c
 )

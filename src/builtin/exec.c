@@ -118,7 +118,9 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
     }
     /* a private TMPDIR, granted read-write; /tmp itself is not */
     char why[300];
-    if (abx_procs_make_tmpdir(s->procs, tmpdir, sizeof tmpdir, why, sizeof why) != 0) {
+    if (o->tmpdir)
+        snprintf(tmpdir, sizeof tmpdir, "%s", o->tmpdir);
+    else if (abx_procs_make_tmpdir(s->procs, tmpdir, sizeof tmpdir, why, sizeof why) != 0) {
         abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "%s", why);
         goto out;
     }
@@ -150,12 +152,12 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .set_ids = true, .required = abx_procs_confine_required(s->procs),
     };
     abx_procs_run_ids(s->procs, &conf.uid, &conf.gid);
-    int64_t kill_after = life > 0 ? life : 0;
+    int64_t kill_after = life > 0 && !o->persistent ? life : 0;
     if (o->hard_timeout_ms > 0 && (kill_after == 0 || o->hard_timeout_ms < kill_after))
         kill_after = o->hard_timeout_ms;
     abx_proc_spec spec = {
         .spawn = {.argv = argv, .envp = env.v, .cwd_fd = cwd_fd, .cwd_path = cwd_path, .confine = &conf,
-                  .tmpdir = tmpdir},
+                  .tmpdir = tmpdir, .keep_fds = o->keep_fds, .n_keep_fds = o->n_keep_fds},
         .owner = abx_ctx_principal(ctx),
         .tag = o->tag,
         .kill_after_ms = kill_after,
@@ -177,7 +179,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
     abx_proc_set_tmpdir(p, tmpdir);
     tmpdir[0] = '\0'; /* removed when the process record goes */
 out:
-    if (tmpdir[0]) {
+    if (tmpdir[0] && !o->tmpdir) { /* a caller's TMPDIR stays the caller's */
         abx_rm_tree(tmpdir);
     }
     if (cwd_fd >= 0)

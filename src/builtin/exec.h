@@ -13,6 +13,12 @@ typedef struct abx_exec_opts {
     const json_t *base_env;     /* session environment, or NULL */
     bool pty;
     unsigned short cols, rows;
+    const char *tmpdir;         /* a private TMPDIR made already (a kernel's: it holds its
+                                   sockets and connection file), or NULL: one is made */
+    const int *keep_fds;        /* descriptors the process inherits (a kernel's sockets) */
+    size_t n_keep_fds;
+    bool persistent;            /* a kernel: the statement's timeout bounds each call, not
+                                   the process's life */
     char *const *argv;          /* the argv to run instead of the policy's (declarative commands,
                                    whose program is fixed by the config), or NULL */
 } abx_exec_opts;

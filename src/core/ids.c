@@ -51,7 +51,8 @@ bool abx_id_is_prefix(const char *a, const char *b)
 }
 
 static const char *const reserved[] = {"core", "files", "commands", "process", "terminal", "system", "devtools",
-                                       "browser", "agents", "ext", "ledger", "approvals", "kernels", "tools"};
+                                       "browser", "agents", "ext", "ledger", "approvals", "kernels", "runs",
+                                       "tools"};
 
 bool abx_id_reserved_ns(const char *id)
 {
@@ -68,7 +69,8 @@ static const char *const verbs[] = {"list", "get", "create", "update", "delete",
                                     "signal", "check", "describe", "install", "health", "capabilities", "edit",
                                     "mkdir", "copy", "find", "archive", "exec", "close", "output", "resize",
                                     "connect", "info", "reload", "explain", "timeline", "decide", "execute",
-                                    "send", "cancel", "verify", "grade", "metrics", "env", "timeline", "decide"};
+                                    "send", "cancel", "verify", "grade", "metrics", "env", "timeline", "decide", "interrupt",
+                                    "restart"};
 
 bool abx_id_known_verb(const char *id)
 {

@@ -21,10 +21,11 @@ static bool expand_preset(cctx *c, const char *name, int line)
     }
     /* preset workspace: every non-admin op for every authenticated principal, files
      * confined to the workspace; any program may run, because the kernel confines it to
-     * the workspace (Landlock), without network and without capabilities. */
-    json_t *st = json_pack("{s:[s], s:[s], s:[s], s:{s:b, s:b, s:[s,s,s,s]}}", "ops", "*", "principals", "*",
-                           "paths", "**", "commands", "unrestricted", 1, "unsafe", 1, "env", "LANG", "TZ", "TERM",
-                           "PYTHONPATH");
+     * the workspace (Landlock), without network and without capabilities; kernels
+     * likewise, in the languages abx can start. */
+    json_t *st = json_pack("{s:[s], s:[s], s:[s], s:{s:b, s:b, s:[s,s,s,s]}, s:[s,s]}", "ops", "*", "principals",
+                           "*", "paths", "**", "commands", "unrestricted", 1, "unsafe", 1, "env", "LANG", "TZ", "TERM",
+                           "PYTHONPATH", "languages", "python", "r");
     abx_stmt s;
     c->in_preset = true;
     bool ok = abx_pol_parse_stmt(c, &s, st, true, "preset:workspace[0]");

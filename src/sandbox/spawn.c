@@ -370,6 +370,9 @@ static int child_main(void *arg)
     /* every descriptor but 0–2 closes at exec; the error pipe stays usable until then */
     if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
         child_fail(a, ST_FDS);
+    for (size_t i = 0; i < req->n_keep_fds; i++) /* but those the caller hands over */
+        if (fcntl(req->keep_fds[i], F_SETFD, 0) != 0)
+            child_fail(a, ST_FDS);
     if (a->use_caps) {
         if (prctl(PR_SET_SECUREBITS, SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
                                          SECBIT_NOROOT | SECBIT_NOROOT_LOCKED) != 0)

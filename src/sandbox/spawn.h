@@ -94,6 +94,9 @@ typedef struct abx_spawn_req {
     bool ctty;                       /* stdin is a terminal slave: make it the controlling tty */
     const abx_confine *confine;
     const char *tmpdir;              /* private TMPDIR granted read-write, or NULL */
+    const int *keep_fds;             /* descriptors the child keeps under their numbers (a
+                                        kernel's listening sockets), or NULL */
+    size_t n_keep_fds;
     int64_t deadline_ms;             /* CLOCK_MONOTONIC ms after which the watchdog kills the
                                         process's group and cgroup if abx has not; 0 = none */
 } abx_spawn_req;

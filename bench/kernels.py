@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""bench/kernels.py — kernels.* against the floor of starting Python (issue 15).
+
+    /usr/bin/python3 bench/kernels.py [path/to/abx]     (default build/abx)
+
+Starts `abx serve` on a free port with a policy mounting kernels.* and files.* (net off),
+then measures in the same run, side by side:
+  - `python3 -c pass` start time (the floor), p50 of BENCH_K_START runs;
+  - kernels.create (a confined ipykernel, until it answered kernel_info and iopub), p50;
+  - kernels.execute of `1+1`, client-side round trip p50/p99 over BENCH_K_N cells
+    (target: p50 <= 3 ms);
+  - host.files.stat from inside a cell, per call, timed in the cell over BENCH_K_N calls.
+Environment: BENCH_K_N (default 200), BENCH_K_START (default 5)."""
+import hashlib
+import shutil
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import requests
+
+N = int(os.environ.get("BENCH_K_N", "200"))
+STARTS = int(os.environ.get("BENCH_K_START", "5"))
+TOKEN = "bench-token-0123456789abcdef"
+
+
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(len(v) * p))]
+
+
+def main():
+    binary = sys.argv[1] if len(sys.argv) > 1 else "build/abx"
+    tmp = tempfile.mkdtemp(prefix="abx-bench-k-")
+    ws = os.path.join(tmp, "ws")
+    os.mkdir(ws)
+    with open(os.path.join(ws, "a.txt"), "w") as f:
+        f.write("x\n")
+    cfg = {"workspace": ws, "terminal_listen": "off",
+           "auth": {"tokens": [{"principal": "b", "roles": ["agent"],
+                                "token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}]},
+           "policy": {"allow": [{"ops": ["kernels.*", "files.*"], "principals": ["b"], "paths": [ws + "/**"],
+                                 "languages": ["python"]}]}}
+    with open(os.path.join(tmp, "abx.json"), "w") as f:
+        json.dump(cfg, f)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    env = dict(os.environ, ABX_HOME=os.path.join(tmp, "home"))
+    srv = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:%d" % port, "--config",
+                            os.path.join(tmp, "abx.json")], env=env, stderr=subprocess.DEVNULL)
+    url = "http://127.0.0.1:%d/ops/" % port
+    h = {"Authorization": "Bearer " + TOKEN}
+    sess = requests.Session()
+    try:
+        for _ in range(200):
+            try:
+                sess.get("http://127.0.0.1:%d/health" % port, timeout=1)
+                break
+            except requests.RequestException:
+                time.sleep(0.05)
+        floor = []
+        for _ in range(STARTS):
+            t = time.perf_counter()
+            subprocess.run(["/usr/bin/python3", "-c", "pass"], check=True)
+            floor.append((time.perf_counter() - t) * 1000)
+        starts, kid = [], None
+        for i in range(STARTS):
+            t = time.perf_counter()
+            r = sess.post(url + "kernels.create", json={"language": "python"}, headers=h, timeout=60)
+            starts.append((time.perf_counter() - t) * 1000)
+            r.raise_for_status()
+            if kid:
+                sess.post(url + "kernels.delete", json={"id": r.json()["id"]}, headers=h).raise_for_status()
+            else:
+                kid = r.json()["id"]
+        rt = []
+        for _ in range(N):
+            t = time.perf_counter()
+            r = sess.post(url + "kernels.execute", json={"id": kid, "code": "1+1"}, headers=h, timeout=30)
+            rt.append((time.perf_counter() - t) * 1000)
+            assert r.json()["results"][0]["text/plain"] == "2", r.text
+        code = ("import time\nts = []\nfor _ in range(%d):\n    t = time.perf_counter()\n"
+                "    assert host.files.stat(path='a.txt')['size'] == 2\n"
+                "    ts.append((time.perf_counter() - t) * 1000)\nts.sort()\n(ts[len(ts)//2], ts[int(len(ts)*0.99)])" % N)
+        r = sess.post(url + "kernels.execute", json={"id": kid, "code": code}, headers=h, timeout=120)
+        hp50, hp99 = eval(r.json()["results"][0]["text/plain"])
+        print("kernels bench (N=%d, starts=%d)" % (N, STARTS))
+        print("  python3 -c pass start   p50 %8.1f ms   (floor)" % statistics.median(floor))
+        print("  kernels.create          p50 %8.1f ms   = %.1f x floor" % (statistics.median(starts),
+                                                                          statistics.median(starts) / statistics.median(floor)))
+        print("  execute 1+1 round trip  p50 %8.2f ms   p99 %.2f ms   (target p50 <= 3 ms)" % (pct(rt, 0.5), pct(rt, 0.99)))
+        print("  host.files.stat in cell p50 %8.2f ms   p99 %.2f ms" % (hp50, hp99))
+    finally:
+        srv.terminate()
+        srv.wait(10)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+/* kernels.h — what kernels.c (lifecycle) and kernel_exec.c (cells, host calls) share. */
+#ifndef ABX_BUILTIN_KERNELS_H
+#define ABX_BUILTIN_KERNELS_H
+
+#include "builtin/builtin.h"
+#include "builtin/jupyter.h"
+
+typedef struct kernel {
+    char id[20];                 /* "k-" + 12 hex digits */
+    char language[8];
+    char credential[37];         /* the host channel's kernel-scoped secret */
+    char *owner;                 /* the creating principal: host calls run as it */
+    char run[20];                /* the run it belongs to (kernels.create run:), "" none */
+    abx_proc *proc;              /* one reference; NULL while stopped */
+    abx_jconn *conn;
+    pthread_mutex_t mu;          /* guards the FIFO and last_used */
+    pthread_cond_t cv;
+    uint64_t next_ticket, serving;
+    int64_t last_used;
+    int exec_count;
+    int refs;                    /* under the namespace state's mu */
+    struct kernel *next;
+} kernel;
+
+typedef struct kstate {
+    pthread_mutex_t mu;
+    kernel *list;
+} kstate;
+
+extern const abx_namespace abx_ns_kernels, abx_ns_runs;
+
+/* runs.c: does principal owner have run id; complete it once (by: "submit_output" or
+ * "finalize"): ABX_OK, or run.not_found / run.completed with msg. */
+bool abx_run_exists(abx_server *s, const char *id, const char *owner);
+abx_err abx_run_complete(abx_server *s, const char *id, const char *owner, const json_t *output, const char *by,
+                         char *msg, size_t msglen);
+
+kernel *abx_kernel_find(abx_ctx *ctx, const json_t *args, abx_reply *r, bool unlink);
+void abx_kernel_unref(kstate *st, kernel *k);
+json_t *abx_kernel_json(kernel *k);
+/* FIFO: wait for the kernel's turn (or 409 kernel.busy when !wait and it is taken). */
+abx_err abx_kernel_acquire(kernel *k, bool wait, abx_reply *r);
+void abx_kernel_release(kernel *k);
+abx_err abx_kernels_execute(abx_ctx *ctx, const json_t *args, abx_reply *r);
+abx_err abx_kernels_stream(abx_ctx *ctx, const json_t *args, abx_reply *r);
+
+#endif

@@ -1,0 +1,279 @@
+"""kernels.*: persistent confined Python kernels spoken to over the Jupyter protocol
+(issue 15). Each test starts real ipykernel processes through abx."""
+import base64
+import json
+import os
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from abxtest import ALICE_TOKEN, CAROL_TOKEN, assert_error, sha256_hex
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/usr/lib/python3/dist-packages/ipykernel"),
+                                reason="python3-ipykernel is not installed (scripts/deps.sh installs it)")
+
+
+def config(ws, ledger, languages=("python",), limits=None, net=False):
+    stmt = {"ops": ["kernels.*", "devtools.*"], "principals": ["role:agent"], "paths": [ws + "/**"],
+            "languages": list(languages), "net": net}
+    if limits:
+        stmt["limits"] = limits
+    return {"workspace": ws, "terminal_listen": "off", "ledger": {"path": ledger},
+            "auth": {"tokens": [
+                {"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)},
+                {"principal": "carol", "roles": ["agent"], "token_sha256": sha256_hex(CAROL_TOKEN)}]},
+            "policy": {"allow": [stmt, {"ops": ["files.*"], "principals": ["role:agent"], "paths": [ws + "/**"]},
+                                {"ops": ["runs.*"], "principals": ["role:agent"]}]}}
+
+
+def ok(r):
+    assert r.status_code == 200, "%s %s" % (r.status_code, r.text[:800])
+    return r.json()
+
+
+@pytest.fixture
+def ks(abx, workspace, tmp_path):
+    """(server, kernel id, ledger path) with one Python kernel of alice's."""
+    ledger = str(tmp_path / "ledger.db")
+    s = abx(config(workspace, ledger, limits={"max_output_bytes": "64KiB"}))
+    k = ok(s.op("kernels.create", {"language": "python"}, token=ALICE_TOKEN))
+    assert k["status"] == "idle" and k["language"] == "python" and k["id"].startswith("k-")
+    return s, k["id"], ledger
+
+
+def run(s, kid, code, token=ALICE_TOKEN, **extra):
+    body = {"id": kid, "code": code}
+    body.update(extra)
+    r = s.post("/ops/kernels.execute", token=token, json_body=body, timeout=120)
+    return r
+
+
+def test_state_kept_between_cells_and_execution_shape(ks):
+    s, kid, _ = ks
+    e = ok(run(s, kid, "x = 41\nprint('hello')\nimport sys; print('warn', file=sys.stderr)\nx + 1"))
+    assert e["results"] == [{"text/plain": "42", "is_main_result": True}]
+    assert "".join(e["logs"]["stdout"]) == "hello\n" and "".join(e["logs"]["stderr"]) == "warn\n"
+    assert e["error"] is None and e["truncated"] is False and e["execution_count"] == 1
+    e2 = ok(run(s, kid, "x * 2"))
+    assert e2["results"][0]["text/plain"] == "82" and e2["execution_count"] == 2
+    listed = ok(s.op("kernels.list", {}, token=ALICE_TOKEN))["kernels"]
+    assert [k["id"] for k in listed] == [kid]
+    assert ok(s.op("kernels.get", {"id": kid}, token=ALICE_TOKEN))["execution_count"] == 2
+
+
+def test_error_value(ks):
+    s, kid, _ = ks
+    e = ok(run(s, kid, "1/0"))
+    assert e["error"]["name"] == "ZeroDivisionError" and e["error"]["value"] == "division by zero"
+    assert isinstance(e["error"]["traceback"], list) and e["results"] == []
+
+
+def test_dataframe_html_and_plot_png(ks):
+    s, kid, _ = ks
+    e = ok(run(s, kid, "import pandas as pd\npd.DataFrame({'a': [1, 2]})"))
+    assert "<table" in e["results"][0]["text/html"] and e["results"][0]["is_main_result"] is True
+    e = ok(run(s, kid, "%matplotlib inline\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()"))
+    pngs = [r for r in e["results"] if "image/png" in r]
+    assert pngs, e
+    assert base64.b64decode(pngs[0]["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert pngs[0]["is_main_result"] is False and "text/plain" in pngs[0]
+
+
+def test_huge_output_keeps_head_and_tail(ks):
+    s, kid, _ = ks
+    e = ok(run(s, kid, "import sys\nsys.stdout.write('H' * 1000 + 'x' * 100_000_000 + 'T' * 1000)\nsys.stdout.flush()"))
+    assert e["truncated"] is True and e["stdout_bytes"] == 100_002_000
+    out = e["logs"]["stdout"]
+    assert out[0].startswith("H" * 1000) and out[-1].endswith("T" * 1000)
+    assert sum(len(x) for x in out) < 70 * 1024
+    # the kernel still answers
+    assert ok(run(s, kid, "2 + 2"))["results"][0]["text/plain"] == "4"
+
+
+def test_timeout_interrupts_and_kernel_keeps_state(ks):
+    s, kid, _ = ks
+    ok(run(s, kid, "y = 7"))
+    t0 = time.time()
+    e = ok(run(s, kid, "while True: pass", timeout=1))
+    assert time.time() - t0 < 8
+    assert e["timed_out"] is True and e["error"]["name"] == "KeyboardInterrupt"
+    assert ok(run(s, kid, "y"))["results"][0]["text/plain"] == "7"
+
+
+def test_death_reported_and_restart(ks):
+    s, kid, _ = ks
+    ok(run(s, kid, "z = 1"))
+    r = run(s, kid, "import os; os._exit(1)")
+    assert_error(r, 502, "kernel.died")
+    assert r.json()["error"]["details"]["exit_code"] == 1
+    assert ok(s.op("kernels.get", {"id": kid}, token=ALICE_TOKEN))["status"] == "dead"
+    assert_error(run(s, kid, "1"), 502, "kernel.died")
+    k = ok(s.op("kernels.restart", {"id": kid}, token=ALICE_TOKEN))
+    assert k["status"] == "idle" and k["execution_count"] == 0
+    e = ok(run(s, kid, "'z' in globals()"))
+    assert e["results"][0]["text/plain"] == "False"
+    r = run(s, kid, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    assert_error(r, 502, "kernel.died")
+    assert r.json()["error"]["details"]["signal"] == "SEGV", r.text
+
+
+def test_fifo_and_busy(ks):
+    s, kid, _ = ks
+    results = {}
+
+    def slow():
+        results["slow"] = run(s, kid, "import time; time.sleep(2); 'slow'")
+
+    t = threading.Thread(target=slow)
+    t.start()
+    time.sleep(0.5)
+    assert_error(run(s, kid, "1", wait=False), 409, "kernel.busy")
+    e = ok(run(s, kid, "'after'"))  # waits its turn
+    t.join()
+    assert ok(results["slow"])["results"][0]["text/plain"] == "'slow'"
+    assert e["results"][0]["text/plain"] == "'after'"
+
+
+def test_interrupt_op(ks):
+    s, kid, _ = ks
+    results = {}
+    t = threading.Thread(target=lambda: results.setdefault("r", run(s, kid, "import time; time.sleep(30)")))
+    t.start()
+    time.sleep(1)
+    ok(s.op("kernels.interrupt", {"id": kid}, token=ALICE_TOKEN))
+    t.join(15)
+    assert ok(results["r"])["error"]["name"] == "KeyboardInterrupt"
+
+
+def test_other_principal_sees_nothing(ks):
+    s, kid, _ = ks
+    bodies = []
+    for op, body in (("kernels.execute", {"id": kid, "code": "1"}), ("kernels.get", {"id": kid}),
+                     ("kernels.delete", {"id": kid}), ("kernels.interrupt", {"id": kid}),
+                     ("kernels.restart", {"id": kid})):
+        r = s.op(op, body, token=CAROL_TOKEN)
+        assert_error(r, 404, "kernel.not_found")
+        bodies.append(r.json()["error"]["message"])
+    missing = s.op("kernels.get", {"id": "k-000000000000"}, token=CAROL_TOKEN)
+    assert_error(missing, 404, "kernel.not_found")
+    assert ok(s.op("kernels.list", {}, token=CAROL_TOKEN))["kernels"] == []
+    # the kernel is untouched
+    assert ok(run(s, kid, "3"))["results"][0]["text/plain"] == "3"
+    ok(s.op("kernels.delete", {"id": kid}, token=ALICE_TOKEN))
+    assert_error(s.op("kernels.get", {"id": kid}, token=ALICE_TOKEN), 404, "kernel.not_found")
+
+
+def test_language_not_allowed(abx, workspace, tmp_path):
+    s = abx(config(workspace, str(tmp_path / "l.db"), languages=("r",)))
+    assert_error(s.op("kernels.create", {"language": "python"}, token=ALICE_TOKEN), 403,
+                 "policy.language_not_allowed")
+
+
+def test_env_outside_allowlist_refused(ks):
+    s, _, _ = ks
+    assert_error(s.op("kernels.create", {"language": "python", "env": {"LD_PRELOAD": "/x.so"}},
+                      token=ALICE_TOKEN), 403, "policy.command_not_allowed")
+
+
+def test_host_calls_go_through_the_pipeline(ks, workspace):
+    s, kid, ledger = ks
+    e = ok(run(s, kid, "r = host.files.read(path='a.txt')\nr['content']"))
+    assert e["results"][0]["text/plain"] == "'hello\\n'"
+    e = ok(run(s, kid, "host.call('files.stat', path='a.txt')['size']"))
+    assert e["results"][0]["text/plain"] == "6"
+    cell = run(s, kid, "d = host.files.read(path='/etc/shadow')\nd['error']['code']")
+    assert ok(cell)["results"][0]["text/plain"] == "'policy.path_not_allowed'"
+    rid = cell.headers["X-Request-Id"]
+    time.sleep(0.5)
+    con = sqlite3.connect(ledger, timeout=10)
+    try:
+        (cell_group,) = con.execute("SELECT group_id FROM action_groups WHERE request_id = ?", (rid,)).fetchone()
+        rows = con.execute("SELECT principal, op, door FROM action_groups WHERE batch_group = ?",
+                           (cell_group,)).fetchall()
+    finally:
+        con.close()
+    assert ("alice", "files.read", "kernel") in rows, rows
+    # a soft failure: an unknown op is a value too, and the cell goes on
+    e = ok(run(s, kid, "v = host.nosuch.op()\nv['error']['code']"))
+    assert e["results"][0]["text/plain"] == "'op.not_enabled'" and e["error"] is None
+
+
+def test_runs_complete_once(ks):
+    s, _, _ = ks
+    rid = ok(s.op("runs.create", {}, token=ALICE_TOKEN))["id"]
+    assert ok(s.op("runs.get", {"id": rid}, token=ALICE_TOKEN))["status"] == "open"
+    kid = ok(s.op("kernels.create", {"language": "python", "run": rid}, token=ALICE_TOKEN))["id"]
+    # ordinary results and prose never complete it
+    ok(run(s, kid, "print('final answer: 42')\n42"))
+    assert ok(s.op("runs.get", {"id": rid}, token=ALICE_TOKEN))["status"] == "open"
+    e = ok(run(s, kid, "a = host.submit_output({'answer': 42})\nb = host.submit_output('again')\n(a, b['error']['code'])"))
+    assert e["results"][0]["text/plain"] == "({'run': '%s', 'status': 'completed'}, 'run.completed')" % rid
+    g = ok(s.op("runs.get", {"id": rid}, token=ALICE_TOKEN))
+    assert g == {"id": rid, "status": "completed", "output": {"answer": 42}, "completed_by": "submit_output"}
+    assert_error(s.op("runs.finalize", {"id": rid, "output": 1}, token=ALICE_TOKEN), 409, "run.completed")
+    # finalize from outside; a closed schema; other principals see nothing
+    rid2 = ok(s.op("runs.create", {}, token=ALICE_TOKEN))["id"]
+    assert_error(s.op("runs.finalize", {"id": rid2, "output": 1, "extra": 2}, token=ALICE_TOKEN), 400, "args.unknown")
+    assert_error(s.op("runs.finalize", {"id": rid2, "output": 1}, token=CAROL_TOKEN), 404, "run.not_found")
+    assert_error(s.op("kernels.create", {"language": "python", "run": rid2}, token=CAROL_TOKEN), 404, "run.not_found")
+    g = ok(s.op("runs.finalize", {"id": rid2, "output": [1, 2]}, token=ALICE_TOKEN))
+    assert g["completed_by"] == "finalize" and g["output"] == [1, 2]
+    # a kernel of no run cannot complete anything
+    e = ok(run(s, ks[1], "host.submit_output(1)['error']['code']"))
+    assert e["results"][0]["text/plain"] == "'run.not_found'"
+
+
+def sse_events(resp):
+    out, ev = [], None
+    for line in resp.iter_lines(decode_unicode=True):
+        if line.startswith("event: "):
+            ev = line[7:]
+        elif line.startswith("data: ") and ev:
+            out.append((ev, json.loads(line[6:])))
+            if ev == "end":
+                break
+    return out
+
+
+def test_stream_events_in_order(ks):
+    s, kid, _ = ks
+    r = s.post("/ops/kernels.stream", token=ALICE_TOKEN, stream=True, timeout=60,
+               json_body={"id": kid, "code": "import sys, time\nprint('a')\nsys.stdout.flush()\ntime.sleep(0.5)\n"
+                                               "print('b', file=sys.stderr)\n1/0"})
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/event-stream")
+    events = sse_events(r)
+    kinds = [e for e, _ in events]
+    assert kinds == ["stdout", "stderr", "error", "end"], events
+    assert events[0][1]["text"] == "a\n" and events[1][1]["text"] == "b\n"
+    assert events[2][1]["name"] == "ZeroDivisionError"
+    assert events[3][1]["execution_count"] == 1
+    e = ok(run(s, kid, "'x'"))
+    assert e["results"][0]["text/plain"] == "'x'" and e["execution_count"] == 2
+    r = s.post("/ops/kernels.stream", token=ALICE_TOKEN, stream=True, timeout=60, json_body={"id": kid, "code": "40+2"})
+    events = sse_events(r)
+    assert [e for e, _ in events] == ["result", "end"] and events[0][1]["text/plain"] == "42", events
+    assert_error(s.op("kernels.stream", {"id": "k-000000000000", "code": "1"}, token=ALICE_TOKEN), 404,
+                 "kernel.not_found")
+
+
+def test_devtools_code_run_one_shot(ks):
+    s, kid, _ = ks
+    e = ok(s.op("devtools.code.run", {"language": "python", "code": "import os\nprint(os.getpid())\n6*7"},
+                token=ALICE_TOKEN))
+    assert e["results"][0]["text/plain"] == "42" and e["execution_count"] == 1 and e["error"] is None
+    pid = int(e["logs"]["stdout"][0])
+    # a fresh interpreter each time, gone afterwards; the caller's own kernel stays
+    e2 = ok(s.op("devtools.code.run", {"language": "python", "code": "'y' in globals()"}, token=ALICE_TOKEN))
+    assert e2["results"][0]["text/plain"] == "False"
+    assert [k["id"] for k in ok(s.op("kernels.list", {}, token=ALICE_TOKEN))["kernels"]] == [kid]
+    deadline = time.time() + 5
+    while os.path.exists("/proc/%d" % pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists("/proc/%d/cmdline" % pid) or b"ipykernel" not in open("/proc/%d/cmdline" % pid, "rb").read()
+    e3 = ok(s.op("devtools.code.run", {"language": "python", "code": "while True: pass", "timeout": 1},
+                 token=ALICE_TOKEN))
+    assert e3["timed_out"] is True
+    assert_error(s.op("devtools.code.run", {"language": "r", "code": "1"}, token=ALICE_TOKEN), 403,
+                 "policy.language_not_allowed")
