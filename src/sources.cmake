@@ -57,6 +57,7 @@ set(ABX_SRC_PIPELINE
   src/pipeline/approvals.c
   src/pipeline/auth.c
   src/pipeline/call.c
+  src/pipeline/ctx.c
   src/pipeline/dispatch.c
   src/pipeline/explain.c
   src/pipeline/idempotency.c

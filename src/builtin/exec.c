@@ -4,6 +4,7 @@
  * builds an argv or an environment any other way. */
 #include "builtin/builtin.h"
 #include "builtin/exec.h"
+#include "sandbox/jail.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -44,9 +45,10 @@ static void env_free(env_builder *e)
 
 abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *o, abx_reply *r)
 {
-    abx_request *q = builtin_req(ctx);
-    abx_server *s = q->server;
-    const abx_decision *d = &q->decision;
+    abx_procs *procs = abx_ctx_procs(ctx);
+    abx_server_facts s;
+    abx_ctx_server_facts(ctx, &s);
+    const abx_decision *d = abx_ctx_decision(ctx);
     abx_fs_view v;
     abx_proc *p = NULL;
     int cwd_fd = -1;
@@ -58,7 +60,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         abx_reply_error(r, ABX_E_SERVER_INTERNAL, NULL, "no admitted argv");
         return NULL;
     }
-    int vrc = abx_policy_fs_view(q->policy, q->slot, q->op, d, &v);
+    int vrc = abx_ctx_fs_view(ctx, &v);
     if (vrc == -2) { /* the mask cannot follow the file: refuse rather than run unmasked */
         abx_reply_error(r, ABX_E_POLICY_PATH_DENIED, NULL,
                         "the denied path %s was moved or replaced outside abx and its file cannot be found; "
@@ -82,8 +84,8 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         cwd_fd = abx_jail_open_root(v.cwd_root);
         cwd_path = v.cwd_root;
     } else {
-        cwd_fd = abx_jail_open_root(s->workspace);
-        cwd_path = s->workspace;
+        cwd_fd = abx_jail_open_root(s.workspace);
+        cwd_path = s.workspace;
     }
     if (cwd_fd < 0) {
         abx_reply_error(r, cwd_fd == -ENOTDIR ? ABX_E_FILES_NOT_A_DIRECTORY : abx_err_from_errno(-cwd_fd), NULL,
@@ -92,7 +94,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
     }
     /* a private TMPDIR, granted read-write; /tmp itself is not */
     char why[300];
-    if (abx_procs_make_tmpdir(s->procs, tmpdir, sizeof tmpdir, why, sizeof why) != 0) {
+    if (abx_procs_make_tmpdir(procs, tmpdir, sizeof tmpdir, why, sizeof why) != 0) {
         abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "%s", why);
         goto out;
     }
@@ -100,7 +102,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
      * nothing of abx's own environment (tokens) leaks in */
     env_set(&env, "PATH", "/usr/local/bin:/usr/bin:/bin");
     env_set(&env, "LANG", "C.UTF-8");
-    env_set(&env, "HOME", v.cwd_root ? v.cwd_root : s->workspace);
+    env_set(&env, "HOME", v.cwd_root ? v.cwd_root : s.workspace);
     env_set(&env, "TMPDIR", tmpdir);
     if (o->pty)
         env_set(&env, "TERM", "xterm-256color");
@@ -121,9 +123,9 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .readonly = (const char *const *)v.readonly, .n_readonly = v.n_readonly,
         .pins = (const char *const *)v.pins, .n_pins = v.n_pins,
         .net = d->net, .pids_max = pids, .memory_max = mem, .cpu_milli = cpu,
-        .set_ids = true, .required = abx_procs_confine_required(s->procs),
+        .set_ids = true, .required = abx_procs_confine_required(procs),
     };
-    abx_procs_run_ids(s->procs, &conf.uid, &conf.gid);
+    abx_procs_run_ids(procs, &conf.uid, &conf.gid);
     int64_t kill_after = life > 0 ? life : 0;
     if (o->hard_timeout_ms > 0 && (kill_after == 0 || o->hard_timeout_ms < kill_after))
         kill_after = o->hard_timeout_ms;
@@ -139,7 +141,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .cols = o->cols,
         .rows = o->rows,
     };
-    p = abx_proc_start(s->procs, &spec, why, sizeof why);
+    p = abx_proc_start(procs, &spec, why, sizeof why);
     if (!p) {
         bool confine = strstr(why, "confinement required") != NULL;
         abx_reply_error(r, confine ? ABX_E_SANDBOX_UNAVAILABLE : ABX_E_PROCESS_SPAWN_FAILED, NULL,
@@ -160,7 +162,11 @@ out:
     return p;
 }
 
-abx_err abx_exec_start_failed(const abx_reply *r) { return r->err ? r->err : ABX_E_PROCESS_SPAWN_FAILED; }
+abx_err abx_exec_start_failed(const abx_reply *r)
+{
+    abx_err e = abx_reply_err(r);
+    return e ? e : ABX_E_PROCESS_SPAWN_FAILED;
+}
 
 #define RUN_DEFAULT_OUTPUT (1024 * 1024)
 

@@ -1,2 +1,0 @@
-# Empty dependencies file for abx_pipeline.
-# This may be replaced when dependencies are built.
