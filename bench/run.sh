@@ -61,7 +61,7 @@ cleanup() {
     done
     if [ -n "$TMP" ] && [ -d "$TMP" ]; then
         if [ "$rc" -ne 0 ]; then
-            for f in "$TMP"/abx.log "$TMP"/abx-startup.log "$TMP"/nginx-startup.log "$TMP"/nginx/error.log; do
+            for f in "$TMP"/abx.log "$TMP"/abx-startup.log "$TMP"/nginx-startup.log "$TMP"/nginx/error.log "$TMP"/fastapi.log; do
                 [ -s "$f" ] && { log "--- tail of $f"; tail -n 20 "$f" >&"$LOGFD"; }
             done
         fi
@@ -83,6 +83,13 @@ need_pkg wrk wrk
 need_pkg nginx nginx-light nginx
 need_pkg cc gcc
 need_pkg cmake cmake
+PY=/usr/bin/python3
+need_pkg "$PY" python3
+"$PY" -c 'import fastapi, uvicorn, uvloop, httptools' 2>/dev/null || {
+    log "installing the FastAPI reference: python3-fastapi python3-uvicorn python3-uvloop python3-httptools"
+    run_bg apt-get install -y -qq --no-install-recommends python3-fastapi python3-uvicorn python3-uvloop python3-httptools >&2 ||
+        die "cannot install the FastAPI reference (bash scripts/deps.sh bench)"
+}
 
 # ---------------------------------------------------------------- build
 if [ ! -x "$ABX" ] || [ "${BENCH_REBUILD:-0}" = 1 ]; then
@@ -116,9 +123,9 @@ LC_ALL=C awk 'BEGIN { for (i = 0; i < 1024; i++) printf "%c", 32 + (i % 95) }' >
 chmod 644 "$WS/f1k.txt"
 [ "$(stat -c %s "$WS/f1k.txt")" = 1024 ] || die "f1k.txt is not 1024 bytes"
 
-mapfile -t PORTS < <("$TMP/freeport" 4)
-[ "${#PORTS[@]}" = 4 ] || die "cannot find free ports"
-ABX_PORT=${PORTS[0]} NGX_PORT=${PORTS[1]} START_PORT=${PORTS[2]} NGX_START_PORT=${PORTS[3]}
+mapfile -t PORTS < <("$TMP/freeport" 5)
+[ "${#PORTS[@]}" = 5 ] || die "cannot find free ports"
+ABX_PORT=${PORTS[0]} NGX_PORT=${PORTS[1]} START_PORT=${PORTS[2]} NGX_START_PORT=${PORTS[3]} FA_PORT=${PORTS[4]}
 
 ABX_BENCH_TOKEN="bench-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
 export ABX_BENCH_TOKEN
@@ -223,6 +230,11 @@ NGX_PID=$!
 PIDS+=("$NGX_PID")
 wait_listening "$NGX_PID" "$NGX_PORT" "nginx"
 
+"$PY" "$BENCH_DIR/fastapi_ref.py" "$FA_PORT" "$WS" >"$TMP/fastapi.log" 2>&1 &
+FA_PID=$!
+PIDS+=("$FA_PID")
+wait_listening "$FA_PID" "$FA_PORT" "the FastAPI reference"
+
 # idle RSS: fresh server, no request served yet, idle for 1 s
 sleep 1
 IDLE_RSS_KB=$(proc_field "$ABX_PID" VmRSS)
@@ -244,19 +256,40 @@ grep -q '"content"' <<<"$r" && grep -qF 'abcdefghijklmnopqrstuvwxyz' <<<"$r" ||
 r=$(http_get "$NGX_PORT" /f1k.txt)
 [ "$(status_of <<<"$r")" = 200 ] || fail "nginx GET /f1k.txt answered '$(head -n 1 <<<"$r")'"
 [ "${r#*$'\r\n\r\n'}" = "$EXPECT" ] || fail "nginx did not return the file content"
+r=$(http_get "$FA_PORT" "/files/read?path=f1k.txt")
+[ "$(status_of <<<"$r")" = 401 ] || fail "FastAPI files.read without a token answered '$(head -n 1 <<<"$r")' (expected 401)"
+r=$(http_get "$FA_PORT" "/files/read?path=f1k.txt" "$ABX_BENCH_TOKEN")
+[ "$(status_of <<<"$r")" = 200 ] || fail "FastAPI files.read answered '$(head -n 1 <<<"$r")'"
+grep -qF 'abcdefghijklmnopqrstuvwxyz' <<<"$r" || fail "FastAPI files.read did not return the file content"
 [ ${#FAILURES[@]} -eq 0 ] || die "sanity checks failed; not benchmarking"
 
 
-NAMES=() URLS=() RPS=() P50=() P99=() REQS=() NON2XX=() SOCKERR=()
-bench_one() { # name url [token]
-    local name=$1 url=$2 token=${3:-} out="$TMP/wrk-${#NAMES[@]}.txt"
+# cpu_ticks PID -> user + system clock ticks of PID (all its threads) and of its
+# direct children (nginx's workers), from /proc/PID/stat fields 14 and 15
+cpu_ticks() {
+    local p sum=0 t
+    for p in "$1" $(cat "/proc/$1/task/$1/children" 2>/dev/null); do
+        # the comm field may hold spaces: cut at the last ')'
+        t=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{ print $12 + $13 }')
+        sum=$((sum + ${t:-0}))
+    done
+    echo "$sum"
+}
+HZ=$(getconf CLK_TCK)
+
+NAMES=() URLS=() RPS=() P50=() P99=() REQS=() NON2XX=() SOCKERR=() CPU_US=()
+bench_one() { # name server-pid url [token]
+    local name=$1 spid=$2 url=$3 token=${4:-} out="$TMP/wrk-${#NAMES[@]}.txt"
     local args=(-t"$WRK_THREADS" -c"$WRK_CONNS" -d"$DURATION" --timeout 5s --latency)
     [ -n "$token" ] && args+=(-H "Authorization: Bearer $token")
     log "wrk $name: $url ($DURATION)"
+    local t0 t1
+    t0=$(cpu_ticks "$spid")
     run_bg timeout $((DUR_S + 30)) wrk "${args[@]}" "$url" >"$out" 2>&1 || {
         cat "$out" >&2
         fail "wrk failed on $name"
     }
+    t1=$(cpu_ticks "$spid")
     local rps p50 p99 reqs non2xx sock
     rps=$(awk '/^Requests\/sec:/ { print $2 }' "$out")
     p50=$(awk '$1 == "50%" { print $2 }' "$out")
@@ -271,15 +304,18 @@ bench_one() { # name url [token]
     }
     [ -z "$non2xx" ] || fail "$name: $non2xx non-2xx/3xx responses (of ${reqs:-?})"
     [ -z "$sock" ] || fail "$name: wrk socket errors: $sock"
+    # server CPU per request: the server's ticks during the run over wrk's request count
+    CPU_US+=("$(awk -v d=$((t1 - t0)) -v hz="$HZ" -v n="${reqs:-0}" 'BEGIN { printf "%.1f", (n > 0 ? d * 1e6 / hz / n : 0) }')")
     NAMES+=("$name") URLS+=("$url") RPS+=("$rps") P50+=("$(to_ms "$p50")") P99+=("$(to_ms "$p99")")
     REQS+=("${reqs:-0}") NON2XX+=("${non2xx:-0}") SOCKERR+=("${sock:-none}")
 }
 
 A="http://127.0.0.1:$ABX_PORT"
-bench_one "abx GET /health" "$A/health"
-bench_one "abx files.stat" "$A/files/stat?path=f1k.txt" "$ABX_BENCH_TOKEN"
-bench_one "abx files.read" "$A/files/read?path=f1k.txt" "$ABX_BENCH_TOKEN"
-bench_one "nginx GET /f1k.txt" "http://127.0.0.1:$NGX_PORT/f1k.txt"
+bench_one "abx GET /health" "$ABX_PID" "$A/health"
+bench_one "abx files.stat" "$ABX_PID" "$A/files/stat?path=f1k.txt" "$ABX_BENCH_TOKEN"
+bench_one "abx files.read" "$ABX_PID" "$A/files/read?path=f1k.txt" "$ABX_BENCH_TOKEN"
+bench_one "nginx GET /f1k.txt" "$NGX_PID" "http://127.0.0.1:$NGX_PORT/f1k.txt"
+bench_one "fastapi files.read" "$FA_PID" "http://127.0.0.1:$FA_PORT/files/read?path=f1k.txt" "$ABX_BENCH_TOKEN"
 
 kill -0 "$ABX_PID" 2>/dev/null || die "abx died during the load"
 AFTER_RSS_KB=$(proc_field "$ABX_PID" VmRSS)
@@ -287,9 +323,10 @@ PEAK_RSS_KB=$(proc_field "$ABX_PID" VmHWM)
 AFTER_THREADS=$(proc_field "$ABX_PID" Threads)
 
 # stop the load servers before timing start-up (less noise)
-kill -TERM "$ABX_PID" "$NGX_PID" 2>/dev/null || true
+kill -TERM "$ABX_PID" "$NGX_PID" "$FA_PID" 2>/dev/null || true
 wait "$ABX_PID" 2>/dev/null || true
 wait "$NGX_PID" 2>/dev/null || true
+wait "$FA_PID" 2>/dev/null || true
 PIDS=()
 grep -i 'error\|fatal\|crit' "$TMP/abx.log" >/dev/null && log "abx logged errors: $(grep -ci 'error\|fatal\|crit' "$TMP/abx.log") line(s), e.g. $(grep -i -m1 'error\|fatal\|crit' "$TMP/abx.log")"
 grep -i '\[\(error\|crit\|alert\|emerg\)\]' "$NGX/error.log" >/dev/null 2>&1 && log "nginx logged errors: $(grep -m1 '\[error\]' "$NGX/error.log")"
@@ -333,27 +370,39 @@ mapfile -t NGX_SAMPLES <"$TMP/startup-nginx.txt"
 
 # ---------------------------------------------------------------- report
 NGX_RPS=${RPS[3]}
+FA_RPS=${RPS[4]}
 READ_RATIO=$(ratio "${RPS[2]}" "$NGX_RPS")
+FA_RATIO=$(ratio "${RPS[2]}" "$FA_RPS")
+HEALTH_RATIO=$(ratio "${RPS[0]}" "$NGX_RPS")
+P99_RATIO=$(ratio "${P99[2]}" "${P99[3]}")
 IDLE_MIB=$(mib "$IDLE_RSS_KB")
 AFTER_MIB=$(mib "$AFTER_RSS_KB")
 PEAK_MIB=$(mib "$PEAK_RSS_KB")
 
 echo
 echo "abx core benchmarks — wrk -t$WRK_THREADS -c$WRK_CONNS -d$DURATION, $(nproc) cores, $(date -u +%FT%TZ)"
-printf '%-20s %12s %10s %10s %9s\n' name req/s p50 p99 vs-nginx
+printf '%-20s %12s %10s %10s %9s %11s %10s\n' name req/s p50 p99 vs-nginx vs-fastapi cpu/req
 for i in "${!NAMES[@]}"; do
-    printf '%-20s %12.0f %8.2fms %8.2fms %9s\n' "${NAMES[$i]}" "${RPS[$i]}" "${P50[$i]}" "${P99[$i]}" \
-        "$(ratio "${RPS[$i]}" "$NGX_RPS")"
+    printf '%-20s %12.0f %8.2fms %8.2fms %9s %11s %8sus\n' "${NAMES[$i]}" "${RPS[$i]}" "${P50[$i]}" "${P99[$i]}" \
+        "$(ratio "${RPS[$i]}" "$NGX_RPS")" "$(ratio "${RPS[$i]}" "$FA_RPS")" "${CPU_US[$i]}"
 done
 echo
-echo "files.read / nginx ratio: $READ_RATIO (target >= 0.50)"
+echo "files.read / nginx ratio: $READ_RATIO (target >= 0.60)"
+echo "files.read / fastapi ratio: $FA_RATIO (target >= 3.0)"
+echo "files.read server CPU per request: ${CPU_US[2]} us (target <= 45 us; nginx ${CPU_US[3]} us, fastapi ${CPU_US[4]} us)"
+echo "files.read p99 / nginx p99: $P99_RATIO (target <= 3.0)"
+echo "GET /health / nginx ratio: $HEALTH_RATIO (target >= 1.0)"
 echo "start-to-serving median: $ST_MEDIAN ms (target <= 20 ms); max $ST_MAX ms, min $ST_MIN ms over $ST_N runs"
 echo "  nginx start-to-serving (reference): median $NS_MEDIAN ms, max $NS_MAX ms; abx / nginx: $(ratio "$ST_MEDIAN" "$NS_MEDIAN")"
 echo "idle RSS: $IDLE_MIB MiB (target <= 10 MiB); $IDLE_THREADS threads"
 echo "after-load RSS: $AFTER_MIB MiB (peak $PEAK_MIB MiB); $AFTER_THREADS threads"
 
 MISSED=()
-awk -v r="$READ_RATIO" 'BEGIN { exit !(r >= 0.50) }' || MISSED+=("files.read/nginx ratio $READ_RATIO < 0.50")
+ge "$READ_RATIO" 0.60 || MISSED+=("files.read/nginx ratio $READ_RATIO < 0.60")
+ge "$FA_RATIO" 3.0 || MISSED+=("files.read/fastapi ratio $FA_RATIO < 3.0")
+ge 45 "${CPU_US[2]}" || MISSED+=("files.read server CPU ${CPU_US[2]} us > 45 us")
+ge 3.0 "$P99_RATIO" || MISSED+=("files.read p99 / nginx p99 $P99_RATIO > 3.0")
+ge "$HEALTH_RATIO" 1.0 || MISSED+=("GET /health / nginx ratio $HEALTH_RATIO < 1.0")
 awk -v m="$ST_MEDIAN" 'BEGIN { exit !(m <= 20) }' || MISSED+=("start-to-serving median $ST_MEDIAN ms > 20 ms")
 awk -v k="$IDLE_RSS_KB" 'BEGIN { exit !(k <= 10 * 1024) }' || MISSED+=("idle RSS $IDLE_MIB MiB > 10 MiB")
 
@@ -377,12 +426,16 @@ CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null ||
     printf '  "http": [\n'
     for i in "${!NAMES[@]}"; do
         [ "$i" = 0 ] || printf ',\n'
-        printf '    {"name": %s, "url": %s, "requests_per_sec": %s, "p50_ms": %s, "p99_ms": %s, "ratio_to_nginx": %s, "requests": %s, "non_2xx_3xx": %s, "socket_errors": %s}' \
+        printf '    {"name": %s, "url": %s, "requests_per_sec": %s, "p50_ms": %s, "p99_ms": %s, "ratio_to_nginx": %s, "ratio_to_fastapi": %s, "server_cpu_us_per_request": %s, "requests": %s, "non_2xx_3xx": %s, "socket_errors": %s}' \
             "$(json_str "${NAMES[$i]}")" "$(json_str "${URLS[$i]}")" "${RPS[$i]}" "${P50[$i]}" "${P99[$i]}" \
-            "$(ratio "${RPS[$i]}" "$NGX_RPS")" "${REQS[$i]}" "${NON2XX[$i]}" "$(json_str "${SOCKERR[$i]}")"
+            "$(ratio "${RPS[$i]}" "$NGX_RPS")" "$(ratio "${RPS[$i]}" "$FA_RPS")" "${CPU_US[$i]}" "${REQS[$i]}" "${NON2XX[$i]}" "$(json_str "${SOCKERR[$i]}")"
     done
     printf '\n  ],\n'
-    printf '  "files_read_nginx_ratio": {"value": %s, "target_min": 0.50},\n' "$READ_RATIO"
+    printf '  "files_read_nginx_ratio": {"value": %s, "target_min": 0.60},\n' "$READ_RATIO"
+    printf '  "files_read_fastapi_ratio": {"value": %s, "target_min": 3.0},\n' "$FA_RATIO"
+    printf '  "files_read_cpu_us": {"value": %s, "target_max": 45},\n' "${CPU_US[2]}"
+    printf '  "files_read_p99_nginx_ratio": {"value": %s, "target_max": 3.0},\n' "$P99_RATIO"
+    printf '  "health_nginx_ratio": {"value": %s, "target_min": 1.0},\n' "$HEALTH_RATIO"
     printf '  "start_to_serving_ms": {"median": %s, "max": %s, "min": %s, "runs": %s, "target_median_max": 20, "samples": [%s],\n' \
         "$ST_MEDIAN" "$ST_MAX" "$ST_MIN" "$ST_N" "$(
             IFS=,

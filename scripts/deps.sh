@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages abx needs, and only those that are missing.
 #   scripts/deps.sh build   — compiler, cmake, libraries
 #   scripts/deps.sh test    — build + test tools (cmocka, pytest, clang for fuzzing)
-#   scripts/deps.sh bench   — build + wrk, nginx
+#   scripts/deps.sh bench   — build + wrk, nginx, FastAPI/uvicorn/uvloop/httptools
 set -euo pipefail
 what=${1:-build}
 pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libyaml-dev libcurl4-openssl-dev libwslay-dev libsqlite3-dev zlib1g-dev ca-certificates)
@@ -12,7 +12,7 @@ case "$what" in
         # the Node-based tests (MCP SDK, OpenAPI lint, tsc) use the machine's Node.js; without
         # one, Debian's (Node 18: enough for the MCP SDK and tsc; @redocly/cli 2.77 needs 20.19)
         command -v node >/dev/null || pkgs+=(nodejs npm) ;;
-  bench) pkgs+=(wrk nginx-light) ;;
+  bench) pkgs+=(wrk nginx-light python3-fastapi python3-uvicorn python3-uvloop python3-httptools) ;; # the FastAPI reference of bench/run.sh
   *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
 esac
 missing=()

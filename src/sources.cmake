@@ -15,15 +15,23 @@ set(ABX_SRC_CORE
 )
 set(ABX_SRC_SANDBOX
   src/sandbox/jail.c
+  src/sandbox/plan.c
+  src/sandbox/proc.c
   src/sandbox/procs.c
+  src/sandbox/sandbox.c
   src/sandbox/seccomp.c
   src/sandbox/spawn.c
+  src/sandbox/tiers.c
   src/sandbox/watchdog.c
 )
 set(ABX_SRC_LEDGER
+  src/ledger/head.c
   src/ledger/ledger.c
+  src/ledger/read.c
+  src/ledger/verify.c
 )
 set(ABX_SRC_HTTP
+  src/http/offload.c
   src/http/router.c
   src/http/target.c
   src/http/websocket.c
@@ -36,6 +44,7 @@ set(ABX_SRC_POLICY
   src/policy/command.c
   src/policy/compile.c
   src/policy/decide.c
+  src/policy/enforce.c
   src/policy/layout.c
   src/policy/lint.c
   src/policy/match.c
@@ -55,6 +64,7 @@ set(ABX_SRC_DISCOVERY
 set(ABX_SRC_PIPELINE
   src/pipeline/approval_bind.c
   src/pipeline/approvals.c
+  src/pipeline/audit.c
   src/pipeline/auth.c
   src/pipeline/call.c
   src/pipeline/ctx.c
@@ -106,6 +116,7 @@ set(ABX_SRC_DOORS
   src/doors/toolcall.c
 )
 set(ABX_SRC_SERVER
+  src/server/conns.c
   src/server/listener.c
   src/server/server.c
   src/server/state.c

@@ -23,11 +23,7 @@ MAX_FUNC = 120
 # "path" (file lines) or "path:function" (function lines): the size allowed for now.
 ALLOWED = {
     "core/util.c": 1020,
-    "doors/mcp.c": 1279,
-    "ledger/ledger.c": 1490,
-    "pipeline/dispatch.c": 882,
-    "sandbox/procs.c": 911,
-    "sandbox/spawn.c": 942,
+    "doors/mcp.c": 1192,
 }
 
 DEF = re.compile(r"^(?!typedef|struct |enum |union |#|static const |const )[A-Za-z_][^;=]*?([A-Za-z_][A-Za-z0-9_]*)\s*\(")

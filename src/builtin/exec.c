@@ -43,6 +43,33 @@ static void env_free(env_builder *e)
     abx_free(e->v);
 }
 
+/* An execution attempt whose statement needs layers the tier lacks records them in its
+ * ledger group before anything starts: "missing" (confine: required, the call is then
+ * refused) or "not_enforced" (best_effort, it runs without them). The tier itself is in
+ * the group's "admitted" event (dispatch.c). */
+static void record_confinement(abx_ctx *ctx, const abx_confine *conf)
+{
+    abx_ledger *l = abx_ctx_ledger(ctx);
+    abx_sandbox *sb = abx_procs_sandbox(abx_ctx_procs(ctx));
+    uint64_t group = abx_ctx_ledger_group(ctx);
+    if (!l || !group)
+        return;
+    abx_confine_plan plan;
+    if (sb)
+        abx_sandbox_plan(sb, conf, &plan);
+    if (sb && !plan.missing[0])
+        return;
+    char at[32];
+    abx_iso8601(abx_wall_ms(), at);
+    json_t *e = json_pack("{s:s, s:s, s:s, s:s}", "kind", "confinement", "at", at, "mode",
+                          conf->required ? "required" : "best_effort", "tier", sb ? plan.tier : "none");
+    json_object_set_new(e, conf->required || (sb && plan.masks_unavailable) ? "missing" : "not_enforced",
+                        json_string(sb ? plan.missing : "everything (the sandbox could not be built)"));
+    json_t *events = json_pack("[o]", e);
+    abx_ledger_append(l, group, events, true);
+    json_decref(events);
+}
+
 abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *o, abx_reply *r)
 {
     abx_procs *procs = abx_ctx_procs(ctx);
@@ -141,6 +168,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .cols = o->cols,
         .rows = o->rows,
     };
+    record_confinement(ctx, &conf);
     p = abx_proc_start(procs, &spec, why, sizeof why);
     if (!p) {
         bool confine = strstr(why, "confinement required") != NULL;

@@ -2,6 +2,7 @@
  * environment variables (system.env.get), and policy reload (explicit-only). */
 #include "builtin/builtin.h"
 #include "sandbox/jail.h"
+#include "sandbox/tiers.h"
 #include <linux/landlock.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,14 @@ static abx_err system_info(abx_ctx *ctx, const json_t *args, abx_reply *r)
                              sb ? abx_sandbox_missing(sb) : "everything (the sandbox could not be built)");
     json_object_set_new(conf, "seccomp", json_boolean(c->seccomp));
     json_object_set_new(conf, "watchdog", json_boolean(c->watchdog));
+    /* the tier and each layer: active, unavailable (why) or not needed */
+    if (sb) {
+        json_t *t = abx_tiers_json(abx_sandbox_tiers(sb));
+        json_object_update(conf, t);
+        json_decref(t);
+    } else {
+        json_object_set_new(conf, "tier", json_string("none"));
+    }
     json_t *o = json_pack(
         "{s:{s:s, s:s, s:s}, s:i, s:{s:I, s:I}, s:o, s:I, s:{s:s, s:I}, s:o}", "os", "name", u.sysname,
         "kernel", u.release, "arch", u.machine, "cpus", (int)sysconf(_SC_NPROCESSORS_ONLN), "memory", "total_bytes",

@@ -2,6 +2,7 @@
  * which `abx help` prints the usage, so a command and its help cannot drift apart.
  * Thin: every command is a few calls into the library; nothing here decides policy. */
 #include "cli/cli.h"
+#include "policy/enforce.h"
 #include "config/config.h"
 #include "core/core.h"
 #include "discovery/discovery.h"
@@ -111,6 +112,7 @@ static int cmd_check_config(int argc, char **argv)
     abx_diags d = {0};
     abx_policy *p = NULL;
     abx_server *s = offline_server(path, &d, &p);
+    abx_policy_check_enforceable(p, s ? &s->cfg : NULL, &d); /* statements this machine cannot confine */
     for (size_t i = 0; i < d.n; i++)
         printf("%s:%d: %s: %s: %s\n", path, d.items[i].line, d.items[i].level, d.items[i].code, d.items[i].message);
     int rc = d.errors ? 1 : 0;

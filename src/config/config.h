@@ -32,6 +32,8 @@ typedef struct abx_config {
     int auth_failures;                   /* failed authentications per minute, all addresses together (100) */
     int64_t upload_max_bytes;
     int connections;
+    int connections_per_address; /* unauthenticated connections one client address may hold */
+    int workers;          /* threads for blocking calls (commands, waits, long polls) */
     int64_t header_bytes; /* request line + headers, bytes (431 past it) */
     int header_count;     /* headers per request (431 past it) */
     int64_t read_timeout_ms;

@@ -1,5 +1,5 @@
 /* cache.c — the discovery documents a caller asks for again and again (GET /ops,
- * GET /openapi.json), serialized once per policy snapshot and per view. A view is the
+ * GET /openapi.json, MCP's tools/list), built once per policy snapshot and per view. A view is the
  * set of ops a principal slot has mounted: principals with the same mounts share one
  * document, so memory grows with distinct views, not with principals. The cache hangs
  * off the snapshot (abx_policy.derived) and is freed with it: a reload compiles a new
@@ -11,6 +11,7 @@
 
 typedef struct view {
     uint8_t *mounted;           /* owned: [n_ops] 1 when the op is mounted */
+    json_t *doc[ABX_DOC__COUNT]; /* owned: documents, NULL until first asked */
     char *text[ABX_DOC__COUNT]; /* owned: serialized documents, NULL until first asked */
     size_t len[ABX_DOC__COUNT];
 } view;
@@ -29,8 +30,10 @@ static void cache_free(abx_policy_derived *d)
     doc_cache *c = (doc_cache *)d;
     for (size_t v = 0; v < c->n_views; v++) {
         abx_free(c->views[v].mounted);
-        for (int k = 0; k < ABX_DOC__COUNT; k++)
+        for (int k = 0; k < ABX_DOC__COUNT; k++) {
+            json_decref(c->views[v].doc[k]);
             abx_free(c->views[v].text[k]);
+        }
     }
     abx_free(c->views);
     abx_free(c->slot_view);
@@ -99,6 +102,8 @@ static json_t *build(abx_doc kind, const abx_registry *reg, const abx_policy *p,
 {
     if (kind == ABX_DOC_CATALOG)
         return abx_catalog(reg, p, slot);
+    if (kind == ABX_DOC_MCP_TOOLS)
+        return abx_mcp_tools(reg, p, slot);
     json_t *doc = abx_openapi(reg, p, slot, NULL);
     json_object_del(doc, "servers"); /* depends on the request: the server splices it in */
     return doc;
@@ -130,6 +135,24 @@ const char *abx_discovery_text(abx_doc kind, const abx_registry *reg, abx_policy
         *len = c->views[v].len[kind];
         out = c->views[v].text[kind];
     }
+    pthread_mutex_unlock(&c->mu);
+    return out;
+}
+
+json_t *abx_discovery_json(abx_doc kind, const abx_registry *reg, abx_policy *p, int slot)
+{
+    if (kind < 0 || kind >= ABX_DOC__COUNT || slot < 0 || (size_t)slot > p->n_principals)
+        return NULL;
+    doc_cache *c = cache_of(p);
+    if (!c)
+        return NULL;
+    json_t *out = NULL;
+    pthread_mutex_lock(&c->mu);
+    int v = view_of(c, p, slot);
+    if (v >= 0 && !c->views[v].doc[kind])
+        c->views[v].doc[kind] = build(kind, reg, p, slot); /* under the lock, as for the text */
+    if (v >= 0 && c->views[v].doc[kind])
+        out = json_incref(c->views[v].doc[kind]);
     pthread_mutex_unlock(&c->mu);
     return out;
 }

@@ -13,12 +13,16 @@ json_t *abx_catalog_entry(const abx_op *op);
 json_t *abx_catalog(const abx_registry *reg, const abx_policy *policy, int slot);
 /* OpenAPI 3.1 document; server_url may be NULL (owned). */
 json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot, const char *server_url);
-/* The documents served again and again, cached per snapshot (see cache.c). */
-typedef enum abx_doc { ABX_DOC_CATALOG, ABX_DOC_OPENAPI, ABX_DOC__COUNT } abx_doc;
+/* The documents served again and again, cached per snapshot (see cache.c). MCP_TOOLS is
+ * MCP's tools/list array (abx_mcp_tools). */
+typedef enum abx_doc { ABX_DOC_CATALOG, ABX_DOC_OPENAPI, ABX_DOC_MCP_TOOLS, ABX_DOC__COUNT } abx_doc;
 /* Compact JSON text of the catalog, or of the OpenAPI document without "servers", for
  * slot's view of snapshot p; built on the first call, then served from the cache.
  * Borrowed: valid while the caller holds a reference on p. NULL on OOM. */
 const char *abx_discovery_text(abx_doc kind, const abx_registry *reg, abx_policy *p, int slot, size_t *len);
+/* The same document as a JSON value, built once per view and shared: a new reference the
+ * caller must not modify. NULL on OOM. */
+json_t *abx_discovery_json(abx_doc kind, const abx_registry *reg, abx_policy *p, int slot);
 /* `abx gen-client`: a typed client module for lang "python", "ts" or "openapi", generated
  * from the whole registry offline. Caller frees; NULL with err filled on an unknown lang. */
 char *abx_gen_client(const abx_registry *reg, const char *lang, char *err, size_t errlen);
@@ -52,5 +56,11 @@ json_t *abx_tool_declaration(const abx_op *op, abx_tool_format f);
 /* {"tools": [...]} of every offered op mounted for slot (policy NULL = every op), in the
  * provider's shape (gemini: one Tool holding all functionDeclarations) (owned). */
 json_t *abx_tools(const abx_registry *reg, const abx_policy *policy, int slot, abx_tool_format f);
+/* MCP: one op as a tools/list entry {name, title, description, inputSchema, annotations,
+ * _meta}; NULL when the op is not offered (owned). */
+json_t *abx_mcp_tool_entry(const abx_op *op);
+/* MCP: the tools/list array of every offered op mounted for slot (policy NULL = every op),
+ * in registry order (owned). Served through the cache as ABX_DOC_MCP_TOOLS. */
+json_t *abx_mcp_tools(const abx_registry *reg, const abx_policy *policy, int slot);
 
 #endif

@@ -12,6 +12,8 @@
  *  - gemini: the OpenAPI 3.0 subset of `parameters` — upper-case types, `nullable`
  *    instead of type arrays, `const` as a one-value `enum`, no `additionalProperties`,
  *    `default` or `$`-keywords; a schema outside it goes in `parametersJsonSchema`.
+ * MCP's tools/list entries are built here too (abx_mcp_tools), so abx_tool_offered is the
+ * one rule that makes an op a tool for every door.
  * Pure functions of the registry and the policy; the wire for calls is toolcall.c. */
 #include "discovery/discovery.h"
 #include "core/util.h"
@@ -434,4 +436,48 @@ json_t *abx_tools(const abx_registry *reg, const abx_policy *policy, int slot, a
         return json_pack("{s:o}", "tools", tools);
     }
     return json_pack("{s:o}", "tools", decls);
+}
+
+/* ---- MCP tools/list ---- */
+
+json_t *abx_mcp_tool_entry(const abx_op *op)
+{
+    char name[2 * ABX_ID_MAX];
+    if (!abx_tool_offered(op) || !abx_id_tool_name(op->id, name, sizeof name))
+        return NULL;
+    unsigned e = op->effects;
+    bool read_only = !(e & (ABX_EFF_WRITE | ABX_EFF_DELETE | ABX_EFF_EXEC | ABX_EFF_ADMIN));
+    bool idempotent = read_only;
+    for (size_t i = 0; i < op->n_bindings; i++) /* PUT and DELETE bindings promise idempotence */
+        idempotent = idempotent || !strcmp(op->bindings[i].method, "PUT") || !strcmp(op->bindings[i].method, "DELETE");
+    json_t *effects = json_array();
+    for (unsigned bit = 1; bit <= ABX_EFF_ADMIN; bit <<= 1)
+        if (e & bit) {
+            char one[16];
+            json_array_append_new(effects, json_string(abx_effects_text(bit, one, sizeof one)));
+        }
+    json_t *meta = json_pack("{s:s, s:o}", "abx/op", op->id, "abx/effects", effects);
+    if (op->def->stream != ABX_STREAM_NONE)
+        json_object_set_new(meta, "abx/stream", json_string(abx_stream_name(op->def->stream)));
+    if (op->def->requires_approval)
+        json_object_set_new(meta, "abx/requires_approval", json_true());
+    json_t *ann = json_pack("{s:b, s:b, s:b, s:b}", "readOnlyHint", read_only, "destructiveHint",
+                            (e & (ABX_EFF_DELETE | ABX_EFF_EXEC | ABX_EFF_ADMIN)) != 0, "idempotentHint", idempotent,
+                            "openWorldHint", (e & ABX_EFF_NET) != 0);
+    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:o}", "name", name, "title", op->id, "description",
+                     op->def->summary && *op->def->summary ? op->def->summary : op->id, "inputSchema",
+                     abx_op_args_schema(op), "annotations", ann, "_meta", meta);
+}
+
+json_t *abx_mcp_tools(const abx_registry *reg, const abx_policy *policy, int slot)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < abx_registry_count(reg); i++) {
+        if (policy && !abx_policy_mounted(policy, slot, i))
+            continue;
+        json_t *t = abx_mcp_tool_entry(abx_registry_at(reg, i));
+        if (t)
+            json_array_append_new(a, t);
+    }
+    return a;
 }

@@ -3,8 +3,9 @@
  * JSON-RPC over stdio (`abx mcp`). One transport-neutral core, abx_mcp_handle(),
  * answers one message for a conversation; both transports and the fuzz target use it.
  *
- * tools/list is the caller's mounted operations (cached per policy snapshot and
- * principal slot; a reload makes a new snapshot, so the cache follows it), and
+ * tools/list is the caller's mounted operations that discovery offers as tools
+ * (abx_tool_offered, the rule GET /tools uses), served from discovery's per-snapshot
+ * cache (ABX_DOC_MCP_TOOLS; a reload makes a new snapshot, so the cache follows it), and
  * tools/call enters the one pipeline through abx_call_begin() with the conversation's
  * principal: policy, approvals, limits and the ledger (door "mcp") apply exactly as for
  * HTTP. Nothing here decides policy or reaches a handler another way.
@@ -20,6 +21,7 @@
  * flag is the inner request's cancel pointer (abx_ctx_cancelled sees it, commands stop)
  * and streamed output stops being read (the stream's free function kills its command). */
 #include "doors/doors.h"
+#include "discovery/discovery.h"
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
@@ -66,10 +68,6 @@ struct abx_mcp {
     pthread_mutex_t mu;         /* the session table, every conversation's refs and calls */
     abx_mcp_conv *sessions[MCP_SESSIONS_MAX]; /* one reference each */
     size_t n_sessions;
-    pthread_mutex_t cache_mu;   /* the tools/list cache */
-    abx_policy *cache_snap;     /* one reference: the snapshot the cache was built from */
-    json_t **cache;             /* owned: [cache_n] tool arrays by principal slot, NULL = not built */
-    size_t cache_n;
 };
 
 struct abx_mcp_call {
@@ -106,12 +104,7 @@ static bool version_supported(const char *v)
 /* How many bytes of s to quote so that at most max are shown and no character is cut. */
 static int utf8_prefix(const char *s, size_t max)
 {
-    size_t n = strlen(s);
-    if (n <= max)
-        return (int)n;
-    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
-        max--;
-    return (int)max;
+    return (int)abx_utf8_complete_prefix(s, strnlen(s, max));
 }
 
 json_t *abx_mcp_error(const json_t *id, int code, const char *message, abx_err abx_code)
@@ -163,19 +156,7 @@ abx_mcp *abx_mcp_new(void)
     if (!m)
         return NULL;
     pthread_mutex_init(&m->mu, NULL);
-    pthread_mutex_init(&m->cache_mu, NULL);
     return m;
-}
-
-static void cache_clear(abx_mcp *m)
-{
-    for (size_t i = 0; i < m->cache_n; i++)
-        json_decref(m->cache[i]);
-    abx_free(m->cache);
-    m->cache = NULL;
-    m->cache_n = 0;
-    abx_policy_unref(m->cache_snap);
-    m->cache_snap = NULL;
 }
 
 static void conv_destroy(abx_mcp_conv *c)
@@ -208,9 +189,7 @@ void abx_mcp_free(abx_mcp *m)
         return;
     for (size_t i = 0; i < m->n_sessions; i++)
         conv_unref_locked(m->sessions[i]);
-    cache_clear(m);
     pthread_mutex_destroy(&m->mu);
-    pthread_mutex_destroy(&m->cache_mu);
     abx_free(m);
 }
 
@@ -349,73 +328,6 @@ static void inflight_cancel(abx_mcp *m, abx_mcp_conv *c, const json_t *id)
 
 /* ---- tools/list ---- */
 
-/* Ops whose call needs what MCP cannot carry (a WebSocket, a raw request body) are not
- * tools: they stay reachable over HTTP. */
-static bool tool_callable(const abx_op *op)
-{
-    return op->def->stream != ABX_STREAM_WS && !op->def->raw_body;
-}
-
-static json_t *tool_entry(const abx_op *op)
-{
-    char name[2 * ABX_ID_MAX];
-    if (!abx_id_tool_name(op->id, name, sizeof name))
-        return NULL;
-    unsigned e = op->effects;
-    bool read_only = !(e & (ABX_EFF_WRITE | ABX_EFF_DELETE | ABX_EFF_EXEC | ABX_EFF_ADMIN));
-    bool idempotent = read_only;
-    for (size_t i = 0; i < op->n_bindings; i++) /* PUT and DELETE bindings promise idempotence */
-        idempotent = idempotent || !strcmp(op->bindings[i].method, "PUT") || !strcmp(op->bindings[i].method, "DELETE");
-    json_t *effects = json_array();
-    for (unsigned bit = 1; bit <= ABX_EFF_ADMIN; bit <<= 1)
-        if (e & bit) {
-            char one[16];
-            json_array_append_new(effects, json_string(abx_effects_text(bit, one, sizeof one)));
-        }
-    json_t *meta = json_pack("{s:s, s:o}", "abx/op", op->id, "abx/effects", effects);
-    if (op->def->stream != ABX_STREAM_NONE)
-        json_object_set_new(meta, "abx/stream", json_string(abx_stream_name(op->def->stream)));
-    if (op->def->requires_approval)
-        json_object_set_new(meta, "abx/requires_approval", json_true());
-    json_t *ann = json_pack("{s:b, s:b, s:b, s:b}", "readOnlyHint", read_only, "destructiveHint",
-                            (e & (ABX_EFF_DELETE | ABX_EFF_EXEC | ABX_EFF_ADMIN)) != 0, "idempotentHint", idempotent,
-                            "openWorldHint", (e & ABX_EFF_NET) != 0);
-    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:o}", "name", name, "title", op->id, "description",
-                     op->def->summary && *op->def->summary ? op->def->summary : op->id, "inputSchema",
-                     abx_op_args_schema(op), "annotations", ann, "_meta", meta);
-}
-
-/* The caller's tools in registry order, built once per snapshot and slot (a new
- * reference; NULL on OOM). */
-static json_t *cached_tools(abx_mcp *m, const abx_registry *reg, abx_policy *p, int slot)
-{
-    pthread_mutex_lock(&m->cache_mu);
-    if (m->cache_snap != p) { /* a reload: everything cached belongs to the old snapshot */
-        cache_clear(m);
-        m->cache = abx_calloc(p->n_principals + 1, sizeof *m->cache);
-        if (m->cache) {
-            m->cache_n = p->n_principals + 1;
-            abx_policy_ref(p);
-            m->cache_snap = p;
-        }
-    }
-    json_t *tools = NULL;
-    if (m->cache && (size_t)slot < m->cache_n) {
-        if (!m->cache[slot]) {
-            json_t *a = json_array();
-            for (size_t i = 0; a && i < abx_registry_count(reg); i++) {
-                const abx_op *op = abx_registry_at(reg, i);
-                if (abx_policy_mounted(p, slot, i) && tool_callable(op))
-                    json_array_append_new(a, tool_entry(op));
-            }
-            m->cache[slot] = a;
-        }
-        tools = json_incref(m->cache[slot]);
-    }
-    pthread_mutex_unlock(&m->cache_mu);
-    return tools;
-}
-
 /* Cursors are opaque to clients: base64 of "abx-tools:<offset>". */
 static const char cursor_prefix[] = "abx-tools:";
 
@@ -459,7 +371,8 @@ static json_t *tools_list(const abx_mcp_in *in, const json_t *id, const json_t *
     abx_policy *p = abx_server_snapshot(s);
     int slot = abx_policy_principal_slot(p, in->conv->principal);
     bool known = slot >= 0 && slot < (int)p->n_principals;
-    json_t *tools = known ? cached_tools(s->mcp, s->reg, p, slot) : NULL;
+    /* discovery's list, cached with the snapshot: the same eligibility rule as GET /tools */
+    json_t *tools = known ? abx_discovery_json(ABX_DOC_MCP_TOOLS, s->reg, p, slot) : NULL;
     abx_policy_unref(p);
     if (!known)
         return abx_mcp_error(id, RPC_INTERNAL, "the session's principal is no longer configured; initialize again",
@@ -767,7 +680,7 @@ static void tools_call(const abx_mcp_in *in, const json_t *id, const json_t *par
         return;
     }
     const abx_op *op = abx_registry_resolve_tool(s->reg, name);
-    if (!op || !tool_callable(op)) {
+    if (!op || !abx_tool_offered(op)) {
         out->reply = unknown_tool(id, name);
         return;
     }

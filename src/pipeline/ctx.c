@@ -65,6 +65,7 @@ json_t *abx_reply_body(abx_reply *r) { return r->body; }
 
 abx_procs *abx_ctx_procs(abx_ctx *ctx) { return server_of(ctx)->procs; }
 abx_ledger *abx_ctx_ledger(abx_ctx *ctx) { return server_of(ctx)->ledger; }
+uint64_t abx_ctx_ledger_group(const abx_ctx *ctx) { return req_of(ctx)->group_id; }
 
 void abx_ctx_server_facts(const abx_ctx *ctx, abx_server_facts *out)
 {
@@ -122,7 +123,10 @@ json_t *abx_ctx_visible_namespaces(const abx_ctx *ctx)
 char *abx_ctx_metrics_text(abx_ctx *ctx, size_t *len)
 {
     abx_server *s = server_of(ctx);
-    return abx_metrics_render(s->metrics, s->reg, atomic_load(&s->conns), len);
+    abx_conn_metrics cm = {.open = atomic_load(&s->conns)};
+    if (s->conn_metrics)
+        s->conn_metrics(s, &cm);
+    return abx_metrics_render(s->metrics, s->reg, &cm, len);
 }
 
 json_t *abx_ctx_explain(const abx_ctx *ctx, const char *principal, const char *op, const json_t *args)

@@ -78,8 +78,10 @@ json_t *abx_reply_body(abx_reply *r);
 
 /* The process manager: every process abx started, and the sandbox. */
 abx_procs *abx_ctx_procs(abx_ctx *ctx);
-/* The action ledger, or NULL when the config disables it. */
+/* The action ledger, or NULL when the config disables it; the call's own ledger group
+ * (0 until it is recorded durably: mutating calls), for events the handler adds to it. */
 abx_ledger *abx_ctx_ledger(abx_ctx *ctx);
+uint64_t abx_ctx_ledger_group(const abx_ctx *ctx);
 /* ns's per-server state (its descriptor's state_new), or NULL. */
 void *abx_ctx_ns_state(abx_ctx *ctx, const abx_namespace *ns);
 

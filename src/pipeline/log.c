@@ -54,26 +54,73 @@ void abx_log(const char *level, const char *request_id, const char *fmt, ...)
     json_decref(o);
 }
 
+/* The request line: a fixed stack buffer (a line that would not fit is cut at a field
+ * boundary, never split inside one), no JSON tree, one write(2). */
+typedef struct line {
+    char p[1024];
+    size_t n;
+} line;
+
+static void put_raw(line *l, const char *s, size_t n)
+{
+    if (l->n + n < sizeof l->p - 2) { /* keep room for "}\n" */
+        memcpy(l->p + l->n, s, n);
+        l->n += n;
+    }
+}
+
+/* ,"name":"value" (escaped) or ,"name":null; values that are not valid UTF-8 become null */
+static void put_field(line *l, const char *name, const char *v, size_t max)
+{
+    char tmp[600];
+    size_t n = v ? strnlen(v, max) : 0, k = 0;
+    k += (size_t)snprintf(tmp, sizeof tmp, ",\"%s\":", name);
+    if (!v || !abx_utf8_valid(v, n) || n > 256) {
+        memcpy(tmp + k, "null", 4);
+        put_raw(l, tmp, k + 4);
+        return;
+    }
+    tmp[k++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (c == '"' || c == '\\') {
+            tmp[k++] = '\\';
+            tmp[k++] = (char)c;
+        } else if (c < 0x20) {
+            k += (size_t)snprintf(tmp + k, sizeof tmp - k, "\\u%04x", c);
+        } else {
+            tmp[k++] = (char)c;
+        }
+    }
+    tmp[k++] = '"';
+    put_raw(l, tmp, k);
+}
+
 void abx_log_request(const abx_request *r, int status, int64_t dur_us)
 {
     if (1 < atomic_load_explicit(&min_level, memory_order_relaxed))
         return;
-    char ts[32];
+    char ts[32], num[64];
     abx_iso8601(abx_wall_ms(), ts);
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:f}", "time", ts, "level", "info", "request_id", r->id,
-                          "door", abx_door_name(r->door), "method", r->method ? r->method : "-", "status", status,
-                          "duration_ms", (double)dur_us / 1000.0);
-    if (!o)
-        return;
-    json_object_set_new(o, "principal",
-                        r->policy && r->slot >= 0 ? json_string(abx_policy_principal_id(r->policy, r->slot))
-                                                  : json_null());
-    json_object_set_new(o, "op", r->op ? json_string(r->op->id) : json_null());
+    line l = {.n = 0};
+    int k = snprintf(l.p, sizeof l.p, "{\"time\":\"%s\",\"level\":\"info\"", ts);
+    l.n = k > 0 ? (size_t)k : 0;
+    put_field(&l, "request_id", r->id, 64);
+    put_field(&l, "door", abx_door_name(r->door), 16);
+    put_field(&l, "method", r->method ? r->method : "-", 16);
+    k = snprintf(num, sizeof num, ",\"status\":%d,\"duration_ms\":%.6g", status, (double)dur_us / 1000.0);
+    put_raw(&l, num, (size_t)k);
+    put_field(&l, "principal", r->policy && r->slot >= 0 ? abx_policy_principal_id(r->policy, r->slot) : NULL, 128);
+    put_field(&l, "op", r->op ? r->op->id : NULL, 128);
     if (r->reply.err)
-        json_object_set_new(o, "error", json_string(abx_err_code(r->reply.err)));
+        put_field(&l, "error", abx_err_code(r->reply.err), 64);
     const char *client = abx_ctx_header(&r->ctx, "X-ABX-Client");
-    if (client) /* "python/0.1.0 catalog=1": which client and catalog the caller was built against */
-        json_object_set_new(o, "client", json_stringn(client, strnlen(client, 120))); /* invalid UTF-8: left out */
-    emit(o);
-    json_decref(o);
+    /* "python/0.1.0 catalog=1": which client and catalog the caller was built against;
+     * invalid UTF-8 is left out */
+    if (client && abx_utf8_valid(client, strnlen(client, 120)))
+        put_field(&l, "client", client, 120);
+    l.p[l.n++] = '}';
+    l.p[l.n++] = '\n';
+    ssize_t w = write(STDERR_FILENO, l.p, l.n);
+    (void)w;
 }

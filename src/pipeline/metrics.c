@@ -67,7 +67,7 @@ void abx_metrics_observe(abx_metrics *m, size_t op_index, bool has_op, int statu
         atomic_fetch_add_explicit(&m->errors[err], 1, memory_order_relaxed);
 }
 
-char *abx_metrics_render(abx_metrics *m, const abx_registry *reg, int conns, size_t *len)
+char *abx_metrics_render(abx_metrics *m, const abx_registry *reg, const abx_conn_metrics *cm, size_t *len)
 {
     abx_buf b;
     abx_buf_init(&b, 0);
@@ -112,7 +112,27 @@ char *abx_metrics_render(abx_metrics *m, const abx_registry *reg, int conns, siz
             abx_buf_printf(&b, "abx_errors_total{code=\"%s\"} %llu\n", abx_err_code((abx_err)e), v);
     }
     abx_buf_printf(&b, "# HELP abx_connections Open client connections.\n# TYPE abx_connections gauge\n"
-                       "abx_connections %d\n", conns);
+                       "abx_connections %d\n", cm->open);
+    abx_buf_printf(&b,
+                   "# HELP abx_connections_unauthenticated Open connections that have not authenticated yet.\n"
+                   "# TYPE abx_connections_unauthenticated gauge\nabx_connections_unauthenticated %d\n"
+                   "# HELP abx_workers_busy Blocking calls running or queued on the worker pool.\n"
+                   "# TYPE abx_workers_busy gauge\nabx_workers_busy %d\n"
+                   "# HELP abx_streams Streamed replies in flight.\n# TYPE abx_streams gauge\nabx_streams %d\n"
+                   "# HELP abx_connections_opened_total Connections accepted.\n"
+                   "# TYPE abx_connections_opened_total counter\nabx_connections_opened_total %llu\n"
+                   "# HELP abx_connections_closed_total Connections closed, by reason (all: every close).\n"
+                   "# TYPE abx_connections_closed_total counter\n"
+                   "abx_connections_closed_total{reason=\"all\"} %llu\n"
+                   "abx_connections_closed_total{reason=\"slow_headers\"} %llu\n"
+                   "abx_connections_closed_total{reason=\"read_timeout\"} %llu\n"
+                   "abx_connections_closed_total{reason=\"client_gone\"} %llu\n"
+                   "# HELP abx_connections_refused_total Connections refused, by reason.\n"
+                   "# TYPE abx_connections_refused_total counter\n"
+                   "abx_connections_refused_total{reason=\"per_address\"} %llu\n"
+                   "abx_connections_refused_total{reason=\"busy\"} %llu\n",
+                   cm->unauthenticated, cm->workers_busy, cm->streams, cm->opened, cm->closed, cm->closed_slow,
+                   cm->closed_timeout, cm->aborted, cm->refused_address, cm->refused_busy);
     *len = b.len;
     return abx_buf_detach(&b);
 }

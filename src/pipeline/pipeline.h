@@ -66,6 +66,20 @@ struct abx_ctx {
 };
 
 typedef struct abx_metrics abx_metrics;
+
+/* The front door's connection figures for /metrics, filled by the listener. */
+typedef struct abx_conn_metrics {
+    int open;                              /* connections open now */
+    int unauthenticated;                   /* of those, not yet authenticated */
+    int workers_busy;                      /* blocking calls running or queued on the worker pool */
+    int streams;                           /* streamed replies being pumped */
+    unsigned long long opened, closed;     /* since start */
+    unsigned long long refused_address;    /* refused at accept: limits.connections_per_address */
+    unsigned long long refused_busy;       /* answered 503 request.busy (connections or workers full) */
+    unsigned long long closed_slow;        /* closed: request line and headers not in within read_timeout */
+    unsigned long long closed_timeout;     /* closed by the read timeout in a request (slow body) */
+    unsigned long long aborted;            /* the client went away before its reply was sent */
+} abx_conn_metrics;
 typedef struct abx_auth_limiter abx_auth_limiter;
 
 /* The legacy command registry (POST /commands/{name}, GET /commands): the i-th
@@ -88,6 +102,11 @@ struct abx_server {
     int port;
     int terminal_port;          /* 0 when the terminal listener is off */
     atomic_int conns;           /* open connections */
+    /* the listener's (server/listener.c): connection accounting, the worker pool and the
+     * stream pumps, and its counters; conn_metrics fills /metrics' connection figures */
+    void *conn_table, *workers, *pumps;
+    atomic_ullong refused_busy, closed_timeout, aborted;
+    void (*conn_metrics)(abx_server *s, abx_conn_metrics *out);
     abx_metrics *metrics;       /* owned */
     abx_auth_limiter *limiter;  /* owned */
     abx_procs *procs;           /* owned: every process abx started, and the sandbox */
@@ -196,6 +215,9 @@ void abx_dispatch(abx_request *r);
 /* Steps 1–9 without the audit (in-process). For streamed bodies the transport then
  * feeds the sink (abx_body_feed), finishes it (abx_body_end) and audits. */
 void abx_dispatch_begin(abx_request *r);
+/* Step 8's ledger part (audit.c): the admitted event (durable for mutating calls, before
+ * the handler runs); ledger.unavailable when it cannot be written. */
+abx_err abx_audit_admission(abx_request *r);
 bool abx_body_wanted(const abx_request *r);
 abx_err abx_body_feed(abx_request *r, const void *data, size_t len);
 void abx_body_end(abx_request *r);
@@ -335,7 +357,7 @@ abx_policy *abx_server_snapshot(abx_server *s);
 abx_metrics *abx_metrics_new(size_t n_ops);
 void abx_metrics_free(abx_metrics *m);
 void abx_metrics_observe(abx_metrics *m, size_t op_index, bool has_op, int status, abx_err err, int64_t dur_us);
-char *abx_metrics_render(abx_metrics *m, const abx_registry *reg, int conns, size_t *len);
+char *abx_metrics_render(abx_metrics *m, const abx_registry *reg, const abx_conn_metrics *cm, size_t *len);
 
 /* auth failure limiter (auth.c) */
 /* global_max: failures per minute from all addresses before unknown addresses wait */

@@ -49,21 +49,26 @@ bool abx_policy_ident_denied(const abx_policy *p, int slot, const abx_op *op, co
 
 /* Walk up from directory fd (borrowed) to the file system's root, comparing every
  * directory with the denied directory identities. ".." of an fd is the directory's
- * current parent, whatever names lead there. */
+ * current parent, whatever names lead there. It runs on every open of a call (the hot
+ * path of a read): each level costs one openat, one fstat and one close — the parent's
+ * fstat is the next level's identity, and the first level borrows dirfd instead of a dup. */
 static bool under_denied_dir(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int dirfd)
 {
-    int cur = dup(dirfd);
-    bool hit = false;
     struct stat st, up;
-    for (int depth = 0; cur >= 0 && depth < 2048 && !hit; depth++) {
-        if (fstat(cur, &st) != 0)
+    if (fstat(dirfd, &st) != 0)
+        return false;
+    int cur = -1; /* -1: still at dirfd */
+    bool hit = false;
+    for (int depth = 0; depth < 2048; depth++) {
+        if ((hit = ident_hit(p, slot, op, d, &st, true)))
             break;
-        hit = ident_hit(p, slot, op, d, &st, true);
-        int next = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        close(cur);
+        int next = openat(cur >= 0 ? cur : dirfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (cur >= 0)
+            close(cur);
         cur = next;
         if (cur < 0 || fstat(cur, &up) != 0 || (up.st_dev == st.st_dev && up.st_ino == st.st_ino))
-            break;
+            break; /* the root is its own parent */
+        st = up;
     }
     if (cur >= 0)
         close(cur);

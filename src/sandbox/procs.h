@@ -32,6 +32,8 @@ typedef struct abx_procs_opts {
     bool confine_required;     /*   required, else best effort (unset: see abx_procs_confine_required) */
     size_t ring_bytes;         /* per-stream output ring; 0 = 1 MiB */
     int64_t retention_ms;      /* how long exited records stay; 0 = 10 minutes */
+    /* where the tier is logged once the sandbox is built (abx_log's shape); may be NULL */
+    void (*log)(const char *level, const char *request_id, const char *fmt, ...);
 } abx_procs_opts;
 
 /* The manager thread probes the kernel and builds the sandbox (namespaces, cgroups) off
@@ -39,8 +41,7 @@ typedef struct abx_procs_opts {
 abx_procs *abx_procs_new(const abx_procs_opts *o, char *err, size_t errlen);
 /* The sandbox, once the manager has built it (waits for that); NULL if it failed. */
 abx_sandbox *abx_procs_sandbox(abx_procs *m);
-/* Whether confinement is required: the mode the config chose, else required where the
- * kernel has Landlock (waits for the sandbox probe on first use). */
+/* Whether confinement is required: the mode the config chose, else required. */
 bool abx_procs_confine_required(abx_procs *m);
 /* The ids confined processes run as. */
 void abx_procs_run_ids(const abx_procs *m, uid_t *uid, gid_t *gid);

@@ -24,10 +24,11 @@
 #endif
 
 enum label { L_NEXT, L_ALLOW, L_EPERM, L_ENOSYS, L_EACCES, L_EAFNO, L_EPROTO, L_NATIVE, L_I386, L_SOCKET,
-             L_SOCKETPAIR, L_NETLINK, L_COUNT };
+             L_SOCKETPAIR, L_NETLINK, L_KILL, L_PID0, L_COUNT };
 
 typedef struct bld {
     abx_seccomp_prog *p;
+    const abx_seccomp_guard *guard;      /* NULL: no signal guard */
     int at[L_COUNT];                     /* where each label was placed; -1 until then */
     unsigned char jt[ABX_SECCOMP_MAX];   /* target labels of each instruction's jumps */
     unsigned char jf[ABX_SECCOMP_MAX];
@@ -100,7 +101,20 @@ static const rule i386_rules[] = {
 };
 #endif
 
-static void rules(bld *b, const rule *r, size_t n)
+#ifdef SC_ARCH
+/* The signal guard: calls that name a process by pid in their first argument */
+static const rule native_guard[] = {
+    {__NR_kill, L_KILL}, {__NR_tgkill, L_PID0}, {__NR_rt_sigqueueinfo, L_PID0}, {__NR_rt_tgsigqueueinfo, L_PID0},
+    {__NR_pidfd_open, L_PID0}, {__NR_tkill, L_EPERM},
+};
+#endif
+#if defined(__x86_64__)
+static const rule i386_guard[] = {
+    {37, L_KILL}, {270, L_PID0}, {178, L_PID0}, {335, L_PID0}, {434, L_PID0}, {238, L_EPERM} /* tkill */,
+};
+#endif
+
+static void rules(bld *b, const rule *r, size_t n, const rule *g, size_t gn)
 {
     ld(b, offsetof(struct seccomp_data, nr));
 #if defined(__x86_64__)
@@ -109,18 +123,42 @@ static void rules(bld *b, const rule *r, size_t n)
 #endif
     for (size_t i = 0; i < n; i++)
         jeq(b, r[i].nr, r[i].to, L_NEXT);
+    for (size_t i = 0; b->guard && i < gn; i++)
+        jeq(b, g[i].nr, g[i].to, L_NEXT);
     jmp(b, L_ALLOW);
+}
+
+/* kill(pid): abx, its watchdog, abx's process group and every process (-1) are refused;
+ * the others name abx or the watchdog as a thread group or pidfd target. The kernel
+ * reads an int: the low word of the argument. */
+static void guard_rules(bld *b)
+{
+    if (!b->guard)
+        return;
+    const abx_seccomp_guard *g = b->guard;
+    place(b, L_KILL);
+    ld(b, offsetof(struct seccomp_data, args[0]));
+    jeq(b, (uint32_t)-1, L_EPERM, L_NEXT);
+    jeq(b, (uint32_t)-g->pgid, L_EPERM, L_NEXT);
+    place(b, L_PID0);
+    ld(b, offsetof(struct seccomp_data, args[0]));
+    jeq(b, (uint32_t)g->pids[0], L_EPERM, L_NEXT);
+    jeq(b, (uint32_t)g->pids[1], L_EPERM, L_ALLOW);
 }
 
 /* socket(domain, type, protocol): the low word of each argument is the int the kernel
  * reads (little-endian: the low word comes first). */
-static void socket_rules(bld *b, bool net)
+static void socket_rules(bld *b, enum abx_seccomp_net mode)
 {
+    bool net = mode == ABX_SC_NET;
+    /* without an empty network namespace to hold them, internet sockets are refused
+     * here (and netlink, which would describe the host's interfaces) */
+    bool strict = mode == ABX_SC_NONET_STRICT;
     place(b, L_SOCKET);
     ld(b, offsetof(struct seccomp_data, args[0]));
-    jeq(b, AF_INET, L_ALLOW, L_NEXT);
-    jeq(b, AF_INET6, L_ALLOW, L_NEXT);
-    jeq(b, AF_NETLINK, L_NETLINK, L_NEXT);
+    jeq(b, AF_INET, strict ? L_EACCES : L_ALLOW, L_NEXT);
+    jeq(b, AF_INET6, strict ? L_EACCES : L_ALLOW, L_NEXT);
+    jeq(b, AF_NETLINK, strict ? L_EAFNO : L_NETLINK, L_NEXT);
     jeq(b, AF_UNIX, net ? L_ALLOW : L_EACCES, L_EAFNO);
     place(b, L_NETLINK);
     ld(b, offsetof(struct seccomp_data, args[2]));
@@ -132,12 +170,23 @@ static void socket_rules(bld *b, bool net)
 
 int abx_seccomp_build(bool net, abx_seccomp_prog *out)
 {
+    return abx_seccomp_build_mode(net ? ABX_SC_NET : ABX_SC_NONET_NS, out);
+}
+
+int abx_seccomp_build_mode(enum abx_seccomp_net mode, abx_seccomp_prog *out)
+{
+    return abx_seccomp_build_guarded(mode, NULL, out);
+}
+
+int abx_seccomp_build_guarded(enum abx_seccomp_net mode, const abx_seccomp_guard *guard, abx_seccomp_prog *out)
+{
 #ifndef SC_ARCH
-    (void)net;
+    (void)mode;
+    (void)guard;
     memset(out, 0, sizeof *out);
     return -1;
 #else
-    bld b = {.p = out};
+    bld b = {.p = out, .guard = guard};
     memset(out, 0, sizeof *out);
     for (int i = 0; i < L_COUNT; i++)
         b.at[i] = -1;
@@ -149,12 +198,15 @@ int abx_seccomp_build(bool net, abx_seccomp_prog *out)
     jeq(&b, SC_ARCH, L_NATIVE, L_ENOSYS);
 #endif
     place(&b, L_NATIVE);
-    rules(&b, native_rules, sizeof native_rules / sizeof native_rules[0]);
+    rules(&b, native_rules, sizeof native_rules / sizeof native_rules[0], native_guard,
+          sizeof native_guard / sizeof native_guard[0]);
 #if defined(__x86_64__)
     place(&b, L_I386);
-    rules(&b, i386_rules, sizeof i386_rules / sizeof i386_rules[0]);
+    rules(&b, i386_rules, sizeof i386_rules / sizeof i386_rules[0], i386_guard,
+          sizeof i386_guard / sizeof i386_guard[0]);
 #endif
-    socket_rules(&b, net);
+    socket_rules(&b, mode);
+    guard_rules(&b);
     static const struct {
         int label;
         uint32_t action;

@@ -12,8 +12,9 @@
  *
  * After the exec, the process is reported to the watchdog (watchdog.h), which kills it
  * and everything in its cgroups if abx dies, and at its deadline if abx has not. */
-#include "sandbox/spawn.h"
+#include "sandbox/sandbox_int.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/tiers.h"
 #include "sandbox/watchdog.h"
 #include "core/util.h"
 #include <dirent.h>
@@ -37,6 +38,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -85,385 +87,7 @@ struct ll_ruleset_attr {
     uint64_t scoped;
 };
 
-struct abx_sandbox {
-    abx_sandbox_caps caps;
-    bool required;
-    int netns_fd;               /* an empty network namespace, -1 if none */
-    char cg_parent[ABX_CG_SLOTS][ABX_CG_PATH]; /* [0] pids (or the v2 dir), [1] memory (v1), [2] cpu (v1) */
-    int cap_last;
-    char *runtime_dir;          /* owned */
-    char mask_file[160];        /* an empty file with mode 000: bound over masked files */
-    char tag[64];               /* <pid>-s<start>-<random>: names the live abx that owns a cgroup,
-                                   and never meets a dead process's leftovers */
-    int *etc_fds;               /* O_PATH fds of /etc entries granted read-only (secrets left out) */
-    size_t n_etc;
-    atomic_ulong seq;
-    abx_seccomp_prog filter[2];  /* [0] without net, [1] with net */
-    abx_watchdog wd;
-    char missing[256];
-};
-
-/* ---- probing ---- */
-
-static int landlock_abi(void)
-{
-    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
-    return abi > 0 ? (int)abi : 0;
-}
-
-/* Create an empty network namespace held by an fd: a helper child unshares, the parent
- * opens /proc/<child>/ns/net, the child exits. Costs one fork at start, then each
- * spawn only setns()es (creating a namespace per process costs milliseconds). */
-static int make_empty_netns(void)
-{
-    int up[2], down[2]; /* child → parent: ready; parent → child: EOF when done */
-    if (pipe2(up, O_CLOEXEC) != 0)
-        return -1;
-    if (pipe2(down, O_CLOEXEC) != 0) {
-        close(up[0]);
-        close(up[1]);
-        return -1;
-    }
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(up[0]);
-        close(down[1]);
-        char ok = unshare(CLONE_NEWNET) == 0 ? 'y' : 'n';
-        if (write(up[1], &ok, 1) != 1)
-            _exit(1);
-        char c;
-        ssize_t r = read(down[0], &c, 1); /* EOF once the parent holds the namespace */
-        (void)r;
-        _exit(0);
-    }
-    close(up[1]);
-    close(down[0]);
-    char ok = 'n';
-    int fd = -1;
-    if (pid > 0 && read(up[0], &ok, 1) == 1 && ok == 'y') {
-        char path[64];
-        snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-    }
-    close(down[1]);
-    close(up[0]);
-    int st;
-    while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    return fd;
-}
-
-static bool probe_mntns(void)
-{
-    pid_t pid = fork();
-    if (pid < 0)
-        return false;
-    /* what a child needs, not just unshare(): in a chroot "/" is no mount point and
-     * making it private fails (EINVAL); then no mask can be applied and saying so at
-     * start (sandbox.unavailable naming the layer) beats a spawn failing on each call */
-    if (pid == 0)
-        _exit(unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 ? 0 : 1);
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
-static bool write_file(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = write(fd, text, strlen(text));
-    close(fd);
-    return n == (ssize_t)strlen(text);
-}
-
-/* Our own cgroup path in a v1 hierarchy ("pids", "memory") or v2 (controller ""). */
-static bool own_cgroup(const char *controller, char *out, size_t outlen)
-{
-    FILE *f = fopen("/proc/self/cgroup", "re");
-    if (!f)
-        return false;
-    char line[512];
-    bool found = false;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        char *c1 = strchr(line, ':');
-        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2)
-            continue;
-        *c2 = '\0';
-        const char *ctrls = c1 + 1, *path = c2 + 1;
-        bool match = false;
-        if (!*controller)
-            match = strcmp(line, "0") == 0 && !*ctrls;
-        else
-            for (char *save = NULL, *t = strtok_r((char *)ctrls, ",", &save); t; t = strtok_r(NULL, ",", &save))
-                match = match || strcmp(t, controller) == 0;
-        if (match) {
-            snprintf(out, outlen, "%s", strcmp(path, "/") == 0 ? "" : path);
-            found = true;
-            break;
-        }
-    }
-    fclose(f);
-    return found;
-}
-
-/* When process pid started (clock ticks since boot, /proc/<pid>/stat field 22); 0 when
- * it is gone. Paired with the pid it names one process for good: a reused pid has
- * another start time. */
-static unsigned long long proc_start(int pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    unsigned long long start = 0;
-    for (int field = 2; p && *p && field < 22; field++)
-        p = strchr(p + 1, ' ');
-    if (p && sscanf(p + 1, "%llu", &start) != 1)
-        start = 0;
-    return start;
-}
-
-/* Is the abx that made this cgroup parent (abx-<pid>-s<start>-<tag>) dead? Older names
- * (abx-<pid>-<tag>) only have the pid to go by. */
-static bool owner_dead(const char *name)
-{
-    int pid;
-    unsigned long long start;
-    if (sscanf(name, "abx-%d-s%llu-", &pid, &start) == 2 && pid > 0)
-        return proc_start(pid) != start;
-    if (sscanf(name, "abx-%d", &pid) == 1 && pid > 0)
-        return kill(pid, 0) != 0 && errno == ESRCH;
-    return false;
-}
-
-/* Empty and remove what a dead abx left in a cgroup hierarchy: its processes (a killed
- * server cannot end them, and setsid'd ones escape its process groups) are killed,
- * then the per-call groups and the parent are removed. */
-static void sweep_dead(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strncmp(de->d_name, "abx-", 4) != 0 || !owner_dead(de->d_name))
-            continue;
-        char top[ABX_CG_PATH + 64];
-        if ((size_t)snprintf(top, sizeof top, "%s/%s", dir, de->d_name) < sizeof top)
-            abx_cgroup_kill_tree(top);
-    }
-    closedir(d);
-}
-
-static void sweep_parent_of(const char *cg)
-{
-    char dir[256];
-    snprintf(dir, sizeof dir, "%s", cg);
-    char *slash = strrchr(dir, '/');
-    if (slash) {
-        *slash = '\0';
-        sweep_dead(dir);
-    }
-}
-
-static void setup_cgroups(abx_sandbox *sb)
-{
-    char path[256];
-    /* cgroup v1 pids + memory (what this kind of machine mounts), else v2 */
-    struct stat st;
-    if (stat("/sys/fs/cgroup/pids/cgroup.procs", &st) == 0 && own_cgroup("pids", path, sizeof path)) {
-        snprintf(sb->cg_parent[0], sizeof sb->cg_parent[0], "/sys/fs/cgroup/pids%s/abx-%s", path, sb->tag);
-        sweep_parent_of(sb->cg_parent[0]);
-        if (mkdir(sb->cg_parent[0], 0755) == 0 || errno == EEXIST) {
-            sb->caps.cgroup_pids = true;
-            sb->caps.cgroup_version = 1;
-        } else {
-            sb->cg_parent[0][0] = '\0';
-        }
-        if (stat("/sys/fs/cgroup/memory/cgroup.procs", &st) == 0 && own_cgroup("memory", path, sizeof path)) {
-            snprintf(sb->cg_parent[1], sizeof sb->cg_parent[1], "/sys/fs/cgroup/memory%s/abx-%s", path, sb->tag);
-            sweep_parent_of(sb->cg_parent[1]);
-            if (mkdir(sb->cg_parent[1], 0755) == 0 || errno == EEXIST)
-                sb->caps.cgroup_memory = true;
-            else
-                sb->cg_parent[1][0] = '\0';
-        }
-        if (stat("/sys/fs/cgroup/cpu/cgroup.procs", &st) == 0 && own_cgroup("cpu", path, sizeof path)) {
-            snprintf(sb->cg_parent[2], sizeof sb->cg_parent[2], "/sys/fs/cgroup/cpu%s/abx-%s", path, sb->tag);
-            sweep_parent_of(sb->cg_parent[2]);
-            if (mkdir(sb->cg_parent[2], 0755) == 0 || errno == EEXIST)
-                sb->caps.cgroup_cpu = true;
-            else
-                sb->cg_parent[2][0] = '\0';
-        }
-        return;
-    }
-    if (stat("/sys/fs/cgroup/cgroup.controllers", &st) == 0 && own_cgroup("", path, sizeof path)) {
-        /* v2: a child cgroup with pids and memory delegated to it */
-        char base[256], ctl[300];
-        snprintf(base, sizeof base, "/sys/fs/cgroup%s", path);
-        snprintf(sb->cg_parent[0], sizeof sb->cg_parent[0], "%s/abx-%s", base, sb->tag);
-        sweep_parent_of(sb->cg_parent[0]);
-        snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", base);
-        if ((mkdir(sb->cg_parent[0], 0755) == 0 || errno == EEXIST) && write_file(ctl, "+pids +memory")) {
-            snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", sb->cg_parent[0]);
-            if (write_file(ctl, "+pids +memory")) {
-                sb->caps.cgroup_pids = sb->caps.cgroup_memory = true;
-                snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", base);
-                if (write_file(ctl, "+cpu")) {
-                    snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", sb->cg_parent[0]);
-                    sb->caps.cgroup_cpu = write_file(ctl, "+cpu");
-                }
-                sb->caps.cgroup_version = 2;
-                return;
-            }
-        }
-        rmdir(sb->cg_parent[0]);
-        sb->cg_parent[0][0] = '\0';
-    }
-}
-
-/* /etc is granted read-only entry by entry, leaving out what holds secrets: a process
- * that runs as uid 0 without capabilities still owns root's files. Opened once. */
-static void open_etc(abx_sandbox *sb)
-{
-    static const char *const secret[] = {"shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d",
-                                         "ssh", "abx", "security", "ssl", "krb5.keytab", "credstore",
-                                         "credstore.encrypted", "machine-id"};
-    static const char *const ssl_keep[] = {"certs", "openssl.cnf"};
-    DIR *d = opendir("/etc");
-    if (!d)
-        return;
-    size_t cap = 256;
-    sb->etc_fds = abx_calloc(cap, sizeof *sb->etc_fds);
-    struct dirent *de;
-    while (sb->etc_fds && (de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        bool skip = false;
-        for (size_t i = 0; i < ABX_ARRAY_LEN(secret); i++)
-            skip = skip || strcmp(de->d_name, secret[i]) == 0;
-        if (skip)
-            continue;
-        if (sb->n_etc + 4 >= cap) {
-            int *g = abx_realloc(sb->etc_fds, cap * 2 * sizeof *g);
-            if (!g)
-                break;
-            sb->etc_fds = g;
-            cap *= 2;
-        }
-        int fd = openat(dirfd(d), de->d_name, O_PATH | O_CLOEXEC);
-        if (fd >= 0)
-            sb->etc_fds[sb->n_etc++] = fd;
-    }
-    closedir(d);
-    for (size_t i = 0; sb->etc_fds && i < ABX_ARRAY_LEN(ssl_keep); i++) { /* CA certificates, not private keys */
-        char path[64];
-        snprintf(path, sizeof path, "/etc/ssl/%s", ssl_keep[i]);
-        int fd = open(path, O_PATH | O_CLOEXEC);
-        if (fd >= 0)
-            sb->etc_fds[sb->n_etc++] = fd;
-    }
-}
-
-abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, size_t errlen)
-{
-    abx_sandbox *sb = abx_calloc(1, sizeof *sb);
-    if (!sb) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    sb->wd.pid = -1;
-    sb->wd.sock = -1;
-    sb->required = required;
-    sb->netns_fd = -1;
-    sb->caps.root = geteuid() == 0;
-    sb->caps.landlock_abi = landlock_abi();
-    sb->netns_fd = make_empty_netns();
-    sb->caps.netns = sb->netns_fd >= 0;
-    sb->caps.mntns = probe_mntns();
-    unsigned char rnd[8];
-    if (abx_random(rnd, sizeof rnd) != 0)
-        memset(rnd, 0x42, sizeof rnd);
-    char hex[17];
-    abx_hex(rnd, sizeof rnd, hex);
-    snprintf(sb->tag, sizeof sb->tag, "%d-s%llu-%s", (int)getpid(), proc_start((int)getpid()), hex);
-    setup_cgroups(sb);
-    sb->caps.seccomp = abx_seccomp_available() && abx_seccomp_build(false, &sb->filter[0]) == 0 &&
-                       abx_seccomp_build(true, &sb->filter[1]) == 0;
-    sb->caps.watchdog = abx_watchdog_start(&sb->wd, (const char(*)[ABX_CG_PATH])sb->cg_parent) == 0;
-    sb->cap_last = CAP_LAST_CAP;
-    FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
-    if (f) {
-        if (fscanf(f, "%d", &sb->cap_last) != 1)
-            sb->cap_last = CAP_LAST_CAP;
-        fclose(f);
-    }
-    sb->runtime_dir = abx_strdup(runtime_dir ? runtime_dir : "/tmp");
-    open_etc(sb);
-    mkdir(sb->runtime_dir, 0711);
-    snprintf(sb->mask_file, sizeof sb->mask_file, "%s/mask", sb->runtime_dir);
-    int mf = open(sb->mask_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0000);
-    if (mf >= 0) {
-        fchmod(mf, 0000); /* unreadable even for uid 0 once capabilities are gone */
-        close(mf);
-    }
-    size_t o = 0;
-    const struct {
-        bool ok;
-        const char *what;
-    } layers[] = {
-        {sb->caps.landlock_abi > 0, "landlock"},   {sb->caps.netns, "network namespace"},
-        {sb->caps.mntns, "mount namespace"},       {sb->caps.cgroup_pids, "cgroup pids"},
-        {sb->caps.cgroup_memory, "cgroup memory"}, {sb->caps.root, "root (capability dropping, run_as)"},
-        {sb->caps.seccomp, "seccomp"},             {sb->caps.watchdog, "watchdog"},
-    };
-    for (size_t i = 0; i < ABX_ARRAY_LEN(layers); i++)
-        if (!layers[i].ok)
-            o += (size_t)snprintf(sb->missing + o, o < sizeof sb->missing ? sizeof sb->missing - o : 0, "%s%s",
-                                  o ? ", " : "", layers[i].what);
-    if (required && (sb->caps.landlock_abi == 0 || !sb->caps.netns || !sb->caps.cgroup_pids || !sb->caps.seccomp ||
-                     !sb->caps.watchdog)) {
-        snprintf(err, errlen, "confine: required, but the kernel lacks: %s", sb->missing);
-        abx_sandbox_free(sb);
-        return NULL;
-    }
-    return sb;
-}
-
-void abx_sandbox_free(abx_sandbox *sb)
-{
-    if (!sb)
-        return;
-    abx_watchdog_stop(&sb->wd); /* it kills what is left and removes the groups too */
-    if (sb->netns_fd >= 0)
-        close(sb->netns_fd);
-    for (int i = 0; i < 3; i++)
-        if (sb->cg_parent[i][0])
-            rmdir(sb->cg_parent[i]);
-    if (sb->mask_file[0])
-        unlink(sb->mask_file);
-    abx_free(sb->runtime_dir);
-    for (size_t i = 0; i < sb->n_etc; i++)
-        close(sb->etc_fds[i]);
-    abx_free(sb->etc_fds);
-    abx_free(sb);
-}
-
-const abx_sandbox_caps *abx_sandbox_caps_get(const abx_sandbox *sb) { return &sb->caps; }
-const char *abx_sandbox_missing(const abx_sandbox *sb) { return sb->missing; }
+/* struct abx_sandbox: sandbox/sandbox_int.h */
 
 /* ---- Landlock ruleset (parent side) ---- */
 
@@ -584,7 +208,7 @@ static int make_cgroups(abx_sandbox *sb, const abx_confine *c, abx_child *out, i
         if (pids) {
             snprintf(file, sizeof file, "%s/pids.max", out->cgroup[i]);
             snprintf(val, sizeof val, "%lld", (long long)(c->pids_max > 0 ? c->pids_max : 256));
-            if (!write_file(file, val)) {
+            if (!abx__sandbox_write_file(file, val)) {
                 snprintf(err, errlen, "cgroup: cannot set pids.max: %s", strerror(errno));
                 return -1;
             }
@@ -593,13 +217,13 @@ static int make_cgroups(abx_sandbox *sb, const abx_confine *c, abx_child *out, i
             snprintf(file, sizeof file, "%s/%s", out->cgroup[i],
                      sb->caps.cgroup_version == 2 ? "memory.max" : "memory.limit_in_bytes");
             snprintf(val, sizeof val, "%lld", (long long)c->memory_max);
-            if (!write_file(file, val)) {
+            if (!abx__sandbox_write_file(file, val)) {
                 snprintf(err, errlen, "cgroup: cannot set the memory limit: %s", strerror(errno));
                 return -1;
             }
             if (sb->caps.cgroup_version == 2) {
                 snprintf(file, sizeof file, "%s/memory.swap.max", out->cgroup[i]);
-                write_file(file, "0");
+                abx__sandbox_write_file(file, "0");
             }
         }
         if (c->cpu_milli > 0 && ((i == 2) || (i == 0 && sb->caps.cgroup_version == 2)) && sb->caps.cgroup_cpu) {
@@ -607,13 +231,13 @@ static int make_cgroups(abx_sandbox *sb, const abx_confine *c, abx_child *out, i
             if (sb->caps.cgroup_version == 2) {
                 snprintf(file, sizeof file, "%s/cpu.max", out->cgroup[i]);
                 snprintf(val, sizeof val, "%lld 100000", (long long)c->cpu_milli * 100);
-                ok = write_file(file, val);
+                ok = abx__sandbox_write_file(file, val);
             } else {
                 snprintf(file, sizeof file, "%s/cpu.cfs_period_us", out->cgroup[i]);
-                ok = write_file(file, "100000");
+                ok = abx__sandbox_write_file(file, "100000");
                 snprintf(file, sizeof file, "%s/cpu.cfs_quota_us", out->cgroup[i]);
                 snprintf(val, sizeof val, "%lld", (long long)c->cpu_milli * 100);
-                ok = ok && write_file(file, val);
+                ok = ok && abx__sandbox_write_file(file, val);
             }
             if (!ok) {
                 snprintf(err, errlen, "cgroup: cannot set the cpu limit: %s", strerror(errno));
@@ -649,7 +273,9 @@ typedef struct child_args {
     int devnull;
     int procs_fd[3];
     int ruleset;
-    bool use_netns, use_mntns, use_caps, use_ll, use_seccomp;
+    long nproc;                  /* RLIMIT_NPROC to set; 0 = none (the cgroup holds pids) */
+    const abx_seccomp_prog *filter; /* the sandbox's for the statement, or one with the signal guard */
+    bool use_netns, use_mntns, use_caps, use_ll, use_seccomp, set_ids;
 } child_args;
 
 typedef struct child_err {
@@ -658,12 +284,13 @@ typedef struct child_err {
 } child_err;
 
 enum { ST_SIG = 1, ST_SETSID, ST_PDEATH, ST_CGROUP, ST_NETNS, ST_MNTNS, ST_MASK, ST_STDIO, ST_CTTY, ST_CWD,
-       ST_FDS, ST_SECBITS, ST_BSET, ST_AMBIENT, ST_IDS, ST_CAPS, ST_NNP, ST_LANDLOCK, ST_SECCOMP, ST_EXEC };
+       ST_FDS, ST_SECBITS, ST_BSET, ST_AMBIENT, ST_IDS, ST_CAPS, ST_RLIMIT, ST_NNP, ST_LANDLOCK, ST_SECCOMP,
+       ST_EXEC };
 
 static const char *const step_names[] = {"?", "signals", "setsid", "pdeathsig", "cgroup", "netns", "mount namespace",
                                          "mask", "stdio", "controlling tty", "cwd", "descriptors", "securebits",
                                          "capability bounding set", "ambient capabilities", "uid/gid",
-                                         "capabilities", "no_new_privs", "landlock", "seccomp", "execve"};
+                                         "capabilities", "rlimit", "no_new_privs", "landlock", "seccomp", "execve"};
 
 static void child_fail(child_args *a, int step)
 {
@@ -752,7 +379,7 @@ static int child_main(void *arg)
                 child_fail(a, ST_BSET);
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
             child_fail(a, ST_AMBIENT);
-        if (c->set_ids) {
+        if (a->set_ids) {
             if (setgroups(0, NULL) != 0 || setresgid(c->gid, c->gid, c->gid) != 0 ||
                 setresuid(c->uid, c->uid, c->uid) != 0)
                 child_fail(a, ST_IDS);
@@ -763,12 +390,17 @@ static int child_main(void *arg)
         if (syscall(SYS_capset, &h, d) != 0)
             child_fail(a, ST_CAPS);
     }
+    if (a->nproc > 0) {
+        struct rlimit rl = {.rlim_cur = (rlim_t)a->nproc, .rlim_max = (rlim_t)a->nproc};
+        if (setrlimit(RLIMIT_NPROC, &rl) != 0)
+            child_fail(a, ST_RLIMIT);
+    }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         child_fail(a, ST_NNP);
     if (a->use_ll && syscall(SYS_landlock_restrict_self, a->ruleset, 0) != 0)
         child_fail(a, ST_LANDLOCK);
     if (a->use_seccomp) {
-        const abx_seccomp_prog *f = &a->sb->filter[c->net ? 1 : 0];
+        const abx_seccomp_prog *f = a->filter;
         struct sock_fprog prog = {.len = f->len, .filter = (struct sock_filter *)f->insn};
         if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
             child_fail(a, ST_SECCOMP);
@@ -793,6 +425,49 @@ static int watch(abx_sandbox *sb, const abx_child *c, int64_t deadline_ms)
     return abx_watchdog_watch(&sb->wd, c->pidfd, c->pid, cg, deadline_ms);
 }
 
+/* The statement's filter; with the same uid as abx and no Landlock signal scoping the
+ * kernel would let the process signal abx and its watchdog, so the filter is built
+ * with a guard naming them (seccomp.h). NULL when that cannot be built. */
+static const abx_seccomp_prog *choose_filter(const abx_sandbox *sb, const abx_confine_plan *plan,
+                                             abx_seccomp_prog *guarded)
+{
+    if (!plan->guard_signals || !sb->caps.seccomp)
+        return &sb->filter[plan->seccomp_mode];
+    abx_seccomp_guard g = {.pids = {(int)getpid(), sb->wd.pid > 0 ? (int)sb->wd.pid : (int)getpid()},
+                           .pgid = (int)getpgrp()};
+    return abx_seccomp_build_guarded((enum abx_seccomp_net)plan->seccomp_mode, &g, guarded) == 0 ? guarded : NULL;
+}
+
+/* What the plan decides for the child: refused when a needed layer is missing (required,
+ * or deny masks in any mode), else which layers and which filter it gets. */
+static int plan_child(const abx_sandbox *sb, const abx_confine *c, bool required, child_args *a,
+                      abx_seccomp_prog *guarded, char *err, size_t errlen)
+{
+    abx_confine_plan plan;
+    abx_sandbox_plan(sb, c, &plan);
+    if ((required && plan.missing[0]) || plan.masks_unavailable) {
+        snprintf(err, errlen, "confinement required but unavailable: %s (tier %s%s)", plan.missing, plan.tier,
+                 required ? "" : "; deny masks are kept even with best_effort");
+        errno = ENOSYS;
+        return -1;
+    }
+    a->use_netns = !c->net && sb->caps.netns;
+    /* masks and read-only mounts are needed (the plan refused the spawn without them);
+     * pins only keep them on their files */
+    a->use_mntns = sb->caps.mntns && (c->n_masks || c->n_readonly || c->n_pins);
+    a->use_caps = sb->caps.root;
+    a->set_ids = c->set_ids && sb->tiers.can_set_ids;
+    a->use_ll = sb->caps.landlock_abi > 0;
+    a->use_seccomp = sb->caps.seccomp;
+    if (!(a->filter = choose_filter(sb, &plan, guarded))) {
+        snprintf(err, errlen, "seccomp: cannot build the signal guard");
+        errno = ENOMEM;
+        return -1;
+    }
+    a->nproc = plan.nproc;
+    return 0;
+}
+
 int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -805,19 +480,9 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     void *stack = MAP_FAILED;
     const size_t stack_size = 256 * 1024;
     int rc = -1;
-    if (required && (sb->caps.landlock_abi == 0 || (!c->net && !sb->caps.netns) || !sb->caps.cgroup_pids ||
-                     !sb->caps.seccomp || !sb->caps.watchdog || ((c->n_masks || c->n_readonly) && !sb->caps.mntns))) {
-        snprintf(err, errlen, "confinement required but unavailable: %s", sb->missing);
-        errno = ENOSYS;
+    abx_seccomp_prog guarded;
+    if (plan_child(sb, c, required, &a, &guarded, err, errlen) != 0)
         return -1;
-    }
-    a.use_netns = !c->net && sb->caps.netns;
-    /* masks and read-only mounts are needed; pins only keep them on their files, so
-     * without mount namespaces (where no mask can be applied either) they are left out */
-    a.use_mntns = c->n_masks || c->n_readonly || (c->n_pins && sb->caps.mntns);
-    a.use_caps = sb->caps.root;
-    a.use_ll = sb->caps.landlock_abi > 0;
-    a.use_seccomp = sb->caps.seccomp;
     a.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (a.devnull < 0 || pipe2(pipefd, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "cannot prepare the child: %s", strerror(errno));

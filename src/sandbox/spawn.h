@@ -39,6 +39,8 @@ void abx_sandbox_free(abx_sandbox *sb);
 const abx_sandbox_caps *abx_sandbox_caps_get(const abx_sandbox *sb);
 /* Human-readable list of what is missing (empty when nothing is). */
 const char *abx_sandbox_missing(const abx_sandbox *sb);
+/* The layers and the tier (tiers.h). */
+const struct abx_tiers *abx_sandbox_tiers(const abx_sandbox *sb);
 
 typedef struct abx_confine {
     const char *const *read_roots;   /* canonical paths granted read-only */
@@ -61,6 +63,26 @@ typedef struct abx_confine {
     bool set_ids;
     bool required;                   /* fail (not warn) when a layer cannot be applied */
 } abx_confine;
+
+/* How one process will be confined on this machine: what its statement needs that the
+ * tier lacks (with confine: required the spawn is refused, naming it; best effort runs
+ * without it and records it), and the stand-ins used where a layer is missing. */
+typedef struct abx_confine_plan {
+    char missing[240];               /* "landlock, mount namespace"; "" when every need is met */
+    const char *tier;                /* static name: full | unprivileged | minimal | none */
+    int seccomp_mode;                /* enum abx_seccomp_net: strict when no empty namespace */
+    bool rlimit_nproc;               /* pids held by RLIMIT_NPROC (no cgroup) */
+    long nproc;                      /*   its value: the statement's pids on top of what the uid runs */
+    bool masks_unavailable;          /* deny masks need a mount namespace: refused in any mode */
+    bool guard_signals;              /* abx's uid without Landlock scoping: seccomp guards abx's pids */
+} abx_confine_plan;
+void abx_sandbox_plan(const abx_sandbox *sb, const abx_confine *c, abx_confine_plan *out);
+/* Log the tier and what is unavailable once, when the sandbox is built (err: why it could
+ * not be, when sb is NULL). log has abx_log's shape; NULL logs nothing. */
+void abx_sandbox_log_tier(const abx_sandbox *sb, const char *err,
+                          void (*log)(const char *level, const char *request_id, const char *fmt, ...));
+/* The tier's name ("none" without a sandbox). */
+const char *abx_sandbox_tier_name(const abx_sandbox *sb);
 
 typedef struct abx_spawn_req {
     char *const *argv;               /* argv[0] absolute */

@@ -1,13 +1,21 @@
-/* listener.c — the HTTP front door on libmicrohttpd (a thread per connection, so
- * handlers and streams may block). Owns step 0 (raw target, header bounds and sanity,
+/* listener.c — the HTTP front door on libmicrohttpd: a small fixed pool of epoll I/O
+ * threads owns every socket. Calls that may wait (commands, approval waits, long polls,
+ * other doors, custom and Python ops) run on a bounded worker pool while their
+ * connection is suspended; streamed replies are pumped by a thread of their own through
+ * a bounded buffer (http/offload.h); the read timeout, a deadline for the header section
+ * and a per-address cap on unauthenticated connections come from server/conns.h. Owns step 0 (raw target, header bounds and sanity,
  * Host/Origin, busy slot, read timeout) and the transport half of step 1 (size cap from
  * Content-Length before reading, Content-Type), then hands the request to the doors
  * (abx_doors_begin: the door table picks the door, the door calls the pipeline) and
  * renders the reply. Never decides policy itself. */
 #include "server/server.h"
 #include "doors/doors.h"
+#include "http/offload.h"
+#include "server/conns.h"
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -17,6 +25,8 @@
 #include <unistd.h>
 
 #define HEALTH_RESERVE 16 /* connections kept beyond the limit so core.health still answers */
+#define IO_THREADS 2      /* epoll threads: the I/O never waits, so the core count is enough */
+#define STREAM_BUFFER (256 * 1024) /* bytes a streamed reply may hold for a slow reader */
 
 /* per-request transport state: created by the URI log callback (it sees the raw
  * target first), freed by the completion callback */
@@ -31,6 +41,9 @@ typedef struct conn_req {
     bool failed;        /* an error is decided mid-body: answer it at the final call */
     uint64_t discarded; /* body bytes dropped after the error (cut past a grace) */
     int64_t max_body;
+    bool offloaded;     /* the pipeline runs on a worker; the connection is suspended */
+    atomic_bool done;   /* ... and has finished: the reply can be sent */
+    struct MHD_Connection *c;
 } conn_req;
 
 
@@ -79,6 +92,12 @@ static char *read_file_text(const char *path)
     return abx_buf_detach(&b);
 }
 
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    (void)addrlen;
+    abx_server *s = cls;
+    return abx_conns_admit(s->conn_table, addr) ? MHD_YES : MHD_NO;
+}
 
 int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
 {
@@ -92,8 +111,8 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
     struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
     const char *h = strcmp(s->cfg.listen_host, "localhost") == 0 ? "127.0.0.1" : s->cfg.listen_host;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
-                     MHD_ALLOW_UPGRADE;
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE |
+                     MHD_ALLOW_SUSPEND_RESUME;
     if (inet_pton(AF_INET, h, &v4->sin_addr) == 1) {
         v4->sin_family = AF_INET;
         v4->sin_port = htons((uint16_t)s->cfg.listen_port);
@@ -120,6 +139,12 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
         }
         flags |= MHD_USE_TLS;
     }
+    if (abx_conn_layer_start(s, HEALTH_RESERVE + 512, errbuf, errlen) != 0) {
+        abx_free(cert);
+        abx_free(key);
+        abx_conn_layer_free(s);
+        return -1;
+    }
     unsigned timeout_s = (unsigned)((s->cfg.read_timeout_ms + 999) / 1000);
     struct MHD_OptionItem tls_opts[] = {
         {cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, cert},
@@ -127,11 +152,12 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
         {MHD_OPTION_END, 0, NULL},
     };
     struct MHD_Daemon *d0 = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        flags, 0, on_accept, s, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->cfg.connections + HEALTH_RESERVE), MHD_OPTION_CONNECTION_TIMEOUT,
         timeout_s, /* headers and one read of a body: larger reads stream uploads faster */
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024), MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(512 * 1024),
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)IO_THREADS,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
         MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
     abx_free(cert);
@@ -139,6 +165,7 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
     if (!d0) {
         snprintf(errbuf, errlen, "cannot listen on %s:%d: %s", s->cfg.listen_host, s->cfg.listen_port,
                  strerror(errno ? errno : EADDRINUSE));
+        abx_conn_layer_free(s);
         return -1;
     }
     s->mhd = d0;
@@ -166,13 +193,14 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
         bool loop = abx_host_is_loopback(s->cfg.terminal_host);
         struct MHD_Daemon *d1 =
             !addr_ok || !loop ? NULL
-                              : MHD_start_daemon(tflags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+                              : MHD_start_daemon(tflags, 0, on_accept, s, on_request, s, MHD_OPTION_SOCK_ADDR,
                                                  (struct sockaddr *)&ts, MHD_OPTION_CONNECTION_LIMIT,
                                                  (unsigned)(s->cfg.connections + HEALTH_RESERVE),
                                                  MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_URI_LOG_CALLBACK,
                                                  on_uri_terminal, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                                                  MHD_OPTION_THREAD_STACK_SIZE, (size_t)(512 * 1024),
+                                                
                                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_END);
         if (d1) {
             s->mhd_terminal = d1;
@@ -191,6 +219,10 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
 
 void abx_listener_stop(abx_server *s)
 {
+    /* suspended connections must be back before libmicrohttpd stops: calls in flight
+     * finish (and resume theirs), pumps end after their current read */
+    abx_workers_stop(s->workers);
+    abx_pumps_stop(s->pumps);
     if (s->mhd_terminal) {
         MHD_stop_daemon(s->mhd_terminal);
         s->mhd_terminal = NULL;
@@ -199,6 +231,7 @@ void abx_listener_stop(abx_server *s)
         MHD_stop_daemon(s->mhd);
         s->mhd = NULL;
     }
+    abx_conn_layer_free(s);
 }
 
 
@@ -242,11 +275,30 @@ static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *
     return cr;
 }
 
+static abx_conn *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t)
 {
+    abx_server *s = cls;
     conn_req *cr = *con_cls;
-    if (cr)
+    if (t == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED)
+        atomic_fetch_add(&s->closed_timeout, 1);
+    else if (t == MHD_REQUEST_TERMINATED_CLIENT_ABORT || t == MHD_REQUEST_TERMINATED_READ_ERROR)
+        atomic_fetch_add(&s->aborted, 1);
+    abx_conn *k = conn_of(c);
+    if (cr) {
+        const abx_request *r = cr->r;
+        /* a principal (not anonymous) answered on this connection: it stops counting
+         * against its address's cap of unauthenticated connections */
+        if (r->policy && r->slot >= 0 && r->slot < (int)r->policy->n_principals)
+            abx_conns_authenticated(s->conn_table, k);
         abx_request_free(cr->r);
+    }
+    abx_conns_request_ended(s->conn_table, k);
     *con_cls = NULL;
 }
 
@@ -254,10 +306,16 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                           enum MHD_ConnectionNotificationCode code)
 {
     abx_server *s = cls;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED)
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         atomic_fetch_add(&s->conns, 1);
-    else
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const union MHD_ConnectionInfo *fi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = abx_conns_open(s->conn_table, ai ? ai->client_addr : NULL, fi ? fi->connect_fd : -1);
+    } else {
         atomic_fetch_sub(&s->conns, 1);
+        abx_conns_close(s->conn_table, *socket_context);
+        *socket_context = NULL;
+    }
 }
 
 static void add_common_headers(abx_server *s, abx_request *r, struct MHD_Response *resp)
@@ -319,30 +377,6 @@ static void on_upgrade(void *cls, struct MHD_Connection *c, void *con_cls, const
     pthread_attr_destroy(&at);
 }
 
-/* Streamed replies: MHD pulls from the handler's reader on this connection's thread. */
-typedef struct stream_ctx {
-    abx_stream_read_fn read;
-    void *state;
-    void (*free_fn)(void *);
-} stream_ctx;
-
-static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
-{
-    stream_ctx *sc = cls;
-    long n = sc->read(sc->state, buf, max);
-    if (n > 0)
-        return (ssize_t)n;
-    return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
-}
-
-static void stream_done(void *cls)
-{
-    stream_ctx *sc = cls;
-    if (sc->free_fn)
-        sc->free_fn(sc->state); /* also when the client went away: the handler cancels */
-    free(sc);
-}
-
 static enum MHD_Result send_reply(struct MHD_Connection *c, conn_req *cr)
 {
     abx_request *r = cr->r;
@@ -366,6 +400,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, conn_req *cr)
         }
         r->reply.ws_ops = NULL; /* the session owns the state now */
         r->reply.ws_state = NULL;
+        abx_conns_upgraded(s->conn_table, conn_of(c)); /* a session: no header deadline */
         MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, "websocket");
         MHD_add_response_header(resp, "Sec-WebSocket-Accept", accept);
         add_common_headers(s, r, resp);
@@ -374,23 +409,19 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, conn_req *cr)
         return rc;
     }
     if (!r->reply.err && r->reply.stream_read) {
-        stream_ctx *sc = malloc(sizeof *sc);
-        resp = sc ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, sc, stream_done)
-                  : NULL;
+        /* the handler's reader blocks: a pump runs it off the I/O threads (the pump
+         * owns the stream now, and frees it also when the response cannot be made) */
+        resp = abx_pump_response(s->pumps, c, r->reply.stream_read, r->reply.stream_state, r->reply.stream_free,
+                                 STREAM_BUFFER);
+        r->reply.stream_read = NULL;
+        r->reply.stream_state = NULL;
+        r->reply.stream_free = NULL;
         if (resp) {
-            sc->read = r->reply.stream_read;
-            sc->state = r->reply.stream_state;
-            sc->free_fn = r->reply.stream_free;
-            r->reply.stream_read = NULL; /* the response owns the stream now */
-            r->reply.stream_state = NULL;
-            r->reply.stream_free = NULL;
             MHD_add_response_header(resp, "Content-Type", r->reply.content_type ? r->reply.content_type
                                                                                  : "text/event-stream");
             MHD_add_response_header(resp, "X-Accel-Buffering", "no");
             /* a stream outlives the read timeout; keepalives flow at least every 2 s */
             MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)60);
-        } else {
-            free(sc);
         }
     } else if (!r->reply.err && r->reply.raw) {
         resp = MHD_create_response_from_buffer(r->reply.raw_len, r->reply.raw, MHD_RESPMEM_MUST_COPY);
@@ -434,6 +465,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, conn_req *cr)
 static enum MHD_Result reject(struct MHD_Connection *c, conn_req *cr, abx_err e, const char *msg)
 {
     abx_request *r = cr->r;
+    if (e == ABX_E_REQUEST_BUSY)
+        atomic_fetch_add(&r->server->refused_busy, 1);
     abx_fail(r, e, "%s", msg);
     abx_doors_dispatch(r); /* with an error set, only the audit runs */
     return send_reply(c, cr);
@@ -612,6 +645,55 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
     return MHD_YES;
 }
 
+/* Whether the pipeline may run on the I/O thread: only calls that cannot wait. Plain
+ * HTTP calls of the built-in files, core, ledger and system namespaces that neither
+ * stream nor execute nor ask to wait (Prefer: wait) answer in microseconds; everything
+ * else (commands, processes and their long polls, approvals, terminals, batch, MCP,
+ * tool calls, custom and Python ops) goes to a worker. Unrouted calls are answered
+ * inline (404/405). */
+static bool runs_inline(const abx_request *r)
+{
+    if (r->door != ABX_DOOR_HTTP || r->prefer_wait > 0)
+        return false;
+    const abx_op *op = r->route == ABX_ROUTE_FOUND ? r->match.op : NULL;
+    if (!op)
+        return true;
+    abx_stream st = op->def->stream; /* bytes results (downloads, metrics) do not wait */
+    if (st == ABX_STREAM_SSE || st == ABX_STREAM_NDJSON || st == ABX_STREAM_WS || (op->effects & ABX_EFF_EXEC))
+        return false;
+    static const char *const quick[] = {"files.", "core.", "ledger.", "system."};
+    for (size_t i = 0; i < sizeof quick / sizeof quick[0]; i++)
+        if (strncmp(op->id, quick[i], strlen(quick[i])) == 0)
+            return true;
+    return false;
+}
+
+static void offload_run(void *arg)
+{
+    conn_req *cr = arg;
+    abx_doors_dispatch(cr->r);
+    atomic_store(&cr->done, true);
+    MHD_resume_connection(cr->c); /* libmicrohttpd calls on_request again: the reply goes out */
+}
+
+/* Suspend the connection and run the call on a worker; when the pool is full, answer
+ * 503 request.busy (after resuming: a reply cannot be queued on a suspended connection). */
+static enum MHD_Result offload(struct MHD_Connection *c, conn_req *cr)
+{
+    abx_server *s = cr->r->server;
+    cr->offloaded = true;
+    cr->c = c;
+    MHD_suspend_connection(c);
+    if (abx_workers_submit(s->workers, offload_run, cr))
+        return MHD_YES;
+    atomic_fetch_add(&s->refused_busy, 1);
+    abx_fail(cr->r, ABX_E_REQUEST_BUSY, "every worker is busy; try again");
+    abx_doors_dispatch(cr->r); /* with an error set, only the audit runs */
+    atomic_store(&cr->done, true);
+    MHD_resume_connection(c);
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
@@ -639,6 +721,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_reply(c, cr);
     }
     if (!cr->started) {
+        abx_conns_request_begun(cr->r->server->conn_table, conn_of(c)); /* the headers are in */
         enum MHD_Result rc = first_call(c, cr, method, version);
         cr->started = true;
         return rc;
@@ -678,6 +761,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         abx_audit(cr->r);
         return send_reply(c, cr);
     }
+    if (cr->offloaded) /* resumed: the worker is done */
+        return atomic_load(&cr->done) ? send_reply(c, cr) : MHD_YES;
+    if (!runs_inline(cr->r))
+        return offload(c, cr);
     abx_doors_dispatch(cr->r);
     return send_reply(c, cr);
 }

@@ -3,6 +3,7 @@
  * namespaces (builtin, ext), the process manager, the ledger, the policy snapshot, the
  * doors — and never serves a request itself: listener.c does (src/server/server.h). */
 #include "server/server.h"
+#include "sandbox/tiers.h"
 #include "builtin/builtin.h"
 #include "doors/doors.h"
 #include "ext/ext.h"
@@ -266,7 +267,7 @@ static int start_services(abx_server *s, char *errbuf, size_t errlen)
     abx_rm_tree(s->runtime_dir); /* left by an earlier process with the same pid, if any */
     abx_procs_opts po = {.runtime_dir = s->runtime_dir, .confine_set = s->cfg.confine_set,
                          .confine_required = s->cfg.confine_required, .ring_bytes = 1024 * 1024,
-                         .retention_ms = 10 * 60 * 1000};
+                         .retention_ms = 10 * 60 * 1000, .log = abx_log};
     if (s->cfg.run_as_set) {
         po.run_uid = s->cfg.run_uid;
         po.run_gid = s->cfg.run_gid;
@@ -277,6 +278,8 @@ static int start_services(abx_server *s, char *errbuf, size_t errlen)
             po.run_gid = wst.st_gid;
         }
     }
+    if (abx_run_as_check(s->cfg.run_as_set, &po.run_uid, &po.run_gid, errbuf, errlen) != 0)
+        return -1;
     s->procs = abx_procs_new(&po, errbuf, errlen);
     s->reload.fn = reload_installed;
     s->reload.ud = s;

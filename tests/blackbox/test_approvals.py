@@ -11,24 +11,7 @@ import time
 
 import pytest
 
-from conftest import ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, sha256_hex
-
-ANN_TOKEN = "ann-approver-token-0123456789"     # ann: role approver
-VAL_TOKEN = "val-agent-approver-token-01234"    # val: roles agent + approver
-ROOT_TOKEN = "root-admin-token-0123456789ab"   # root: role admin
-
-
-def tokens(approvers=True):
-    t = [
-        {"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)},
-        {"principal": "bob", "roles": ["viewer"], "token_sha256": sha256_hex(BOB_TOKEN)},
-        {"principal": "carol", "roles": ["agent"], "token_sha256": sha256_hex(CAROL_TOKEN)},
-        {"principal": "root", "roles": ["admin"], "token_sha256": sha256_hex(ROOT_TOKEN)},
-    ]
-    if approvers:
-        t += [{"principal": "ann", "roles": ["approver"], "token_sha256": sha256_hex(ANN_TOKEN)},
-              {"principal": "val", "roles": ["agent", "approver"], "token_sha256": sha256_hex(VAL_TOKEN)}]
-    return t
+from abxtest import ALICE_TOKEN, APPROVER_TOKEN, BOB_TOKEN, CAROL_TOKEN, VAL_TOKEN, assert_error, tokens
 
 
 def make_config(ws, ledger_path, approvers=True):
@@ -41,7 +24,8 @@ def make_config(ws, ledger_path, approvers=True):
         {"ops": ["commands.run"], "principals": ["role:agent"], "paths": [ws + "/**"],
          "commands": ["sh *", "echo *"], "approval": "required"},
     ]}
-    return {"workspace": ws, "terminal_listen": "off", "auth": {"tokens": tokens(approvers)}, "policy": policy,
+    cast = ("alice", "bob", "carol", "root") + (("ann", "val") if approvers else ())
+    return {"workspace": ws, "terminal_listen": "off", "auth": {"tokens": tokens(*cast)}, "policy": policy,
             "ledger": {"path": ledger_path}}
 
 
@@ -71,7 +55,7 @@ def hold(s, body, token=ALICE_TOKEN, op_path="/commands/run", headers=None):
     return j["approval_id"], r
 
 
-def decide(s, aid, decision, token=ANN_TOKEN, reason="because"):
+def decide(s, aid, decision, token=APPROVER_TOKEN, reason="because"):
     body = {"decision": decision}
     if reason is not None:
         body["reason"] = reason
@@ -130,12 +114,12 @@ def test_held_call_is_pending_and_listed(srv, workspace):
     assert p["status"] == "pending" and p["approval_id"] == aid
     # approvers see every held call; requesters their own; others none of alice's
     ids = lambda tok: [x["id"] for x in ok(srv.get("/approvals", token=tok))["approvals"]]
-    assert aid in ids(ANN_TOKEN)
+    assert aid in ids(APPROVER_TOKEN)
     assert aid in ids(VAL_TOKEN)
     assert aid in ids(ALICE_TOKEN)
     assert aid not in ids(CAROL_TOKEN)
     assert aid not in ids(BOB_TOKEN)
-    entry = [x for x in ok(srv.get("/approvals", token=ANN_TOKEN))["approvals"] if x["id"] == aid][0]
+    entry = [x for x in ok(srv.get("/approvals", token=APPROVER_TOKEN))["approvals"] if x["id"] == aid][0]
     assert entry["op"] == "commands.run" and entry["principal"] == "alice"
     assert entry["args"]["command"] == counter_cmd(workspace), entry
     # the held call's group is in the ledger already
@@ -158,7 +142,7 @@ def test_approve_runs_exactly_once_with_held_args(srv, workspace):
     for _ in range(2):
         again = ok(srv.get("/approvals/" + aid, token=ALICE_TOKEN))
         assert again == j
-    ok(srv.get("/approvals/" + aid, token=ANN_TOKEN))
+    ok(srv.get("/approvals/" + aid, token=APPROVER_TOKEN))
     time.sleep(0.3)
     assert lines(cnt) == 1, "the approved call ran more than once"
     # a second decision is refused
@@ -258,7 +242,7 @@ def test_self_approval_refused(srv, workspace):
     assert not os.path.exists(cnt)
     ok(srv.get("/approvals/" + aid, token=VAL_TOKEN), 202)
     # another approver may
-    ok(decide(srv, aid, "approve", token=ANN_TOKEN))
+    ok(decide(srv, aid, "approve", token=APPROVER_TOKEN))
     ok(poll_done(srv, aid, token=VAL_TOKEN))
     assert lines(cnt) == 1
 
@@ -284,7 +268,7 @@ def test_decide_is_explicit_only(srv, workspace):
 
 def test_unknown_id(srv):
     assert_error(decide(srv, "0" * 32, "approve"), 404, "approval.not_found")
-    assert_error(srv.get("/approvals/" + "0" * 32, token=ANN_TOKEN), 404, "approval.not_found")
+    assert_error(srv.get("/approvals/" + "0" * 32, token=APPROVER_TOKEN), 404, "approval.not_found")
 
 
 def test_bad_decision_value(srv, workspace):
@@ -298,7 +282,7 @@ def test_bad_decision_value(srv, workspace):
 def _approve_when_listed(s, decision, delay=0.4):
     deadline = time.time() + 8
     while time.time() < deadline:
-        pend = [x for x in s.get("/approvals", token=ANN_TOKEN).json().get("approvals", [])
+        pend = [x for x in s.get("/approvals", token=APPROVER_TOKEN).json().get("approvals", [])
                 if x["status"] == "pending"]
         if pend:
             time.sleep(delay)
@@ -357,7 +341,7 @@ def test_expired(abx, workspace, tmp_path):
     r = decide(s, aid, "approve")
     assert r.status_code in (408, 409), r.text
     assert r.json()["error"]["code"] in ("approval.expired", "approval.already_decided"), r.text
-    listed = ok(s.get("/approvals", token=ANN_TOKEN))
+    listed = ok(s.get("/approvals", token=APPROVER_TOKEN))
     states = {a["id"]: a["status"] for a in listed["approvals"]}
     assert states.get(aid) == "expired", listed
     time.sleep(0.3)

@@ -6,8 +6,7 @@ import time
 
 import pytest
 
-from conftest import (ALICE_TOKEN, BOB_TOKEN, RawResponse, assert_error, error_code, multi_config,
-                      sha256_hex)
+from abxtest import ALICE_TOKEN, BOB_TOKEN, RawResponse, assert_error, error_code, multi_config, sha256_hex
 
 
 def test_health_needs_no_credentials(server):

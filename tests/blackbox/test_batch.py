@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ALICE_TOKEN, BOB_TOKEN, assert_error, sha256_hex
+from abxtest import ALICE_TOKEN, BOB_TOKEN, assert_error, sha256_hex
 
 ROOT_TOKEN = "root-admin-token-0123456789ab"
 

@@ -7,7 +7,7 @@ import signal
 import stat
 
 
-from conftest import run_abx
+from abxtest import run_abx
 
 ERROR_CODES = ["request.bad_target", "request.bad_header", "request.host_denied", "request.origin_denied",
                "request.busy", "request.bad_content_type", "request.bad_json", "limit.request_too_large",
@@ -227,7 +227,7 @@ def test_call_bad_typed_arg_fails(server):
 
 
 def test_call_server_down(tmp_path):
-    from conftest import free_port
+    from abxtest import free_port
     r = run_abx(["call", "core.health", "--url", "http://127.0.0.1:%d" % free_port()], home=tmp_path)
     assert r.returncode != 0
     assert r.stderr
@@ -282,7 +282,7 @@ def test_call_sse_prints_events_as_they_arrive(server):
     env = dict(os.environ, ABX_HOME=server.home)
     env.pop("ABX_URL", None)
     env.pop("ABX_TOKEN", None)
-    from conftest import ABX_BIN
+    from abxtest import ABX_BIN
     for extra in ([], ["--json"]):
         t0 = time.time()
         p = subprocess.Popen([ABX_BIN, "call", "commands.stream",

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import ALICE_TOKEN, BOB_TOKEN, multi_config
+from abxtest import ALICE_TOKEN, BOB_TOKEN, multi_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
 import abx as abxc  # noqa: E402  (the client package, not the server fixture)
@@ -63,7 +63,7 @@ def test_bad_token_is_an_auth_error(local):
 
 
 def test_unreachable_server_is_a_transport_error(tmp_path, monkeypatch):
-    from conftest import free_port
+    from abxtest import free_port
     monkeypatch.setenv("ABX_HOME", str(tmp_path))
     with pytest.raises(abxc.TransportError) as ei:
         abxc.Client(url="http://127.0.0.1:%d" % free_port(), token="t")

@@ -11,8 +11,8 @@ import time
 import pytest
 import requests
 
-from conftest import (ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, pgrep, proc_alive, sha256_hex, uniq_sleep,
-                      wait_for)
+from abxtest import (ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, pgrep, proc_alive, read_sse, tokens,
+                    uniq_sleep, wait_for)
 
 CMDS = ["echo *", "cat *", "ls *", "python3 *", "sh *", "sleep *", "pwd"]
 ENV_ALLOW = ["FOO", "BAR_OK"]
@@ -20,14 +20,6 @@ ENV_ALLOW = ["FOO", "BAR_OK"]
 
 def real(prog):
     return os.path.realpath(shutil.which(prog, path="/usr/local/bin:/usr/bin:/bin"))
-
-
-def tokens():
-    return [
-        {"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)},
-        {"principal": "bob", "roles": ["viewer"], "token_sha256": sha256_hex(BOB_TOKEN)},
-        {"principal": "carol", "roles": ["agent"], "token_sha256": sha256_hex(CAROL_TOKEN)},
-    ]
 
 
 def make_config(ws, commands=None, limits=None, extra=None, deny=None):
@@ -40,7 +32,8 @@ def make_config(ws, commands=None, limits=None, extra=None, deny=None):
     policy = {"allow": [{"ops": ["core.*"], "principals": ["*"]}, stmt]}
     if deny:
         policy["deny"] = deny
-    return {"workspace": ws, "terminal_listen": "off", "auth": {"tokens": tokens()}, "policy": policy}
+    return {"workspace": ws, "terminal_listen": "off", "auth": {"tokens": tokens("alice", "bob", "carol")},
+            "policy": policy}
 
 
 @pytest.fixture
@@ -55,50 +48,6 @@ def run(s, body, token=ALICE_TOKEN, timeout=20):
 def ok(r):
     assert r.status_code == 200, r.text[:800]
     return r.json()
-
-
-
-
-
-
-
-
-
-
-def parse_sse(text):
-    events = []
-    for block in text.replace("\r\n", "\n").split("\n\n"):
-        ev = {"event": "message", "id": None}
-        data = []
-        for line in block.split("\n"):
-            if not line or line.startswith(":"):
-                continue
-            k, _, v = line.partition(":")
-            v = v[1:] if v.startswith(" ") else v
-            if k == "event":
-                ev["event"] = v
-            elif k == "id":
-                ev["id"] = v
-            elif k == "data":
-                data.append(v)
-        if data:
-            ev["data"] = "\n".join(data)
-            events.append(ev)
-    return events
-
-
-def read_sse(resp, until_event="exit", timeout=15.0):
-    """Read an SSE response until an event named until_event is complete or timeout."""
-    deadline = time.time() + timeout
-    buf = ""
-    for chunk in resp.iter_content(chunk_size=None, decode_unicode=False):
-        buf += chunk.decode("utf-8", "replace")
-        if ("event: %s\n" % until_event) in buf and buf.endswith("\n\n"):
-            break
-        if time.time() > deadline:
-            break
-    resp.close()
-    return parse_sse(buf)
 
 
 # -- commands.run: basics ------------------------------------------------------------------

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-import conftest
-from conftest import (ALICE_TOKEN, BOB_TOKEN, assert_error, free_port, multi_config, run_abx, sha256_hex)
+import abxtest
+from abxtest import ALICE_TOKEN, BOB_TOKEN, assert_error, free_port, multi_config, run_abx, sha256_hex
 
 DIAG = re.compile(r"^(?P<file>.+?):(?P<line>\d+): (?P<level>error|warning): (?P<code>[a-z_]+\.[a-z_]+): (?P<msg>.+)$")
 
@@ -36,7 +36,7 @@ def serve_fails(args, env=None, timeout=8):
     """Run `abx serve ARGS`; it must exit by itself. Returns (rc, stdout, stderr)."""
     e = dict(os.environ)
     e.update(env or {})
-    p = subprocess.Popen([conftest.ABX_BIN, "serve"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    p = subprocess.Popen([abxtest.ABX_BIN, "serve"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=e, text=True)
     try:
         out, err = p.communicate(timeout=timeout)
@@ -44,7 +44,7 @@ def serve_fails(args, env=None, timeout=8):
         p.kill()
         out, err = p.communicate()
         pytest.fail("abx serve %s kept running; expected a refusal. stderr: %s" % (args, err[-2000:]))
-    rep = conftest.sanitizer_report(err)
+    rep = abxtest.sanitizer_report(err)
     assert rep is None, "%s in abx serve:\n%s" % (rep, err[-4000:])
     return p.returncode, out, err
 
@@ -401,7 +401,7 @@ def test_exact_id_and_principal_id_selectors(abx):
     s = abx(multi_config().replace('["files.*"]', '["files.stat"]').replace('["role:agent"]', '[alice]'))
     m = _mounted(s, ALICE_TOKEN)
     assert "files.stat" in m and "files.read" not in m
-    assert "files.stat" not in _mounted(s, conftest.CAROL_TOKEN)
+    assert "files.stat" not in _mounted(s, abxtest.CAROL_TOKEN)
     assert_error(s.get("/files/read", token=ALICE_TOKEN, params={"path": "a.txt"}), 404, "op.not_enabled")
 
 
@@ -415,7 +415,7 @@ def test_union_of_statements(abx, workspace, tmp_path):
     r = s.get("/files/read", token=ALICE_TOKEN, params={"path": str(other / "o.txt")})
     assert r.status_code == 200, r.text
     # carol is not in the second statement
-    assert_error(s.get("/files/read", token=conftest.CAROL_TOKEN, params={"path": str(other / "o.txt")}),
+    assert_error(s.get("/files/read", token=abxtest.CAROL_TOKEN, params={"path": str(other / "o.txt")}),
                  403, "policy.path_not_allowed")
     # files.stat is not in the second statement either
     assert_error(s.get("/files/stat", token=ALICE_TOKEN, params={"path": str(other / "o.txt")}),
@@ -479,7 +479,7 @@ def test_explicit_only_ops_mounted_by_exact_id(abx):
     assert op in _mounted(s, ALICE_TOKEN)
     # bob has core.* (and alice/carol files.*): a namespace wildcard never mounts it
     assert op not in _mounted(s, BOB_TOKEN)
-    assert op not in _mounted(s, conftest.CAROL_TOKEN)
+    assert op not in _mounted(s, abxtest.CAROL_TOKEN)
     s2 = abx(multi_config(extra_allow='    - ops: ["%s.*", "effect:read,write,admin"]\n      principals: [bob]\n'
                                       '      paths: ["{ws}/**"]\n' % ns)
              .replace("policy:\n", "policy:\n  strict: false\n"))

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import pgrep, uniq_sleep, wait_for, ALICE_TOKEN, sha256_hex
+from abxtest import ALICE_TOKEN, pgrep, sha256_hex, uniq_sleep, wait_for
 
 CMDS = ["cat *", "ls *", "python3 *", "sh *"]
 

@@ -16,8 +16,8 @@ import time
 import pytest
 import requests
 
-import conftest
-from conftest import ALICE_TOKEN, assert_error, free_port, run_abx, sanitizer_report, sha256_hex
+import abxtest
+from abxtest import ALICE_TOKEN, assert_error, free_port, run_abx, sanitizer_report, sha256_hex
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INCLUDE = os.path.join(ROOT, "include")
@@ -25,7 +25,7 @@ CC = shutil.which("cc") or shutil.which("gcc")
 
 
 def build_dir():
-    return os.path.dirname(os.path.abspath(conftest.ABX_BIN_SOURCE))
+    return os.path.dirname(os.path.abspath(abxtest.ABX_BIN_SOURCE))
 
 
 def sanitized():

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import ALICE_TOKEN, BOB_TOKEN, assert_error, run_abx, sha256_hex
+from abxtest import ALICE_TOKEN, BOB_TOKEN, assert_error, run_abx, sha256_hex
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, multi_config, run_abx
+from abxtest import ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, multi_config, run_abx
 from nodetools import redocly_lint
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")

@@ -13,7 +13,7 @@ import time
 import pytest
 import requests
 
-from conftest import ALICE_TOKEN, AbxServer, assert_error, multi_config
+from abxtest import ALICE_TOKEN, AbxServer, assert_error, multi_config, rss_kib
 
 
 def tmp_leftovers(directory):
@@ -502,14 +502,6 @@ def test_download_bytes_and_ranges(server, token, workspace):
 
 
 # -- files.upload --------------------------------------------------------------------------------
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for ln in f:
-            if ln.startswith("VmRSS:"):
-                return int(ln.split()[1])
-    return 0
-
 
 def test_upload_100mib_streams_in_bounded_memory(server, token, workspace):
     chunk = os.urandom(1024 * 1024)

@@ -11,7 +11,7 @@ import typing
 
 import pytest
 
-from conftest import ALICE_TOKEN, BOB_TOKEN, run_abx
+from abxtest import ALICE_TOKEN, BOB_TOKEN, run_abx
 from nodetools import NODE_DIR, node_bin
 
 CLIENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python")
@@ -200,7 +200,7 @@ console.log(JSON.stringify(out));
 
 
 def test_typescript_calls_a_live_server(tmp_path, abx, workspace):
-    from conftest import multi_config
+    from abxtest import multi_config
     s = abx(multi_config(extra_allow='    - ops: ["commands.stream"]\n      principals: ["alice"]\n'
                                       '      paths: ["{ws}/**"]\n      commands: ["echo *"]\n'))
     gen(tmp_path, "ts", "abx.ts")

@@ -7,7 +7,7 @@ import signal
 import threading
 import time
 
-from conftest import ALICE_TOKEN, sha256_hex
+from abxtest import ALICE_TOKEN, rss_kib, sha256_hex
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 
@@ -125,14 +125,6 @@ def test_reload_storm_never_admits_what_neither_policy_allows(abx, workspace):
     assert not bad, bad[:5]
     assert i > 20
     assert counts["a"] > 0 and counts["b"] > 0, counts   # both policies were in force in turn
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for ln in f:
-            if ln.startswith("VmRSS:"):
-                return int(ln.split()[1])
-    return 0
 
 
 def test_ten_mib_of_output_with_a_one_mib_cap(abx, workspace):

@@ -19,26 +19,14 @@ import time
 import pytest
 import requests
 
-from conftest import (ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, AbxServer, assert_error, run_abx,
-                      sanitizer_report, sha256_hex)
+from abxtest import (ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, OWNER_TOKEN, AbxServer, assert_error, run_abx,
+                    sanitizer_report, tokens)
 
-ADMIN_TOKEN = "admin-token-0123456789abcdef"
-OWNER_TOKEN = "owner-token-0123456789abcdef"
 
 APPEND_ONLY_MSG = "the ledger is append-only"
 
 
 # -- helpers ------------------------------------------------------------------------------------
-
-def tokens():
-    return [
-        {"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)},
-        {"principal": "bob", "roles": ["viewer"], "token_sha256": sha256_hex(BOB_TOKEN)},
-        {"principal": "carol", "roles": ["agent"], "token_sha256": sha256_hex(CAROL_TOKEN)},
-        {"principal": "root", "roles": ["admin"], "token_sha256": sha256_hex(ADMIN_TOKEN)},
-        {"principal": "olga", "roles": ["owner"], "token_sha256": sha256_hex(OWNER_TOKEN)},
-    ]
-
 
 def make_config(ws, ledger=None):
     policy = {"allow": [
@@ -48,7 +36,8 @@ def make_config(ws, ledger=None):
         {"ops": ["commands.run"], "principals": ["role:agent"], "paths": [ws + "/**"],
          "commands": {"allow": ["sh *", "echo *", "cat *", "touch *"], "env": ["FOO"]}},
     ]}
-    cfg = {"workspace": ws, "terminal_listen": "off", "auth": {"tokens": tokens()}, "policy": policy}
+    cfg = {"workspace": ws, "terminal_listen": "off", "auth": {"tokens": tokens("alice", "bob", "carol", "root", "olga")},
+           "policy": policy}
     if ledger is not None:
         cfg["ledger"] = ledger
     return cfg
@@ -283,9 +272,10 @@ def test_every_kind_of_call_is_recorded(led, workspace):
     assert g["principal"] == "alice" and g["op"] == "files.read"
 
     g, e = group_of(path, rid(r200))
-    # a read that ran is two events: its admission (determining statements, redacted
-    # arguments, canonical paths) travels in "finished" (docs/configuration.md)
-    assert kinds(e) == ["received", "finished"], kinds(e)
+    # a read that ran is one event: "finished" carries what "received" would and its
+    # admission (determining statements, redacted arguments, canonical paths)
+    # (docs/policy.md, "The action ledger")
+    assert kinds(e) == ["finished"], kinds(e)
     adm = one(e, "finished")
     assert adm["paths"].get("path") == workspace + "/a.txt", adm
     assert adm["args"].get("path") == workspace + "/a.txt", adm
@@ -293,8 +283,9 @@ def test_every_kind_of_call_is_recorded(led, workspace):
     fin = one(e, "finished")
     assert fin["status"] == 200 and fin.get("code") is None and isinstance(fin.get("duration_ms"), (int, float))
     assert g["principal"] == "alice" and g["request_id"] == rid(r200)
-    # each group's request id is the one its call answered with, and received says so too
-    assert one(e, "received")["request_id"] == rid(r200)
+    # each group's request id is the one its call answered with, and its event says so too
+    assert fin["request_id"] == rid(r200) and fin["principal"] == "alice" and fin["op"] == "files.read", fin
+    assert fin["door"] == "http" and fin["target"] == "/files/read", fin
 
 
 def test_non_mutating_call_appears_within_a_second(led, workspace):

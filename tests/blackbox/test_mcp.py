@@ -20,8 +20,8 @@ import time
 import pytest
 import requests
 
-import conftest
-from conftest import ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, run_abx, sanitizer_report, sha256_hex
+import abxtest
+from abxtest import ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, run_abx, sanitizer_report, sha256_hex
 
 ANN_TOKEN = "ann-approver-token-0123456789"
 VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26"]
@@ -640,7 +640,7 @@ class Stdio:
         if home:
             e["ABX_HOME"] = home
         e.update(env or {})
-        self.p = subprocess.Popen([conftest.ABX_BIN, "mcp"] + args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.p = subprocess.Popen([abxtest.ABX_BIN, "mcp"] + args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, env=e, cwd=cwd, text=True, bufsize=1)
         self.lines = []
         self.cv = threading.Condition()

@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-import conftest
-from conftest import ALICE_TOKEN, BOB_TOKEN, free_port, sha256_hex
+import abxtest
+from abxtest import ALICE_TOKEN, BOB_TOKEN, free_port, sha256_hex
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MCP_DIR = os.path.join(os.path.dirname(HERE), "mcp")
@@ -80,11 +80,11 @@ def test_sdk_client_over_stdio(npm_packages, workspace, tmp_path):
     path = str(tmp_path / "abx.json")
     with open(path, "w") as f:
         json.dump(config(workspace, str(tmp_path)), f)
-    rep = run_client(["stdio", conftest.ABX_BIN, workspace, "/etc/passwd", "--config", path, "--principal", "alice"],
+    rep = run_client(["stdio", abxtest.ABX_BIN, workspace, "/etc/passwd", "--config", path, "--principal", "alice"],
                      env={"ABX_HOME": str(tmp_path / "home")})
     check_report(rep, workspace)
     # the embedded default: ABX_TOKEN not needed, principal local on the workspace
-    rep = run_client(["stdio", conftest.ABX_BIN, workspace, "/etc/passwd", "--workspace", workspace],
+    rep = run_client(["stdio", abxtest.ABX_BIN, workspace, "/etc/passwd", "--workspace", workspace],
                      env={"ABX_HOME": str(tmp_path / "home2")}, cwd=workspace)
     check_report(rep, workspace)
 

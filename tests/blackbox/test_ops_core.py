@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from conftest import ALICE_TOKEN, BOB_TOKEN, assert_error, run_abx
+from abxtest import ALICE_TOKEN, BOB_TOKEN, assert_error, run_abx
 
 ENTRY_KEYS = {"id", "summary", "effects", "group", "http", "rpc", "params", "result", "limits", "stream",
               "install", "since", "aliases", "deprecated"}
@@ -67,7 +67,7 @@ def test_capabilities_namespaces_filtered(multi):
 
 
 def test_capabilities_limits_reflect_config(abx):
-    from conftest import multi_config
+    from abxtest import multi_config
     s = abx(multi_config(top="limits: {request_max_bytes: 2048, connections: 7}\n"))
     lim = s.get("/capabilities", token=ALICE_TOKEN).json()["limits"]
     assert lim.get("request_max_bytes") == 2048, lim

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, error_code, multi_config
+from abxtest import ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, error_code, multi_config
 
 
 # -- files.stat ---------------------------------------------------------------------------------
@@ -196,7 +196,7 @@ policy:
 
 @pytest.fixture
 def wide(abx):
-    from conftest import sha256_hex
+    from abxtest import sha256_hex
     return abx(WIDE % sha256_hex(ALICE_TOKEN))
 
 
@@ -458,7 +458,7 @@ def test_read_fifo_no_hang(server, token, workspace):
 
 
 def test_read_dev_null(abx):
-    from conftest import sha256_hex
+    from abxtest import sha256_hex
     s = abx(WIDE % sha256_hex(ALICE_TOKEN))
     r = s.get("/files/read", token=ALICE_TOKEN, params={"path": "/dev/null"})
     # /dev/null is allowed by policy; it is a character device, so not a regular file

@@ -8,7 +8,7 @@ import time
 import pytest
 import requests
 
-from conftest import (ALICE_TOKEN, BOB_TOKEN, assert_error, error_code, multi_config)
+from abxtest import ALICE_TOKEN, BOB_TOKEN, assert_error, error_code, multi_config
 
 
 # -- headers every reply carries --------------------------------------------------------
@@ -259,7 +259,7 @@ def test_content_length_over_limit_is_413_before_body(abx):
             pass
     finally:
         c.close()
-    from conftest import RawResponse
+    from abxtest import RawResponse
     assert_error(RawResponse(data), 413, "limit.request_too_large")
 
 

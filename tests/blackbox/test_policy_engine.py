@@ -10,22 +10,7 @@ import time
 
 import pytest
 
-from conftest import (pgrep, wait_for, ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, run_abx, sha256_hex)
-
-ADMIN_TOKEN = "admin-token-0123456789abcdef"
-APPROVER_TOKEN = "approver-token-0123456789abcd"
-
-
-def tokens(approver=False):
-    t = [
-        {"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)},
-        {"principal": "bob", "roles": ["viewer"], "token_sha256": sha256_hex(BOB_TOKEN)},
-        {"principal": "carol", "roles": ["agent"], "token_sha256": sha256_hex(CAROL_TOKEN)},
-        {"principal": "root", "roles": ["admin"], "token_sha256": sha256_hex(ADMIN_TOKEN)},
-    ]
-    if approver:
-        t.append({"principal": "ann", "roles": ["approver"], "token_sha256": sha256_hex(APPROVER_TOKEN)})
-    return t
+from abxtest import ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, pgrep, run_abx, tokens, wait_for
 
 
 def cmd_stmt(ws, commands=("echo *", "sleep *", "touch *"), **kw):
@@ -39,7 +24,8 @@ def make_config(ws, stmts, deny=None, approver=False, tests=None, top=None):
                         {"ops": ["core.explain"], "principals": ["role:admin"]}] + list(stmts)}
     if deny:
         policy["deny"] = deny
-    cfg = {"workspace": ws, "terminal_listen": "off", "auth": {"tokens": tokens(approver)}, "policy": policy}
+    cast = ("alice", "bob", "carol", "root") + (("ann",) if approver else ())
+    cfg = {"workspace": ws, "terminal_listen": "off", "auth": {"tokens": tokens(*cast)}, "policy": policy}
     if tests is not None:
         cfg["tests"] = tests
     cfg.update(top or {})
@@ -65,10 +51,6 @@ def write_cfg(tmp_path, cfg, name="cfg.json"):
 
 def check(tmp_path, cfg):
     return run_abx(["check-config", write_cfg(tmp_path, cfg)])
-
-
-
-
 
 
 def explain(s, op, args, principal="alice", token=ADMIN_TOKEN):

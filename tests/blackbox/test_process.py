@@ -9,19 +9,10 @@ import time
 import pytest
 import requests
 
-from conftest import pgrep, uniq_sleep, wait_for, ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, sha256_hex
+from abxtest import (ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, pgrep, read_sse, tokens,
+                    uniq_sleep, wait_for)
 
-ADMIN_TOKEN = "admin-token-0123456789abcdef"
 CMDS = ["echo *", "cat *", "python3 *", "sh *", "sleep *", "pwd"]
-
-
-def tokens():
-    return [
-        {"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)},
-        {"principal": "bob", "roles": ["viewer"], "token_sha256": sha256_hex(BOB_TOKEN)},
-        {"principal": "carol", "roles": ["agent"], "token_sha256": sha256_hex(CAROL_TOKEN)},
-        {"principal": "root", "roles": ["admin"], "token_sha256": sha256_hex(ADMIN_TOKEN)},
-    ]
 
 
 def make_config(ws, limits=None, commands=None):
@@ -29,7 +20,7 @@ def make_config(ws, limits=None, commands=None):
             "paths": [ws + "/**"], "commands": commands or {"allow": CMDS, "env": ["FOO"]}}
     if limits:
         stmt["limits"] = limits
-    return {"workspace": ws, "terminal_listen": "off", "auth": {"tokens": tokens()},
+    return {"workspace": ws, "terminal_listen": "off", "auth": {"tokens": tokens("alice", "bob", "carol", "root")},
             "policy": {"allow": [{"ops": ["core.*"], "principals": ["*"]}, stmt]}}
 
 
@@ -63,12 +54,6 @@ def signal_(s, pid, sig, token=ALICE_TOKEN):
     return s.post("/process/%d/signal" % pid, token=token, json_body={"signal": sig})
 
 
-
-
-
-
-
-
 def proc_state(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
@@ -91,41 +76,6 @@ def kill_quietly(s, pid):
         signal_(s, pid, "KILL")
     except Exception:
         pass
-
-
-def parse_sse(text):
-    events = []
-    for block in text.replace("\r\n", "\n").split("\n\n"):
-        ev = {"event": "message", "id": None}
-        data = []
-        for line in block.split("\n"):
-            if not line or line.startswith(":"):
-                continue
-            k, _, v = line.partition(":")
-            v = v[1:] if v.startswith(" ") else v
-            if k == "event":
-                ev["event"] = v
-            elif k == "id":
-                ev["id"] = v
-            elif k == "data":
-                data.append(v)
-        if data:
-            ev["data"] = "\n".join(data)
-            events.append(ev)
-    return events
-
-
-def read_sse(resp, timeout=15.0):
-    deadline = time.time() + timeout
-    buf = ""
-    for chunk in resp.iter_content(chunk_size=None):
-        buf += chunk.decode("utf-8", "replace")
-        if "event: exit\n" in buf and buf.endswith("\n\n"):
-            break
-        if time.time() > deadline:
-            break
-    resp.close()
-    return parse_sse(buf)
 
 
 ECHOER = ["python3", "-u", "-c",

@@ -8,8 +8,8 @@ import threading
 import time
 
 
-from conftest import ALICE_TOKEN
-from test_approvals import ANN_TOKEN, make_config
+from abxtest import ALICE_TOKEN, APPROVER_TOKEN
+from test_approvals import make_config
 
 
 def test_archive_streams_sources_as_tar_gz(server, token, workspace):
@@ -129,7 +129,7 @@ def test_approvals_get_through_rpc(abx, workspace, tmp_path):
     aid = r.json()["approval_id"]
     pending = s.op("approvals.get", {"id": aid}, token=ALICE_TOKEN)
     assert pending.status_code == 202 and pending.json()["status"] == "pending"
-    assert s.post("/approvals/" + aid, token=ANN_TOKEN, json_body={"decision": "approve"}).status_code == 200
+    assert s.post("/approvals/" + aid, token=APPROVER_TOKEN, json_body={"decision": "approve"}).status_code == 200
     deadline = time.time() + 10
     while True:
         done = s.op("approvals.get", {"id": aid}, token=ALICE_TOKEN)

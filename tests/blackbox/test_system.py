@@ -9,23 +9,15 @@ import time
 
 import pytest
 
-from conftest import wait_for, ALICE_TOKEN, BOB_TOKEN, assert_error, run_abx, sha256_hex
+from abxtest import ADMIN_TOKEN, ALICE_TOKEN, BOB_TOKEN, assert_error, run_abx, sha256_hex, tokens, wait_for
 
-ADMIN_TOKEN = "admin-token-0123456789abcdef"
 DAVE_TOKEN = "dave-token-0123456789abcdefgh"
-
-
-def tokens(extra=()):
-    return [
-        {"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)},
-        {"principal": "bob", "roles": ["viewer"], "token_sha256": sha256_hex(BOB_TOKEN)},
-        {"principal": "root", "roles": ["admin"], "token_sha256": sha256_hex(ADMIN_TOKEN)},
-    ] + list(extra)
 
 
 def make_config(ws, commands=("echo *",), system=None, extra_tokens=(), tests=None):
     cfg = {
-        "workspace": ws, "terminal_listen": "off", "auth": {"tokens": tokens(extra_tokens)},
+        "workspace": ws, "terminal_listen": "off",
+        "auth": {"tokens": tokens("alice", "bob", "root", extra=extra_tokens)},
         "policy": {"allow": [
             {"ops": ["core.*"], "principals": ["*"]},
             {"ops": ["system.*"], "principals": ["*"]},
@@ -64,8 +56,6 @@ def cat(s):
 
 def reload_(s, token=ADMIN_TOKEN):
     return s.post("/system/policy/reload", token=token)
-
-
 
 
 @pytest.fixture

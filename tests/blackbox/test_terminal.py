@@ -9,23 +9,15 @@ import time
 import pytest
 import websocket
 
-from conftest import wait_for, ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, sha256_hex
+from abxtest import ALICE_TOKEN, BOB_TOKEN, CAROL_TOKEN, assert_error, tokens, wait_for
 
 CMDS = ["bash *", "sh *", "python3 *", "cat *"]
-
-
-def tokens():
-    return [
-        {"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)},
-        {"principal": "bob", "roles": ["viewer"], "token_sha256": sha256_hex(BOB_TOKEN)},
-        {"principal": "carol", "roles": ["agent"], "token_sha256": sha256_hex(CAROL_TOKEN)},
-    ]
 
 
 def make_config(ws, terminal_listen="127.0.0.1:0", commands=None):
     stmt = {"ops": ["terminal.*", "process.get"], "principals": ["role:agent"], "paths": [ws + "/**"],
             "commands": commands or {"allow": CMDS, "env": ["FOO"]}}
-    return {"workspace": ws, "terminal_listen": terminal_listen, "auth": {"tokens": tokens()},
+    return {"workspace": ws, "terminal_listen": terminal_listen, "auth": {"tokens": tokens("alice", "bob", "carol")},
             "policy": {"allow": [{"ops": ["core.*"], "principals": ["*"]}, stmt]}}
 
 
@@ -77,8 +69,6 @@ def read_until(ws, needle, timeout=6.0):
 
 def delete(s, tid, token=ALICE_TOKEN):
     return s.request("DELETE", "/terminal/%d" % tid, token=token)
-
-
 
 
 def test_create_result(srv):

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import ALICE_TOKEN, BOB_TOKEN, assert_error, run_abx, sha256_hex
+from abxtest import ALICE_TOKEN, BOB_TOKEN, assert_error, run_abx, sha256_hex
 
 FORMATS = ("openai", "responses", "anthropic", "gemini")
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "tools")

@@ -1,36 +1,14 @@
-"""Helpers shared by the attack corpus (tests/security): the black-box helpers re-exported,
-plus configs, raw-socket HTTP and small predicates the attack files all use."""
+"""Helpers only the attack corpus (tests/security) uses: configs, raw-socket HTTP and
+small predicates. What both suites share is in tests/pylib/abxtest.py."""
 import os
 import socket
 import time
 
-import abx_blackbox_conftest as bb
-
-pgrep = bb.pgrep
-wait_for = bb.wait_for
-
-ALICE_TOKEN = bb.ALICE_TOKEN
-BOB_TOKEN = bb.BOB_TOKEN
-CAROL_TOKEN = bb.CAROL_TOKEN
-RawResponse = bb.RawResponse
-assert_error = bb.assert_error
-error_code = bb.error_code
-sha256_hex = bb.sha256_hex
-multi_config = bb.multi_config
-run_abx = bb.run_abx
-
-ADMIN_TOKEN = "admin-token-0123456789abcdef"
-APPROVER_TOKEN = "approver-token-0123456789abcd"
-
-
-def tokens(admin=False, approver=False):
-    t = [{"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)},
-         {"principal": "bob", "roles": ["viewer"], "token_sha256": sha256_hex(BOB_TOKEN)}]
-    if admin:
-        t.append({"principal": "root", "roles": ["admin"], "token_sha256": sha256_hex(ADMIN_TOKEN)})
-    if approver:
-        t.append({"principal": "ann", "roles": ["approver"], "token_sha256": sha256_hex(APPROVER_TOKEN)})
-    return t
+import abxtest as bb
+from abxtest import RawResponse, tokens
+# Transition only: attack files written on other branches before abxtest existed import
+# shared helpers from secutil. Files here import them from abxtest; drop once merged.
+from abxtest import *  # noqa: F401,F403
 
 
 def files_config(ws, paths=None, deny=None, extra=None, top=None, admin=False):
@@ -43,7 +21,7 @@ def files_config(ws, paths=None, deny=None, extra=None, top=None, admin=False):
     if deny:
         policy["deny"] = deny
     cfg = {"workspace": ws, "terminal_listen": "off", "ledger": {"enabled": False},
-           "auth": {"tokens": tokens(admin=admin)}, "policy": policy}
+           "auth": {"tokens": tokens("alice", "bob", *(["root"] if admin else []))}, "policy": policy}
     cfg.update(top or {})
     return cfg
 

@@ -20,7 +20,7 @@ import time
 import pytest
 import requests
 
-from secutil import (ADMIN_TOKEN, ALICE_TOKEN, APPROVER_TOKEN, BOB_TOKEN, RawResponse, assert_error, multi_config,
+from abxtest import (ADMIN_TOKEN, ALICE_TOKEN, APPROVER_TOKEN, BOB_TOKEN, RawResponse, assert_error, multi_config,
                      sha256_hex, tokens)
 
 
@@ -246,7 +246,7 @@ def approval_config(ws, with_commands=True):
         stmts.append({"ops": ["commands.run"], "principals": ["alice"], "paths": [ws + "/**"],
                       "commands": ["python3 *"], "approval": "required"})
     return {"workspace": ws, "terminal_listen": "off", "ledger": {"enabled": False},
-            "auth": {"tokens": tokens(admin=True, approver=True)}, "policy": {"allow": stmts}}
+            "auth": {"tokens": tokens("alice", "bob", "root", "ann")}, "policy": {"allow": stmts}}
 
 
 @pytest.fixture

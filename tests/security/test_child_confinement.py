@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from secutil import ALICE_TOKEN, make_workspace, module_server, pgrep, tokens, wait_for, world_readable_dir
+from abxtest import ALICE_TOKEN, pgrep, tokens, wait_for
+from secutil import make_workspace, module_server, world_readable_dir
 
 SECRET = "child-secret-7781"
 
@@ -33,7 +34,7 @@ def config(ws, limits=None, deny=None, net=None, cfg_extra=None):
     if deny:
         policy["deny"] = deny
     cfg = {"workspace": ws, "terminal_listen": "off", "ledger": {"enabled": False},
-           "auth": {"tokens": tokens()}, "policy": policy}
+           "auth": {"tokens": tokens("alice", "bob")}, "policy": policy}
     cfg.update(cfg_extra or {})
     return cfg
 
@@ -545,7 +546,7 @@ def test_chroot_without_a_mount_at_root_fails_closed(tmp_path, workspace):
     import shutil
     import subprocess
     import requests
-    import abx_blackbox_conftest as bb
+    import abxtest as bb
     if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("chroot"):
         pytest.skip("needs root, unshare and chroot")
     with open(os.path.join(workspace, "secret.txt"), "w") as f:

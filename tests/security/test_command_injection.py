@@ -9,7 +9,8 @@ import shutil
 
 import pytest
 
-from secutil import ALICE_TOKEN, assert_error, make_workspace, module_server, tokens
+from abxtest import ALICE_TOKEN, assert_error, tokens
+from secutil import make_workspace, module_server
 
 CMDS = ["echo *", "cat *", "ls -a", "git status", "python3 *", "sleep *"]
 
@@ -21,7 +22,7 @@ def config(ws, commands=None, deny=None):
     if deny:
         policy["deny"] = deny
     return {"workspace": ws, "terminal_listen": "off", "ledger": {"enabled": False},
-            "auth": {"tokens": tokens()}, "policy": policy}
+            "auth": {"tokens": tokens("alice", "bob")}, "policy": policy}
 
 
 @pytest.fixture(scope="module")

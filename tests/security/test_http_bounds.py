@@ -14,8 +14,9 @@ import json
 
 import pytest
 
-import abx_blackbox_conftest as bb
-from secutil import ALICE_TOKEN, make_workspace, module_server, multi_config, raw_exchange, responses
+import abxtest as bb
+from abxtest import ALICE_TOKEN, multi_config
+from secutil import make_workspace, module_server, raw_exchange, responses
 
 
 @pytest.fixture(scope="module")

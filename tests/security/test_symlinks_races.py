@@ -16,7 +16,8 @@ import time
 import pytest
 import requests
 
-from secutil import ALICE_TOKEN, assert_error, error_code, files_config, world_readable_dir
+from abxtest import ALICE_TOKEN, assert_error, error_code, rss_kib
+from secutil import files_config, world_readable_dir
 
 SECRET = "TOP-SECRET-CONTENT"
 OUTSIDE = "OUTSIDE-CONTENT"
@@ -496,14 +497,6 @@ def test_endless_devices_refused(wide, workspace, dev, op):
     assert time.time() - t0 < 3
     assert_error(r, 400, "files.not_regular")
     assert not os.path.exists(os.path.join(workspace, "copied"))
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for ln in f:
-            if ln.startswith("VmRSS:"):
-                return int(ln.split()[1])
-    return 0
 
 
 @pytest.mark.parametrize("op", ["files.read", "files.edit", "files.search"])

@@ -11,7 +11,8 @@ import os
 
 import pytest
 
-from secutil import assert_error, error_code, make_workspace, module_server
+from abxtest import assert_error, error_code
+from secutil import make_workspace, module_server
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from secutil import ALICE_TOKEN, APPROVER_TOKEN, assert_error, tokens
+from abxtest import ALICE_TOKEN, APPROVER_TOKEN, assert_error, tokens
 
 
 def config(ws, ledger):
@@ -26,7 +26,7 @@ def config(ws, ledger):
              {"ops": ["commands.run"], "principals": ["alice"], "paths": [ws + "/**"],
               "commands": ["sh *", "python3 *"], "approval": "required"}]
     return {"workspace": ws, "terminal_listen": "off", "ledger": {"path": ledger},
-            "auth": {"tokens": tokens(approver=True)}, "policy": {"allow": stmts}}
+            "auth": {"tokens": tokens("alice", "bob", "ann")}, "policy": {"allow": stmts}}
 
 
 @pytest.fixture

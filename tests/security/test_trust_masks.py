@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from secutil import ALICE_TOKEN, assert_error, run_abx, tokens, wait_for
+from abxtest import ALICE_TOKEN, assert_error, run_abx, tokens, wait_for
 
 SECRET = "mask-secret-5521"
 LATER = "mask-later-8830"
@@ -30,7 +30,7 @@ def config(ws, deny, files=False):
     if files:
         allow.append({"ops": ["files.*"], "principals": ["alice"], "paths": [ws + "/**"]})
     return {"workspace": ws, "terminal_listen": "off", "ledger": {"enabled": False},
-            "auth": {"tokens": tokens()}, "policy": {"allow": allow, "deny": deny}}
+            "auth": {"tokens": tokens("alice", "bob")}, "policy": {"allow": allow, "deny": deny}}
 
 
 def run(s, script, timeout=30):

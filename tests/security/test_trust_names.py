@@ -11,8 +11,9 @@ import tempfile
 
 import pytest
 
-import abx_blackbox_conftest as bb
-from secutil import ALICE_TOKEN, assert_error, files_config
+import abxtest as bb
+from abxtest import ALICE_TOKEN, assert_error
+from secutil import files_config
 
 NOBODY = 65534
 

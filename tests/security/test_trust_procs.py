@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-from secutil import ALICE_TOKEN, make_workspace, pgrep, tokens, wait_for
+from abxtest import ALICE_TOKEN, pgrep, tokens, wait_for
+from secutil import make_workspace
 
 
 def config(ws, timeout=None, net=None):
@@ -30,7 +31,7 @@ def config(ws, timeout=None, net=None):
     if net is not None:
         stmt["net"] = net
     return {"workspace": ws, "terminal_listen": "off", "ledger": {"enabled": False},
-            "auth": {"tokens": tokens()},
+            "auth": {"tokens": tokens("alice", "bob")},
             "policy": {"allow": [{"ops": ["core.*"], "principals": ["*"]}, stmt]}}
 
 
@@ -267,7 +268,7 @@ REFUSED = {"vsock": (40, 1), "packet": (17, 3), "alg": (38, 5), "xdp": (44, 3), 
 @pytest.fixture(scope="module")
 def both(tmp_path_factory):
     """One server per net setting, shared by the family probes."""
-    import abx_blackbox_conftest as bb
+    import abxtest as bb
     servers = {}
     for net in (False, True):
         ws = make_workspace(tmp_path_factory.mktemp("fam%d" % net))

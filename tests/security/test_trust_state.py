@@ -25,11 +25,11 @@ import time
 
 import pytest
 
-import secutil as su
+import abxtest
 
 
 def _cfg(ws, paths, extra_top="", token_line=None):
-    token_line = token_line or "    - {principal: alice, roles: [agent], token_sha256: %s}" % su.sha256_hex(su.ALICE_TOKEN)
+    token_line = token_line or "    - {principal: alice, roles: [agent], token_sha256: %s}" % abxtest.sha256_hex(abxtest.ALICE_TOKEN)
     return """workspace: %s
 terminal_listen: "off"
 %s
@@ -46,7 +46,7 @@ policy:
       paths: %s
     - ops: ["system.policy.reload"]
       principals: [root]
-""" % (ws, extra_top, token_line, su.sha256_hex(su.ADMIN_TOKEN), paths)
+""" % (ws, extra_top, token_line, abxtest.sha256_hex(abxtest.ADMIN_TOKEN), paths)
 
 
 def _write(path, text):
@@ -57,13 +57,13 @@ def _write(path, text):
 
 
 def _serve_fails(abx, config_path, home):
-    r = su.run_abx(["serve", "--listen", "127.0.0.1:0", "--config", config_path], home=home, timeout=15)
+    r = abxtest.run_abx(["serve", "--listen", "127.0.0.1:0", "--config", config_path], home=home, timeout=15)
     assert r.returncode != 0, r.stdout + r.stderr
     return r.stderr
 
 
 def _check_config(config_path):
-    r = su.run_abx(["check-config", config_path])
+    r = abxtest.run_abx(["check-config", config_path])
     return r.returncode, r.stdout + r.stderr
 
 
@@ -78,7 +78,7 @@ def test_config_inside_a_writable_root_is_refused(abx, workspace, tmp_path):
 
 
 def test_token_file_inside_a_writable_root_is_refused(abx, workspace, tmp_path):
-    tf = _write(os.path.join(workspace, "secrets", "alice.token"), su.ALICE_TOKEN + "\n")
+    tf = _write(os.path.join(workspace, "secrets", "alice.token"), abxtest.ALICE_TOKEN + "\n")
     cfg = _write(str(tmp_path / "etc" / "abx.yaml"),
                  _cfg(workspace, '["%s/**"]' % workspace,
                       token_line="    - {principal: alice, roles: [agent], token_file: %s}" % tf))
@@ -90,7 +90,7 @@ def test_token_file_inside_a_writable_root_is_refused(abx, workspace, tmp_path):
 def test_token_file_under_a_read_root_is_a_protected_area(abx, workspace, tmp_path):
     """Readable by a statement's scope, but never served: the token it holds reloads the policy."""
     tdir = tmp_path / "tokens"
-    tf = _write(str(tdir / "root.token"), su.ADMIN_TOKEN + "\n")
+    tf = _write(str(tdir / "root.token"), abxtest.ADMIN_TOKEN + "\n")
     cfg = """workspace: %s
 terminal_listen: "off"
 ledger: {enabled: false}
@@ -103,11 +103,11 @@ policy:
     - ops: ["files.read", "files.list", "files.stat"]
       principals: [alice]
       paths: {read: ["%s/**", "%s/**"]}
-""" % (workspace, su.sha256_hex(su.ALICE_TOKEN), tf, workspace, tdir)
+""" % (workspace, abxtest.sha256_hex(abxtest.ALICE_TOKEN), tf, workspace, tdir)
     s = abx(cfg)
-    r = s.op("files.read", {"path": tf}, token=su.ALICE_TOKEN)
-    su.assert_error(r, 403, "policy.path_denied")
-    assert su.ADMIN_TOKEN not in r.text
+    r = s.op("files.read", {"path": tf}, token=abxtest.ALICE_TOKEN)
+    abxtest.assert_error(r, 403, "policy.path_denied")
+    assert abxtest.ADMIN_TOKEN not in r.text
 
 
 def test_ledger_inside_a_writable_root_is_refused(abx, workspace, tmp_path):
@@ -134,7 +134,7 @@ def test_writable_root_above_abx_home_is_refused(abx, workspace, tmp_path):
 
 
 def test_embedded_default_refuses_a_workspace_holding_its_home(workspace):
-    r = su.run_abx(["serve", "--listen", "127.0.0.1:0", "--workspace", workspace],
+    r = abxtest.run_abx(["serve", "--listen", "127.0.0.1:0", "--workspace", workspace],
                    home=os.path.join(workspace, "home"), cwd=workspace)
     assert r.returncode != 0
     assert "config.state_writable" in r.stderr and "ABX_HOME" in r.stderr, r.stderr
@@ -154,13 +154,13 @@ def test_reload_that_makes_state_writable_keeps_the_policy_in_force(abx, workspa
     cfg_path = _write(str(etc / "abx.yaml"), _cfg(workspace, '["%s/**"]' % workspace))
     s = abx(open(cfg_path).read())
     _write(s.config_path, _cfg(workspace, '["%s/**", "%s/**"]' % (workspace, os.path.dirname(s.config_path))))
-    r = s.op("system.policy.reload", {}, token=su.ADMIN_TOKEN)
+    r = s.op("system.policy.reload", {}, token=abxtest.ADMIN_TOKEN)
     assert r.status_code == 400 and "config.state_writable" in r.text, r.text
     os.kill(s.proc.pid, signal.SIGHUP)
     time.sleep(0.3)
     r = s.op("files.write", {"path": os.path.join(os.path.dirname(s.config_path), "planted.yaml"),
-                             "content": "x"}, token=su.ALICE_TOKEN)
-    su.assert_error(r, 403, "policy.path_not_allowed")
+                             "content": "x"}, token=abxtest.ALICE_TOKEN)
+    abxtest.assert_error(r, 403, "policy.path_not_allowed")
 
 
 # -- the ledger head --------------------------------------------------------------------
@@ -171,7 +171,7 @@ def _ledger_cfg(workspace, ledger):
 
 def _make_history(s, n=3):
     for i in range(n):
-        r = s.op("files.write", {"path": "h%d.txt" % i, "content": "x"}, token=su.ALICE_TOKEN)
+        r = s.op("files.write", {"path": "h%d.txt" % i, "content": "x"}, token=abxtest.ALICE_TOKEN)
         assert r.status_code == 200, r.text
 
 
@@ -190,7 +190,7 @@ def test_replaced_ledger_is_detected_and_refused(abx, workspace, tmp_path):
     s2 = abx(_ledger_cfg(workspace, ledger), home=other_home)  # another home: no head, writes a new chain
     s2.op("core.health", {})
     s2.stop()
-    verify = su.run_abx(["ledger", "verify", "--path", ledger], home=s.home)
+    verify = abxtest.run_abx(["ledger", "verify", "--path", ledger], home=s.home)
     assert verify.returncode == 1 and "chain head" in verify.stdout, verify.stdout
     with pytest.raises(RuntimeError) as e:
         s.start()
@@ -218,16 +218,16 @@ def test_ledger_reset_starts_a_recorded_chain(abx, workspace, tmp_path):
     _make_history(s)
     s.stop()
     os.remove(ledger)
-    r = su.run_abx(["ledger", "reset", "--path", ledger], home=s.home)
+    r = abxtest.run_abx(["ledger", "reset", "--path", ledger], home=s.home)
     assert r.returncode == 2 and "--i-know" in r.stderr
-    r = su.run_abx(["ledger", "reset", "--i-know", "--path", ledger], home=s.home)
+    r = abxtest.run_abx(["ledger", "reset", "--i-know", "--path", ledger], home=s.home)
     assert r.returncode == 0, r.stdout + r.stderr
     s.start()
     _make_history(s, 1)
     s.stop()
-    v = su.run_abx(["ledger", "verify", "--path", ledger], home=s.home)
+    v = abxtest.run_abx(["ledger", "verify", "--path", ledger], home=s.home)
     assert v.returncode == 0 and v.stdout.startswith("ok:"), v.stdout
-    tail = su.run_abx(["ledger", "tail", "-n", "100", "--path", ledger], home=s.home).stdout
+    tail = abxtest.run_abx(["ledger", "tail", "-n", "100", "--path", ledger], home=s.home).stdout
     first = tail.splitlines()[0]
     assert '"op":"ledger.reset"' in first or '"kind":"received"' in first, tail
     assert '"kind":"reset"' in tail and '"previous_head":{"count":' in tail, tail
@@ -237,7 +237,7 @@ def test_reset_is_refused_while_a_server_holds_the_ledger(abx, workspace, tmp_pa
     ledger = str(tmp_path / "state" / "ledger.db")
     os.makedirs(os.path.dirname(ledger))
     s = abx(_ledger_cfg(workspace, ledger))
-    r = su.run_abx(["ledger", "reset", "--i-know", "--path", ledger], home=s.home)
+    r = abxtest.run_abx(["ledger", "reset", "--i-know", "--path", ledger], home=s.home)
     assert r.returncode == 1 and "in use" in r.stderr, r.stderr
     assert s.op("core.health", {}).status_code == 200
 
@@ -253,5 +253,5 @@ def test_history_survives_restarts_and_the_head_follows(abx, workspace, tmp_path
     _make_history(s, 1)
     s.kill()  # kill -9: the head was written after each commit
     s.start()
-    v = su.run_abx(["ledger", "verify", "--path", ledger], home=s.home)
+    v = abxtest.run_abx(["ledger", "verify", "--path", ledger], home=s.home)
     assert v.returncode == 0, v.stdout

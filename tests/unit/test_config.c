@@ -73,7 +73,9 @@ static void test_embedded_defaults(void **state)
     assert_int_equal(c.upload_max_bytes, 4LL << 30);
     assert_int_equal(c.header_bytes, 16 << 10);
     assert_int_equal(c.header_count, 100);
-    assert_int_equal(c.connections, 256);
+    assert_int_equal(c.connections, 4096);
+    assert_int_equal(c.connections_per_address, 256);
+    assert_int_equal(c.workers, 64);
     assert_int_equal(c.read_timeout_ms, 3000);
     assert_int_equal(c.approval_ttl_ms, 15 * 60 * 1000);
     assert_int_equal(c.auth_failures, 100);
@@ -183,6 +185,7 @@ static void test_unknown_keys(void **state)
     refused("colour: red\n", "config.unknown_key", 1, "unknown key 'colour'");
     refused("limits:\n  headers: 10\n  bytes: 1\n", "config.unknown_key", 3,
             "unknown key 'limits.bytes' (request_max_bytes, upload_max_bytes, header_bytes, headers, connections, "
+            "connections_per_address, workers, "
             "read_timeout, approval_ttl, auth_failures)");
     refused("ledger:\n  rotate: 1d\n", "config.unknown_key", 2,
             "unknown key 'ledger.rotate' (path, synchronous, enabled, retention, max_size)");

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "doors/doors.h"
+#include "discovery/discovery.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,12 @@ static abx_err op_bulk(abx_ctx *ctx, const json_t *args, abx_reply *r)
     abx_reply_json(r, json_pack("{s:s, s:s}", "op", abx_ctx_op_id(ctx), "principal", abx_ctx_principal(ctx)));
     return ABX_OK;
 }
+
+/* mounted, but its tool name (bulk__aaa…__get) is over ABX_TOOL_NAME_MAX: discovery does
+ * not offer it, so MCP must neither list it nor call it */
+#define LONG_ID "bulk.aaaaaaaaaaaaaaaaaaaa.bbbbbbbbbbbbbbbbbbbb.cccccccccccccccccccc.get"
+static const abx_op_def long_ops[] = {
+    {.id = LONG_ID, .effects = ABX_EFF_READ, .summary = "too long a tool name", .handler = op_bulk}, {0}};
 
 static char cfg_path[256];
 static char ws[128];
@@ -58,6 +65,7 @@ static abx_server *start(bool no_listen)
     abx_server *s = abx_server_new(&o, err, sizeof err);
     assert_non_null(s);
     assert_int_equal(abx_registry_add(abx_server_registry(s), bulk_ops, err, sizeof err), 0);
+    assert_int_equal(abx_registry_add(abx_server_registry(s), long_ops, err, sizeof err), 0);
     s->no_listen = no_listen;
     int rc = abx_server_start(s, err, sizeof err);
     if (rc != 0)
@@ -85,14 +93,19 @@ static void test_pages_cover_every_mounted_op_once(void **state)
     abx_mcp_conv *c = abx_mcp_conv_new(s->mcp, "agent");
     json_decref(handle(s, c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
                              "\"params\":{\"protocolVersion\":\"2025-11-25\"}}"));
-    /* what the caller may call, in registry order */
+    /* what the caller may call as a tool, in registry order */
     abx_policy *p = abx_server_snapshot(s);
     int slot = abx_policy_principal_slot(p, "agent");
     json_t *want = json_array();
-    for (size_t i = 0; i < abx_registry_count(s->reg); i++)
-        if (abx_policy_mounted(p, slot, i))
-            json_array_append_new(want, json_string(abx_registry_at(s->reg, i)->id));
+    bool long_mounted = false;
+    for (size_t i = 0; i < abx_registry_count(s->reg); i++) {
+        const abx_op *op = abx_registry_at(s->reg, i);
+        if (abx_policy_mounted(p, slot, i) && abx_tool_offered(op))
+            json_array_append_new(want, json_string(op->id));
+        long_mounted = long_mounted || (abx_policy_mounted(p, slot, i) && !strcmp(op->id, LONG_ID));
+    }
     abx_policy_unref(p);
+    assert_true(long_mounted);
     assert_true(json_array_size(want) > 2 * 100);
     json_t *got = json_array();
     char *cursor = NULL;
@@ -124,6 +137,21 @@ static void test_pages_cover_every_mounted_op_once(void **state)
     } while (cursor);
     assert_int_equal(pages, (int)((json_array_size(want) + 99) / 100));
     assert_true(json_equal(want, got));
+    for (size_t i = 0; i < json_array_size(got); i++) /* discovery rejects it, so MCP does not list it */
+        assert_string_not_equal(json_string_value(json_array_get(got, i)), LONG_ID);
+    /* ... nor call it, by either spelling */
+    const char *long_names[] = {"bulk__aaaaaaaaaaaaaaaaaaaa__bbbbbbbbbbbbbbbbbbbb__cccccccccccccccccccc__get", LONG_ID};
+    for (int k = 0; k < 2; k++) {
+        char req[300];
+        snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\"}}",
+                 long_names[k]);
+        json_t *rep = handle(s, c, req);
+        const char *m = json_string_value(json_object_get(json_object_get(rep, "error"), "message"));
+        assert_non_null(m);
+        assert_non_null(strstr(m, "Unknown tool"));
+        assert_null(json_object_get(rep, "result"));
+        json_decref(rep);
+    }
     /* the second listing is the cached one: identical */
     json_t *a = handle(s, c, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\"}");
     json_t *b = handle(s, c, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\"}");

@@ -126,6 +126,62 @@ static void test_with_net(void **state)
     (void)state;
     test_rules(true);
 }
+
+/* net: false where no empty network namespace exists (the unprivileged tier): the filter
+ * alone keeps the process off the network, so internet, netlink and Unix sockets are
+ * refused while socketpair and the rest still pass */
+static void test_strict_without_netns(void **state)
+{
+    (void)state;
+    abx_seccomp_prog p;
+    assert_int_equal(abx_seccomp_build_mode(ABX_SC_NONET_STRICT, &p), 0);
+    assert_int_equal(run(&p, NATIVE, __NR_socket, AF_INET, 0), ERR(EACCES));
+    assert_int_equal(run(&p, NATIVE, __NR_socket, AF_INET6, 0), ERR(EACCES));
+    assert_int_equal(run(&p, NATIVE, __NR_socket, AF_UNIX, 0), ERR(EACCES));
+    assert_int_equal(run(&p, NATIVE, __NR_socket, AF_NETLINK, NETLINK_ROUTE), ERR(EAFNOSUPPORT));
+    assert_int_equal(run(&p, NATIVE, __NR_socket, AF_PACKET, 0), ERR(EAFNOSUPPORT));
+    assert_int_equal(run(&p, NATIVE, __NR_socketpair, AF_UNIX, 0), ALLOW);
+    assert_int_equal(run(&p, NATIVE, __NR_keyctl, 0, 0), ERR(EPERM));
+    assert_int_equal(run(&p, NATIVE, __NR_read, 0, 0), ALLOW);
+#if defined(__x86_64__)
+    assert_int_equal(run(&p, AUDIT_ARCH_I386, 359, AF_INET, 0), ERR(EACCES));
+    assert_int_equal(run(&p, NATIVE, __NR_socket | 0x40000000u, AF_INET6, 0), ERR(EACCES));
+#endif
+}
+
+/* the signal guard (a process with abx's uid and no Landlock scoping) */
+static void test_signal_guard(void **state)
+{
+    (void)state;
+    abx_seccomp_guard g = {.pids = {4242, 4343}, .pgid = 4200};
+    abx_seccomp_prog p, plain;
+    assert_int_equal(abx_seccomp_build_guarded(ABX_SC_NONET_STRICT, &g, &p), 0);
+    assert_true(p.len <= ABX_SECCOMP_MAX);
+    assert_int_equal(run(&p, NATIVE, __NR_kill, 4242, 0), ERR(EPERM));
+    assert_int_equal(run(&p, NATIVE, __NR_kill, 4343, 0), ERR(EPERM));
+    assert_int_equal(run(&p, NATIVE, __NR_kill, (uint32_t)-4200, 0), ERR(EPERM));
+    assert_int_equal(run(&p, NATIVE, __NR_kill, (uint32_t)-1, 0), ERR(EPERM));
+    assert_int_equal(run(&p, NATIVE, __NR_kill, 4244, 0), ALLOW);
+    assert_int_equal(run(&p, NATIVE, __NR_kill, 0, 0), ALLOW);
+    assert_int_equal(run(&p, NATIVE, __NR_tgkill, 4242, 0), ERR(EPERM));
+    assert_int_equal(run(&p, NATIVE, __NR_tgkill, 5000, 0), ALLOW);
+    assert_int_equal(run(&p, NATIVE, __NR_pidfd_open, 4343, 0), ERR(EPERM));
+    assert_int_equal(run(&p, NATIVE, __NR_rt_sigqueueinfo, 4242, 0), ERR(EPERM));
+    assert_int_equal(run(&p, NATIVE, __NR_tkill, 5000, 0), ERR(EPERM));
+    /* the rest of the filter is unchanged */
+    assert_int_equal(run(&p, NATIVE, __NR_socket, AF_INET, 0), ERR(EACCES));
+    assert_int_equal(run(&p, NATIVE, __NR_read, 0, 0), ALLOW);
+#if defined(__x86_64__)
+    assert_int_equal(run(&p, AUDIT_ARCH_I386, 37, 4242, 0), ERR(EPERM));       /* kill */
+    assert_int_equal(run(&p, AUDIT_ARCH_I386, 270, 4343, 0), ERR(EPERM));      /* tgkill */
+    assert_int_equal(run(&p, AUDIT_ARCH_I386, 37, 4244, 0), ALLOW);
+    assert_int_equal(run(&p, NATIVE, __NR_kill | 0x40000000u, 4242, 0), ERR(EPERM)); /* x32 */
+#endif
+    /* without a guard, signals are the kernel's (and Landlock's) business */
+    assert_int_equal(abx_seccomp_build_mode(ABX_SC_NONET_STRICT, &plain), 0);
+    assert_int_equal(run(&plain, NATIVE, __NR_kill, 4242, 0), ALLOW);
+    assert_true(plain.len < p.len);
+}
 #endif
 
 int main(void)
@@ -134,6 +190,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_without_net),
         cmocka_unit_test(test_with_net),
+        cmocka_unit_test(test_strict_without_netns),
+        cmocka_unit_test(test_signal_guard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 #else

@@ -1,0 +1,336 @@
+/* sandbox.c — the sandbox value: what this machine lets abx use (probed at start,
+ * tiers.c), the cgroup parents it makes and sweeps (a dead abx's leftovers are emptied,
+ * never a live one's), the empty network namespace, the /etc entries granted read-only,
+ * and its life. spawn.c starts one confined process from it. */
+#include "sandbox/sandbox_int.h"
+#include "core/util.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- probing ---- */
+
+/* Create an empty network namespace held by an fd: a helper child unshares, the parent
+ * opens /proc/<child>/ns/net, the child exits. Costs one fork at start, then each
+ * spawn only setns()es (creating a namespace per process costs milliseconds). */
+static int make_empty_netns(int *why)
+{
+    int up[2], down[2]; /* child → parent: ready; parent → child: EOF when done */
+    *why = EMFILE;
+    if (pipe2(up, O_CLOEXEC) != 0)
+        return -1;
+    if (pipe2(down, O_CLOEXEC) != 0) {
+        close(up[0]);
+        close(up[1]);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(up[0]);
+        close(down[1]);
+        /* 'y', or the errno that refused it (tiers.h reports the reason) */
+        char ok = unshare(CLONE_NEWNET) == 0 ? 'y' : (char)(errno & 0x7f ? errno & 0x7f : 0x7f);
+        if (write(up[1], &ok, 1) != 1)
+            _exit(1);
+        char c;
+        ssize_t r = read(down[0], &c, 1); /* EOF once the parent holds the namespace */
+        (void)r;
+        _exit(0);
+    }
+    close(up[1]);
+    close(down[0]);
+    char ok = 0;
+    int fd = -1;
+    *why = pid < 0 ? errno : 0;
+    if (pid > 0 && read(up[0], &ok, 1) == 1 && ok == 'y') {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
+    if (pid > 0 && ok != 'y')
+        *why = ok ? ok : EIO;
+    close(down[1]);
+    close(up[0]);
+    int st;
+    while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return fd;
+}
+
+bool abx__sandbox_write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = write(fd, text, strlen(text));
+    close(fd);
+    return n == (ssize_t)strlen(text);
+}
+
+/* When process pid started (clock ticks since boot, /proc/<pid>/stat field 22); 0 when
+ * it is gone. Paired with the pid it names one process for good: a reused pid has
+ * another start time. */
+static unsigned long long proc_start(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    unsigned long long start = 0;
+    for (int field = 2; p && *p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    if (p && sscanf(p + 1, "%llu", &start) != 1)
+        start = 0;
+    return start;
+}
+
+/* Is the abx that made this cgroup parent (abx-<pid>-s<start>-<tag>) dead? Older names
+ * (abx-<pid>-<tag>) only have the pid to go by. */
+static bool owner_dead(const char *name)
+{
+    int pid;
+    unsigned long long start;
+    if (sscanf(name, "abx-%d-s%llu-", &pid, &start) == 2 && pid > 0)
+        return proc_start(pid) != start;
+    if (sscanf(name, "abx-%d", &pid) == 1 && pid > 0)
+        return kill(pid, 0) != 0 && errno == ESRCH;
+    return false;
+}
+
+/* Empty and remove what a dead abx left in a cgroup hierarchy: its processes (a killed
+ * server cannot end them, and setsid'd ones escape its process groups) are killed,
+ * then the per-call groups and the parent are removed. */
+static void sweep_dead(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, "abx-", 4) != 0 || !owner_dead(de->d_name))
+            continue;
+        char top[ABX_CG_PATH + 64];
+        if ((size_t)snprintf(top, sizeof top, "%s/%s", dir, de->d_name) < sizeof top)
+            abx_cgroup_kill_tree(top);
+    }
+    closedir(d);
+}
+
+static void sweep_parent_of(const char *cg)
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", cg);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = '\0';
+        sweep_dead(dir);
+    }
+}
+
+static void setup_cgroups(abx_sandbox *sb)
+{
+    char path[256];
+    /* cgroup v1 pids + memory (what this kind of machine mounts), else v2 */
+    struct stat st;
+    if (stat("/sys/fs/cgroup/pids/cgroup.procs", &st) == 0 && abx_own_cgroup("pids", path, sizeof path) == 0) {
+        snprintf(sb->cg_parent[0], sizeof sb->cg_parent[0], "/sys/fs/cgroup/pids%s/abx-%s", path, sb->tag);
+        sweep_parent_of(sb->cg_parent[0]);
+        if (mkdir(sb->cg_parent[0], 0755) == 0 || errno == EEXIST) {
+            sb->caps.cgroup_pids = true;
+            sb->caps.cgroup_version = 1;
+        } else {
+            sb->cg_errno = errno;
+            sb->cg_parent[0][0] = '\0';
+        }
+        if (stat("/sys/fs/cgroup/memory/cgroup.procs", &st) == 0 && abx_own_cgroup("memory", path, sizeof path) == 0) {
+            snprintf(sb->cg_parent[1], sizeof sb->cg_parent[1], "/sys/fs/cgroup/memory%s/abx-%s", path, sb->tag);
+            sweep_parent_of(sb->cg_parent[1]);
+            if (mkdir(sb->cg_parent[1], 0755) == 0 || errno == EEXIST)
+                sb->caps.cgroup_memory = true;
+            else
+                sb->cg_parent[1][0] = '\0';
+        }
+        if (stat("/sys/fs/cgroup/cpu/cgroup.procs", &st) == 0 && abx_own_cgroup("cpu", path, sizeof path) == 0) {
+            snprintf(sb->cg_parent[2], sizeof sb->cg_parent[2], "/sys/fs/cgroup/cpu%s/abx-%s", path, sb->tag);
+            sweep_parent_of(sb->cg_parent[2]);
+            if (mkdir(sb->cg_parent[2], 0755) == 0 || errno == EEXIST)
+                sb->caps.cgroup_cpu = true;
+            else
+                sb->cg_parent[2][0] = '\0';
+        }
+        return;
+    }
+    if (stat("/sys/fs/cgroup/cgroup.controllers", &st) == 0 && abx_own_cgroup("", path, sizeof path) == 0) {
+        /* v2: a child cgroup with pids and memory delegated to it */
+        char base[256], ctl[300];
+        snprintf(base, sizeof base, "/sys/fs/cgroup%s", path);
+        snprintf(sb->cg_parent[0], sizeof sb->cg_parent[0], "%s/abx-%s", base, sb->tag);
+        sweep_parent_of(sb->cg_parent[0]);
+        snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", base);
+        if ((mkdir(sb->cg_parent[0], 0755) == 0 || errno == EEXIST) && abx__sandbox_write_file(ctl, "+pids +memory")) {
+            snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", sb->cg_parent[0]);
+            if (abx__sandbox_write_file(ctl, "+pids +memory")) {
+                sb->caps.cgroup_pids = sb->caps.cgroup_memory = true;
+                snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", base);
+                if (abx__sandbox_write_file(ctl, "+cpu")) {
+                    snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", sb->cg_parent[0]);
+                    sb->caps.cgroup_cpu = abx__sandbox_write_file(ctl, "+cpu");
+                }
+                sb->caps.cgroup_version = 2;
+                return;
+            }
+        }
+        sb->cg_errno = errno;
+        rmdir(sb->cg_parent[0]);
+        sb->cg_parent[0][0] = '\0';
+    }
+}
+
+/* /etc is granted read-only entry by entry, leaving out what holds secrets: a process
+ * that runs as uid 0 without capabilities still owns root's files. Opened once. */
+static void open_etc(abx_sandbox *sb)
+{
+    static const char *const secret[] = {"shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d",
+                                         "ssh", "abx", "security", "ssl", "krb5.keytab", "credstore",
+                                         "credstore.encrypted", "machine-id"};
+    static const char *const ssl_keep[] = {"certs", "openssl.cnf"};
+    DIR *d = opendir("/etc");
+    if (!d)
+        return;
+    size_t cap = 256;
+    sb->etc_fds = abx_calloc(cap, sizeof *sb->etc_fds);
+    struct dirent *de;
+    while (sb->etc_fds && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        bool skip = false;
+        for (size_t i = 0; i < ABX_ARRAY_LEN(secret); i++)
+            skip = skip || strcmp(de->d_name, secret[i]) == 0;
+        if (skip)
+            continue;
+        if (sb->n_etc + 4 >= cap) {
+            int *g = abx_realloc(sb->etc_fds, cap * 2 * sizeof *g);
+            if (!g)
+                break;
+            sb->etc_fds = g;
+            cap *= 2;
+        }
+        int fd = openat(dirfd(d), de->d_name, O_PATH | O_CLOEXEC);
+        if (fd >= 0)
+            sb->etc_fds[sb->n_etc++] = fd;
+    }
+    closedir(d);
+    for (size_t i = 0; sb->etc_fds && i < ABX_ARRAY_LEN(ssl_keep); i++) { /* CA certificates, not private keys */
+        char path[64];
+        snprintf(path, sizeof path, "/etc/ssl/%s", ssl_keep[i]);
+        int fd = open(path, O_PATH | O_CLOEXEC);
+        if (fd >= 0)
+            sb->etc_fds[sb->n_etc++] = fd;
+    }
+}
+
+abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, size_t errlen)
+{
+    abx_sandbox *sb = abx_calloc(1, sizeof *sb);
+    if (!sb) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    sb->wd.pid = -1;
+    sb->wd.sock = -1;
+    sb->required = required;
+    sb->netns_fd = -1;
+    abx_tiers_probe(&sb->tiers, false);
+    sb->caps.root = sb->tiers.can_drop_caps;
+    sb->caps.landlock_abi = sb->tiers.landlock_abi;
+    sb->caps.mntns = abx_tiers_active(&sb->tiers, ABX_L_MNTNS);
+    int netns_err = 0;
+    sb->netns_fd = make_empty_netns(&netns_err);
+    sb->caps.netns = sb->netns_fd >= 0;
+    if (!sb->caps.netns) /* not probed: the layer reads active until this says otherwise */
+        abx_tiers_set(&sb->tiers, ABX_L_NETNS, ABX_LAYER_UNAVAILABLE, "unshare(CLONE_NEWNET): %s",
+                      strerror(netns_err ? netns_err : EPERM));
+    unsigned char rnd[8];
+    if (abx_random(rnd, sizeof rnd) != 0)
+        memset(rnd, 0x42, sizeof rnd);
+    char hex[17];
+    abx_hex(rnd, sizeof rnd, hex);
+    snprintf(sb->tag, sizeof sb->tag, "%d-s%llu-%s", (int)getpid(), proc_start((int)getpid()), hex);
+    setup_cgroups(sb);
+    if (!sb->caps.cgroup_pids && abx_tiers_active(&sb->tiers, ABX_L_CGROUP))
+        abx_tiers_set(&sb->tiers, ABX_L_CGROUP, ABX_LAYER_UNAVAILABLE, "cannot create a child cgroup: %s",
+                      strerror(sb->cg_errno));
+    sb->caps.seccomp = abx_tiers_active(&sb->tiers, ABX_L_SECCOMP) &&
+                       abx_seccomp_build_mode(ABX_SC_NONET_NS, &sb->filter[ABX_SC_NONET_NS]) == 0 &&
+                       abx_seccomp_build_mode(ABX_SC_NET, &sb->filter[ABX_SC_NET]) == 0 &&
+                       abx_seccomp_build_mode(ABX_SC_NONET_STRICT, &sb->filter[ABX_SC_NONET_STRICT]) == 0;
+    sb->caps.watchdog = abx_watchdog_start(&sb->wd, (const char(*)[ABX_CG_PATH])sb->cg_parent) == 0;
+    if (!sb->caps.watchdog)
+        abx_tiers_set(&sb->tiers, ABX_L_WATCHDOG, ABX_LAYER_UNAVAILABLE, "cannot start it: %s", strerror(errno));
+    abx_tiers_pick(&sb->tiers);
+    sb->cap_last = CAP_LAST_CAP;
+    FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
+    if (f) {
+        if (fscanf(f, "%d", &sb->cap_last) != 1)
+            sb->cap_last = CAP_LAST_CAP;
+        fclose(f);
+    }
+    sb->runtime_dir = abx_strdup(runtime_dir ? runtime_dir : "/tmp");
+    open_etc(sb);
+    mkdir(sb->runtime_dir, 0711);
+    snprintf(sb->mask_file, sizeof sb->mask_file, "%s/mask", sb->runtime_dir);
+    int mf = open(sb->mask_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0000);
+    if (mf >= 0) {
+        fchmod(mf, 0000); /* unreadable even for uid 0 once capabilities are gone */
+        close(mf);
+    }
+    /* a missing layer no longer stops the server: each call that needs it is refused
+     * (required) or runs without it and says so (best effort), see abx_sandbox_plan */
+    size_t o = 0;
+    for (int i = 0; i < ABX_L__N; i++)
+        if (sb->tiers.layer[i].state == ABX_LAYER_UNAVAILABLE && i != ABX_L_USERNS)
+            o += (size_t)snprintf(sb->missing + o, o < sizeof sb->missing ? sizeof sb->missing - o : 0, "%s%s",
+                                  o ? ", " : "", abx_layer_name((enum abx_layer_id)i));
+    return sb;
+}
+
+void abx_sandbox_free(abx_sandbox *sb)
+{
+    if (!sb)
+        return;
+    abx_watchdog_stop(&sb->wd); /* it kills what is left and removes the groups too */
+    if (sb->netns_fd >= 0)
+        close(sb->netns_fd);
+    for (int i = 0; i < 3; i++)
+        if (sb->cg_parent[i][0])
+            rmdir(sb->cg_parent[i]);
+    if (sb->mask_file[0])
+        unlink(sb->mask_file);
+    abx_free(sb->runtime_dir);
+    for (size_t i = 0; i < sb->n_etc; i++)
+        close(sb->etc_fds[i]);
+    abx_free(sb->etc_fds);
+    abx_free(sb);
+}
+
+const abx_sandbox_caps *abx_sandbox_caps_get(const abx_sandbox *sb) { return &sb->caps; }
+const char *abx_sandbox_missing(const abx_sandbox *sb) { return sb->missing; }
+const abx_tiers *abx_sandbox_tiers(const abx_sandbox *sb) { return &sb->tiers; }

@@ -1,0 +1,36 @@
+/* sandbox_int.h — the sandbox value's layout, shared by the two files of src/sandbox
+ * that see it: sandbox.c (probing, the cgroup parents, the /etc grants, its life) and
+ * spawn.c (one confined process). Nothing outside src/sandbox includes this. */
+#ifndef ABX_SANDBOX_SANDBOX_INT_H
+#define ABX_SANDBOX_SANDBOX_INT_H
+
+#include "sandbox/spawn.h"
+#include "sandbox/seccomp.h"
+#include "sandbox/tiers.h"
+#include "sandbox/watchdog.h"
+#include <stdatomic.h>
+
+struct abx_sandbox {
+    abx_sandbox_caps caps;
+    bool required;
+    int netns_fd;               /* an empty network namespace, -1 if none */
+    char cg_parent[ABX_CG_SLOTS][ABX_CG_PATH]; /* [0] pids (or the v2 dir), [1] memory (v1), [2] cpu (v1) */
+    int cap_last;
+    char *runtime_dir;          /* owned */
+    char mask_file[160];        /* an empty file with mode 000: bound over masked files */
+    char tag[64];               /* <pid>-s<start>-<random>: names the live abx that owns a cgroup,
+                                   and never meets a dead process's leftovers */
+    int *etc_fds;               /* O_PATH fds of /etc entries granted read-only (secrets left out) */
+    size_t n_etc;
+    atomic_ulong seq;
+    abx_seccomp_prog filter[3];  /* by enum abx_seccomp_net */
+    abx_tiers tiers;             /* the layers as probed, refined by what was set up */
+    abx_watchdog wd;
+    int cg_errno;                /* why the cgroup parent could not be made */
+    char missing[256];
+};
+
+/* Write text to a control file (cgroup knobs); false unless all of it was written. */
+bool abx__sandbox_write_file(const char *path, const char *text);
+
+#endif
