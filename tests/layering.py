@@ -59,6 +59,32 @@ ALLOWED = {
 }
 
 
+# The handler rule (docs/architecture.md, "What a handler may ask of its context"): a
+# file of a handler layer may include from src/pipeline/ only pipeline/ctx.h, the
+# handler's whole view; the request and server layouts (pipeline.h) stay in the
+# pipeline. Known exceptions, each with the cut that removes it, would sit here:
+HANDLER_LAYERS = ("builtin", "ext")
+HANDLER_VIEW = "pipeline/ctx.h"
+HANDLER_ALLOWED = {
+    # none: files/ asks its context too (it read the request through builtin_req() when
+    # this rule landed)
+}
+
+
+def handler_violations(edges):
+    """(from, to, why) for each include by a handler file of a pipeline header other
+    than ctx.h, and the HANDLER_ALLOWED entries it did not need."""
+    bad, used = [], set()
+    for a, b in sorted(edges):
+        if folder_of(a) not in HANDLER_LAYERS or folder_of(b) != "pipeline" or b == HANDLER_VIEW:
+            continue
+        if (a, b) in HANDLER_ALLOWED:
+            used.add((a, b))
+            continue
+        bad.append((a, b, "a handler sees only its context: include %s, not %s" % (HANDLER_VIEW, b)))
+    return bad, set(HANDLER_ALLOWED) - used
+
+
 def folder_of(rel):
     """rel is a path under src/ ("pipeline/mcp.c"); its layer name."""
     if rel in FOLDER_OF:
@@ -202,6 +228,15 @@ def main(argv):
             continue
         print("layering: back edge %s -> %s (%s): %s"
               % (a, b, "+".join(sorted(kinds[(a, b)])), why))
+        failed = 1
+    includes = {(a, b) for a, b, k in edges if k == "include"}
+    hbad, hstale = handler_violations(includes)
+    for a, b, why in hbad:
+        print("layering: handler include %s -> %s: %s" % (a, b, why))
+        failed = 1
+    for a, b in sorted(hstale):
+        print("layering: stale handler allowlist entry %s -> %s (%s): remove it"
+              % (a, b, HANDLER_ALLOWED[(a, b)]))
         failed = 1
     if objdir is not None:
         for pair in sorted(set(ALLOWED) - used_allow):

@@ -4,8 +4,8 @@
 Plants back edges in throwaway trees and asserts tests/layering.py exits 1 and names the
 edge: an include from core up into pipeline (in a two-folder fixture and in a copy of the
 real src/), a call through a local declaration (objects compiled here with cc, read with
-nm), an allowlist entry no edge needs any more, and a .c file missing from
-src/sources.cmake. The clean fixture must pass.
+nm), an allowlist entry no edge needs any more, a .c file missing from
+src/sources.cmake, and a handler (src/builtin) including pipeline.h instead of ctx.h. The clean fixture must pass.
 Usage: layering_selftest.py [SRC_DIR]  (default: src/ beside tests/)
 """
 import contextlib
@@ -36,18 +36,21 @@ def write_tree(root, files):
             f.write(text)
 
 
-def run(*argv, allowed=None):
+def run(*argv, allowed=None, handler_allowed=None):
     """The check on argv; with allowed, in place of the real allowlist (a fixture has
-    none of the real tree's edges, so the real entries would all be stale there)."""
+    none of the real tree's edges, so the real entries would all be stale there; the
+    handler exceptions are emptied with it)."""
     out = io.StringIO()
-    real = layering.ALLOWED
+    real, real_handler = layering.ALLOWED, layering.HANDLER_ALLOWED
     if allowed is not None:
-        layering.ALLOWED = allowed
+        layering.ALLOWED, layering.HANDLER_ALLOWED = allowed, {}
+    if handler_allowed is not None:
+        layering.HANDLER_ALLOWED = handler_allowed
     try:
         with contextlib.redirect_stdout(out):
             rc = layering.main(["layering.py", *argv])
     finally:
-        layering.ALLOWED = real
+        layering.ALLOWED, layering.HANDLER_ALLOWED = real, real_handler
     return rc, out.getvalue()
 
 
@@ -115,6 +118,21 @@ def main():
             f.write('#include "pipeline/pipeline.h"\n')
         failures += expect("real tree with a planted include fails", run(copy), 1,
                            "back edge core/ids.c -> pipeline/pipeline.h")
+        shutil.rmtree(copy)
+        shutil.copytree(real_src, copy)
+
+        # 5. a handler reaching past its context: builtin may use pipeline/ctx.h only
+        with open(os.path.join(copy, "builtin/core.c"), "a") as f:
+            f.write('#include "pipeline/pipeline.h"\n')
+        failures += expect("a handler including pipeline.h fails", run(copy), 1,
+                           "handler include builtin/core.c -> pipeline/pipeline.h")
+
+        # 6. an exception no include needs any more (in the clean real tree)
+        shutil.rmtree(copy)
+        shutil.copytree(real_src, copy)
+        failures += expect("a stale handler exception fails",
+                           run(copy, handler_allowed={("builtin/x.c", "pipeline/pipeline.h"): "planted"}), 1,
+                           "stale handler allowlist entry builtin/x.c -> pipeline/pipeline.h")
     return 1 if failures else 0
 
 

@@ -4,38 +4,24 @@
 #include "builtin/builtin.h"
 #include <string.h>
 
-static bool has_role(abx_ctx *ctx, const char *role)
-{
-    abx_request *q = builtin_req(ctx);
-    if (q->slot < 0 || q->slot >= (int)q->policy->n_principals)
-        return false;
-    const abx_principal *pr = &q->policy->principals[q->slot];
-    for (size_t i = 0; i < pr->n_roles; i++)
-        if (strcmp(pr->roles[i], role) == 0)
-            return true;
-    return false;
-}
-
 static abx_err approvals_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    abx_reply_json(r, abx_approvals_list(builtin_req(ctx)->server, abx_ctx_principal(ctx), has_role(ctx, "approver")));
+    abx_reply_json(r, abx_ctx_approvals_list(ctx, abx_ctx_has_role(ctx, "approver")));
     return ABX_OK;
 }
 
 static abx_err approvals_get(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    return abx_approval_get(builtin_req(ctx)->server, json_string_value(json_object_get(args, "id")),
-                            abx_ctx_principal(ctx), has_role(ctx, "approver"), r);
+    return abx_ctx_approval_get(ctx, json_string_value(json_object_get(args, "id")), abx_ctx_has_role(ctx, "approver"), r);
 }
 
 static abx_err approvals_decide(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    if (!has_role(ctx, "approver"))
+    if (!abx_ctx_has_role(ctx, "approver"))
         return abx_reply_error(r, ABX_E_POLICY_DENIED, NULL, "deciding held calls needs role approver");
     const char *decision = json_string_value(json_object_get(args, "decision"));
-    return abx_approval_decide(builtin_req(ctx)->server, json_string_value(json_object_get(args, "id")),
-                               abx_ctx_principal(ctx), strcmp(decision, "approve") == 0,
-                               json_string_value(json_object_get(args, "reason")), r);
+    return abx_ctx_approval_decide(ctx, json_string_value(json_object_get(args, "id")), strcmp(decision, "approve") == 0,
+                                   json_string_value(json_object_get(args, "reason")), r);
 }
 
 static const abx_param id_params[] = {{"id", ABX_T_STRING, .required = true, .doc = "Approval id"}, {0}};

@@ -175,8 +175,8 @@ static abx_err sessions_exec(abx_ctx *ctx, const json_t *args, abx_reply *r)
     json_t *base = json_deep_copy(x->env);
     pthread_mutex_unlock(&ss->mu);
     abx_err e = run_command(ctx, args, r, abx_ctx_path(ctx, "cwd") ? NULL : cwd, base);
-    if (e == ABX_OK && r->body)
-        json_object_set_new(r->body, "session", json_string(id));
+    if (e == ABX_OK && abx_reply_body(r))
+        json_object_set_new(abx_reply_body(r), "session", json_string(id));
     abx_free(cwd);
     json_decref(base);
     return e;

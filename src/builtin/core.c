@@ -13,34 +13,21 @@ static abx_err core_health(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 static abx_err core_capabilities(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    abx_request *q = builtin_req(ctx);
-    const abx_registry *reg = q->server->reg;
-    json_t *ns = json_array();
-    char last[ABX_ID_MAX] = "";
-    for (size_t i = 0; i < abx_registry_count(reg); i++) {
-        if (!abx_policy_mounted(q->policy, q->slot, i))
-            continue;
-        const char *id = abx_registry_at(reg, i)->id;
-        size_t n = strcspn(id, ".");
-        if (strlen(last) == n && strncmp(last, id, n) == 0)
-            continue;
-        snprintf(last, sizeof last, "%.*s", (int)n, id);
-        json_array_append_new(ns, json_string(last));
-    }
-    json_t *limits = json_pack("{s:I, s:I, s:i}", "request_max_bytes", (json_int_t)q->server->cfg.request_max_bytes,
-                               "upload_max_bytes", (json_int_t)q->server->cfg.upload_max_bytes, "connections",
-                               q->server->cfg.connections);
+    abx_server_facts s;
+    abx_ctx_server_facts(ctx, &s);
+    json_t *ns = abx_ctx_visible_namespaces(ctx);
+    json_t *limits = json_pack("{s:I, s:I, s:i}", "request_max_bytes", (json_int_t)s.request_max_bytes,
+                               "upload_max_bytes", (json_int_t)s.upload_max_bytes, "connections", s.connections);
     abx_reply_json(r, json_pack("{s:s, s:i, s:s, s:s, s:o, s:o}", "api", ABX_API_FAMILY, "catalog_version",
                                 ABX_CATALOG_VERSION, "sdk_version", ABX_VERSION, "principal",
-                                abx_policy_principal_id(q->policy, q->slot), "namespaces", ns, "limits", limits));
+                                abx_ctx_principal(ctx), "namespaces", ns, "limits", limits));
     return ABX_OK;
 }
 
 static abx_err core_ops_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    abx_request *q = builtin_req(ctx);
     size_t len;
-    const char *text = abx_discovery_text(ABX_DOC_CATALOG, q->server->reg, q->policy, q->slot, &len);
+    const char *text = abx_ctx_document(ctx, ABX_DOC_CATALOG, &len);
     if (!text)
         return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
     abx_reply_bytes(r, text, len, "application/json");
@@ -49,10 +36,8 @@ static abx_err core_ops_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 static abx_err core_ops_describe(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    abx_request *q = builtin_req(ctx);
-    const char *id = json_string_value(json_object_get(args, "id"));
-    const abx_op *op = abx_registry_resolve(q->server->reg, id);
-    if (!op || !abx_policy_mounted(q->policy, q->slot, abx_registry_index_of(q->server->reg, op)))
+    const abx_op *op = abx_ctx_visible_op(ctx, json_string_value(json_object_get(args, "id")));
+    if (!op)
         return abx_reply_error(r, ABX_E_OP_NOT_ENABLED, NULL, "No such operation is enabled for this caller");
     abx_reply_json(r, abx_catalog_entry(op));
     return ABX_OK;
@@ -63,21 +48,21 @@ static abx_err core_ops_describe(abx_ctx *ctx, const json_t *args, abx_reply *r)
  * listen address (in-process calls). */
 static void served_url(abx_ctx *ctx, char *out, size_t cap)
 {
-    abx_request *q = builtin_req(ctx);
-    const char *scheme = q->server->cfg.tls_cert ? "https" : "http";
+    abx_server_facts s;
+    abx_ctx_server_facts(ctx, &s);
+    const char *scheme = s.tls ? "https" : "http";
     const char *host = abx_ctx_header(ctx, "Host");
     if (host && *host && strlen(host) < 256)
         snprintf(out, cap, "%s://%s", scheme, host);
     else
         snprintf(out, cap, "%s://%s:%d", scheme,
-                 strchr(q->server->cfg.listen_host, ':') ? "[::1]" : q->server->cfg.listen_host, q->server->port);
+                 strchr(s.listen_host, ':') ? "[::1]" : s.listen_host, s.port);
 }
 
 static abx_err core_openapi_get(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    abx_request *q = builtin_req(ctx);
     size_t len;
-    const char *text = abx_discovery_text(ABX_DOC_OPENAPI, q->server->reg, q->policy, q->slot, &len);
+    const char *text = abx_ctx_document(ctx, ABX_DOC_OPENAPI, &len);
     char url[320];
     served_url(ctx, url, sizeof url);
     /* the cached document has every key but "servers": splice it in after the '{' */
@@ -104,12 +89,8 @@ static abx_err core_openapi_get(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 static abx_err core_metrics(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    abx_request *q = builtin_req(ctx);
     size_t len;
-    abx_conn_metrics cm = {.open = atomic_load(&q->server->conns)};
-    if (q->server->conn_metrics)
-        q->server->conn_metrics(q->server, &cm);
-    char *text = abx_metrics_render(q->server->metrics, q->server->reg, &cm, &len);
+    char *text = abx_ctx_metrics_text(ctx, &len);
     if (!text)
         return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
     abx_reply_bytes(r, text, len, "text/plain; version=0.0.4; charset=utf-8");
@@ -119,12 +100,8 @@ static abx_err core_metrics(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 static abx_err core_explain(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    abx_request *q = builtin_req(ctx);
-    const char *principal = json_string_value(json_object_get(args, "principal"));
-    if (!principal)
-        principal = abx_policy_principal_id(q->policy, q->slot);
-    json_t *trace = abx_explain(q->policy, q->server->reg, principal, json_string_value(json_object_get(args, "op")),
-                                json_object_get(args, "args"));
+    json_t *trace = abx_ctx_explain(ctx, json_string_value(json_object_get(args, "principal")),
+                                    json_string_value(json_object_get(args, "op")), json_object_get(args, "args"));
     if (json_string_value(json_object_get(trace, "decision")) &&
         strcmp(json_string_value(json_object_get(trace, "decision")), "unknown_principal") == 0) {
         json_decref(trace);

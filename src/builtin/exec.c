@@ -4,6 +4,7 @@
  * builds an argv or an environment any other way. */
 #include "builtin/builtin.h"
 #include "builtin/exec.h"
+#include "sandbox/jail.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -46,11 +47,12 @@ static void env_free(env_builder *e)
  * ledger group before anything starts: "missing" (confine: required, the call is then
  * refused) or "not_enforced" (best_effort, it runs without them). The tier itself is in
  * the group's "admitted" event (dispatch.c). */
-static void record_confinement(abx_request *q, const abx_confine *conf)
+static void record_confinement(abx_ctx *ctx, const abx_confine *conf)
 {
-    abx_ledger *l = q->server->ledger;
-    abx_sandbox *sb = abx_procs_sandbox(q->server->procs);
-    if (!l || !q->group_id)
+    abx_ledger *l = abx_ctx_ledger(ctx);
+    abx_sandbox *sb = abx_procs_sandbox(abx_ctx_procs(ctx));
+    uint64_t group = abx_ctx_ledger_group(ctx);
+    if (!l || !group)
         return;
     abx_confine_plan plan;
     if (sb)
@@ -64,15 +66,33 @@ static void record_confinement(abx_request *q, const abx_confine *conf)
     json_object_set_new(e, conf->required || (sb && plan.masks_unavailable) ? "missing" : "not_enforced",
                         json_string(sb ? plan.missing : "everything (the sandbox could not be built)"));
     json_t *events = json_pack("[o]", e);
-    abx_ledger_append(l, q->group_id, events, true);
+    abx_ledger_append(l, group, events, true);
     json_decref(events);
+}
+
+/* The working directory: the admitted cwd (opened through the jail), else the session's,
+ * else the scope root, else the workspace. An fd (O_PATH) or a negative errno. */
+static int open_cwd(abx_ctx *ctx, const abx_exec_opts *o, const abx_fs_view *v, const char *workspace,
+                    const char **path)
+{
+    if (abx_ctx_path(ctx, "cwd")) {
+        *path = abx_ctx_path(ctx, "cwd");
+        return abx_ctx_open(ctx, "cwd", O_PATH | O_DIRECTORY, 0);
+    }
+    if (o->cwd) {
+        *path = o->cwd;
+        return open(o->cwd, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    }
+    *path = v->cwd_root ? v->cwd_root : workspace;
+    return abx_jail_open_root(*path);
 }
 
 abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *o, abx_reply *r)
 {
-    abx_request *q = builtin_req(ctx);
-    abx_server *s = q->server;
-    const abx_decision *d = &q->decision;
+    abx_procs *procs = abx_ctx_procs(ctx);
+    abx_server_facts s;
+    abx_ctx_server_facts(ctx, &s);
+    const abx_decision *d = abx_ctx_decision(ctx);
     abx_fs_view v;
     abx_proc *p = NULL;
     int cwd_fd = -1;
@@ -84,7 +104,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         abx_reply_error(r, ABX_E_SERVER_INTERNAL, NULL, "no admitted argv");
         return NULL;
     }
-    int vrc = abx_policy_fs_view(q->policy, q->slot, q->op, d, &v);
+    int vrc = abx_ctx_fs_view(ctx, &v);
     if (vrc == -2) { /* the mask cannot follow the file: refuse rather than run unmasked */
         abx_reply_error(r, ABX_E_POLICY_PATH_DENIED, NULL,
                         "the denied path %s was moved or replaced outside abx and its file cannot be found; "
@@ -97,20 +117,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
         return NULL;
     }
-    /* cwd: the admitted cwd (opened through the jail), else the session's, else the scope root */
-    if (abx_ctx_path(ctx, "cwd")) {
-        cwd_fd = abx_ctx_open(ctx, "cwd", O_PATH | O_DIRECTORY, 0);
-        cwd_path = abx_ctx_path(ctx, "cwd");
-    } else if (o->cwd) {
-        cwd_fd = open(o->cwd, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        cwd_path = o->cwd;
-    } else if (v.cwd_root) {
-        cwd_fd = abx_jail_open_root(v.cwd_root);
-        cwd_path = v.cwd_root;
-    } else {
-        cwd_fd = abx_jail_open_root(s->workspace);
-        cwd_path = s->workspace;
-    }
+    cwd_fd = open_cwd(ctx, o, &v, s.workspace, &cwd_path);
     if (cwd_fd < 0) {
         abx_reply_error(r, cwd_fd == -ENOTDIR ? ABX_E_FILES_NOT_A_DIRECTORY : abx_err_from_errno(-cwd_fd), NULL,
                         "the working directory cannot be opened: %s", strerror(-cwd_fd < 0 ? errno : -cwd_fd));
@@ -120,7 +127,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
     char why[300];
     if (o->tmpdir)
         snprintf(tmpdir, sizeof tmpdir, "%s", o->tmpdir);
-    else if (abx_procs_make_tmpdir(s->procs, tmpdir, sizeof tmpdir, why, sizeof why) != 0) {
+    else if (abx_procs_make_tmpdir(procs, tmpdir, sizeof tmpdir, why, sizeof why) != 0) {
         abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "%s", why);
         goto out;
     }
@@ -128,7 +135,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
      * nothing of abx's own environment (tokens) leaks in */
     env_set(&env, "PATH", "/usr/local/bin:/usr/bin:/bin");
     env_set(&env, "LANG", "C.UTF-8");
-    env_set(&env, "HOME", v.cwd_root ? v.cwd_root : s->workspace);
+    env_set(&env, "HOME", v.cwd_root ? v.cwd_root : s.workspace);
     env_set(&env, "TMPDIR", tmpdir);
     if (o->pty)
         env_set(&env, "TERM", "xterm-256color");
@@ -149,9 +156,9 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .readonly = (const char *const *)v.readonly, .n_readonly = v.n_readonly,
         .pins = (const char *const *)v.pins, .n_pins = v.n_pins,
         .net = d->net, .pids_max = pids, .memory_max = mem, .cpu_milli = cpu,
-        .set_ids = true, .required = abx_procs_confine_required(s->procs),
+        .set_ids = true, .required = abx_procs_confine_required(procs),
     };
-    abx_procs_run_ids(s->procs, &conf.uid, &conf.gid);
+    abx_procs_run_ids(procs, &conf.uid, &conf.gid);
     int64_t kill_after = life > 0 && !o->persistent ? life : 0;
     if (o->hard_timeout_ms > 0 && (kill_after == 0 || o->hard_timeout_ms < kill_after))
         kill_after = o->hard_timeout_ms;
@@ -167,8 +174,8 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .cols = o->cols,
         .rows = o->rows,
     };
-    record_confinement(q, &conf);
-    p = abx_proc_start(s->procs, &spec, why, sizeof why);
+    record_confinement(ctx, &conf);
+    p = abx_proc_start(procs, &spec, why, sizeof why);
     if (!p) {
         bool confine = strstr(why, "confinement required") != NULL;
         abx_reply_error(r, confine ? ABX_E_SANDBOX_UNAVAILABLE : ABX_E_PROCESS_SPAWN_FAILED, NULL,
@@ -189,7 +196,11 @@ out:
     return p;
 }
 
-abx_err abx_exec_start_failed(const abx_reply *r) { return r->err ? r->err : ABX_E_PROCESS_SPAWN_FAILED; }
+abx_err abx_exec_start_failed(const abx_reply *r)
+{
+    abx_err e = abx_reply_err(r);
+    return e ? e : ABX_E_PROCESS_SPAWN_FAILED;
+}
 
 #define RUN_DEFAULT_OUTPUT (1024 * 1024)
 

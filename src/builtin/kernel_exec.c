@@ -77,7 +77,7 @@ static bool cap_finish(outcap *o, json_t **out)
 }
 
 typedef struct cell {
-    abx_server *srv;            /* host calls enter its pipeline */
+    abx_host *srv;              /* host calls enter its pipeline */
     uint64_t group;             /* the cell's ledger group: its host calls link to it */
     abx_buf *events;            /* kernels.stream: SSE frames go here as they happen; NULL: gather */
     kernel *k;
@@ -178,8 +178,8 @@ static void serve_host(cell *c)
         reply = json_pack("{s:{s:s, s:s}}", "error", "code", "args.invalid", "message", "a host call needs an op");
     } else {
         json_t *args = json_object_get(req, "args"), *body = NULL;
-        int status = abx_call_internal(c->srv, ABX_DOOR_KERNEL, c->k->owner, op, json_is_object(args) ? args : NULL,
-                                       c->group, NULL, &body);
+        int status = abx_host_call_kernel(c->srv, c->k->owner, op, json_is_object(args) ? args : NULL, c->group,
+                                          &body);
         if (status >= 300 && !json_object_get(body, "error")) {
             json_decref(body);
             body = json_pack("{s:{s:s, s:i}}", "error", "code", "server.internal", "status", status);
@@ -192,20 +192,27 @@ static void serve_host(cell *c)
 }
 
 /* The cause of a kernel's death from its process record. */
-static abx_err died(cell *c, abx_reply *r)
+/* Why the kernel died, from its process record: the message and {exit_code, signal}. */
+static json_t *death_of(cell *c, char *msg, size_t msglen)
 {
     json_t *st = c->k->proc ? abx_proc_json(c->k->proc) : NULL;
     const char *sig = json_string_value(json_object_get(st, "signal")); /* "KILL", "SEGV", or null */
     json_int_t code = json_integer_value(json_object_get(st, "exit_code"));
     json_t *d = json_pack("{s:I, s:s?}", "exit_code", code, "signal", sig);
-    abx_err e;
     if (sig)
-        e = abx_reply_error(r, ABX_E_KERNEL_DIED, d, "the kernel died by SIG%s%s", sig,
-                            strcmp(sig, "KILL") == 0 ? " (the OOM killer, a deletion or a limit sends it)" : "");
+        snprintf(msg, msglen, "the kernel died by SIG%s%s", sig,
+                 strcmp(sig, "KILL") == 0 ? " (the OOM killer, a deletion or a limit sends it)" : "");
     else
-        e = abx_reply_error(r, ABX_E_KERNEL_DIED, d, "the kernel exited with code %d", (int)code);
+        snprintf(msg, msglen, "the kernel exited with code %d", (int)code);
     json_decref(st);
-    return e;
+    return d;
+}
+
+static abx_err died(cell *c, abx_reply *r)
+{
+    char msg[200];
+    json_t *d = death_of(c, msg, sizeof msg);
+    return abx_reply_error(r, ABX_E_KERNEL_DIED, d, "%s", msg);
 }
 
 /* One step of the cell (up to wait_ms): 1 done (idle + reply, or an interrupt not
@@ -270,7 +277,7 @@ static abx_err cell_begin(abx_ctx *ctx, const json_t *args, cell *c, abx_reply *
     int64_t cap = abx_ctx_limit(ctx, ABX_LIM_MAX_OUTPUT_BYTES);
     if (cap <= 0)
         cap = DEFAULT_OUTPUT;
-    *c = (cell){.srv = builtin_req(ctx)->server, .group = builtin_req(ctx)->group_id, .k = k,
+    *c = (cell){.srv = abx_ctx_host(ctx), .group = abx_ctx_ledger_group(ctx), .k = k,
                 .results = json_array(), .result_cap = (size_t)cap, .deadline = abx_now_ms() + timeout};
     cap_init(&c->out[0], (size_t)cap);
     cap_init(&c->out[1], (size_t)cap);
@@ -352,12 +359,9 @@ static long sse_read(void *state, char *buf, size_t max)
             return 0;
         int rc = s->c.sent ? cell_step(&s->c, 2000) : -1;
         if (rc < 0) {
-            abx_reply tmp = {0};
-            died(&s->c, &tmp);
-            emit(&s->c, "error", json_pack("{s:s, s:s?, s:O?}", "code", "kernel.died", "message", tmp.message,
-                                           "details", tmp.details));
-            abx_free(tmp.message);
-            json_decref(tmp.details);
+            char msg[200];
+            json_t *d = death_of(&s->c, msg, sizeof msg);
+            emit(&s->c, "error", json_pack("{s:s, s:s, s:o?}", "code", "kernel.died", "message", msg, "details", d));
         }
         if (rc != 0) {
             emit(&s->c, "end", json_pack("{s:i, s:b, s:b, s:I, s:I}", "execution_count", s->c.count, "timed_out",

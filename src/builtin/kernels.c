@@ -99,6 +99,21 @@ static void reap_idle(kstate *st)
 
 /* The caller's kernel `id` (a reference), or NULL with 404: another principal's kernel is
  * answered exactly like one that does not exist. */
+/* Take k off the list (its reference passes to the caller); false when it is not there. */
+static bool kernel_unlink(kstate *st, kernel *k)
+{
+    bool found = false;
+    pthread_mutex_lock(&st->mu);
+    for (kernel **pp = &st->list; *pp; pp = &(*pp)->next)
+        if (*pp == k) {
+            *pp = k->next;
+            found = true;
+            break;
+        }
+    pthread_mutex_unlock(&st->mu);
+    return found;
+}
+
 kernel *abx_kernel_find(abx_ctx *ctx, const json_t *args, abx_reply *r, bool unlink)
 {
     kstate *st = state_of(ctx);
@@ -177,13 +192,13 @@ static int handshake(kernel *k, char *why, size_t whylen)
  * file, launcher and host module; the kernel confined like a command. */
 static abx_err kernel_spawn(abx_ctx *ctx, const json_t *args, kernel *k, abx_reply *r)
 {
-    abx_server *s = builtin_req(ctx)->server;
+    abx_procs *procs = abx_ctx_procs(ctx);
     char dir[128], why[300];
-    if (abx_procs_make_tmpdir(s->procs, dir, sizeof dir, why, sizeof why) != 0)
+    if (abx_procs_make_tmpdir(procs, dir, sizeof dir, why, sizeof why) != 0)
         return abx_reply_error(r, ABX_E_KERNEL_START_FAILED, NULL, "%s", why);
     uid_t uid;
     gid_t gid;
-    abx_procs_run_ids(s->procs, &uid, &gid);
+    abx_procs_run_ids(procs, &uid, &gid);
     k->conn = abx_jconn_new(dir, '-', why, sizeof why);
     char kjson[160];
     snprintf(kjson, sizeof kjson, "%s/kernel.json", dir);
@@ -277,7 +292,7 @@ static kernel *kernel_new(abx_ctx *ctx, const json_t *args, abx_reply *r)
     }
     const char *run = json_string_value(json_object_get(args, "run"));
     if (run && (strlen(run) >= sizeof ((kernel *)0)->run ||
-                !abx_run_exists(builtin_req(ctx)->server, run, abx_ctx_principal(ctx)))) {
+                !abx_run_exists(abx_ctx_host(ctx), run, abx_ctx_principal(ctx)))) {
         abx_reply_error(r, ABX_E_RUN_NOT_FOUND, NULL, "no run %s of this caller", run);
         return NULL;
     }
@@ -328,20 +343,14 @@ static abx_err code_run(abx_ctx *ctx, const json_t *args, abx_reply *r)
     kernel *k = kargs ? kernel_new(ctx, kargs, r) : NULL;
     json_decref(kargs);
     if (!k)
-        return r->err ? r->err : abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+        return abx_reply_err(r) ? abx_reply_err(r) : abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
     json_t *xargs = json_pack("{s:s, s:O, s:O?}", "id", k->id, "code", json_object_get(args, "code"), "timeout",
                               json_object_get(args, "timeout"));
     abx_err e = xargs ? abx_kernels_execute(ctx, xargs, r)
                       : abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
-    json_t *dargs = json_pack("{s:s}", "id", k->id);
-    abx_reply scratch = {0};
-    kernel *gone = dargs ? abx_kernel_find(ctx, dargs, &scratch, true) : NULL;
-    if (gone)
-        abx_kernel_unref(state_of(ctx), gone);
+    if (kernel_unlink(state_of(ctx), k)) /* the list's reference (reaping may have taken it) */
+        abx_kernel_unref(state_of(ctx), k);
     abx_kernel_unref(state_of(ctx), k);
-    abx_free(scratch.message);
-    json_decref(scratch.details);
-    json_decref(dargs);
     json_decref(xargs);
     return e;
 }

@@ -31,8 +31,8 @@ extern const abx_namespace abx_ns_kernels, abx_ns_runs;
 
 /* runs.c: does principal owner have run id; complete it once (by: "submit_output" or
  * "finalize"): ABX_OK, or run.not_found / run.completed with msg. */
-bool abx_run_exists(abx_server *s, const char *id, const char *owner);
-abx_err abx_run_complete(abx_server *s, const char *id, const char *owner, const json_t *output, const char *by,
+bool abx_run_exists(abx_host *s, const char *id, const char *owner);
+abx_err abx_run_complete(abx_host *s, const char *id, const char *owner, const json_t *output, const char *by,
                          char *msg, size_t msglen);
 
 kernel *abx_kernel_find(abx_ctx *ctx, const json_t *args, abx_reply *r, bool unlink);

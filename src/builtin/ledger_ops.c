@@ -6,19 +6,14 @@
 
 static const char *visible_principal(abx_ctx *ctx)
 {
-    abx_request *q = builtin_req(ctx);
-    if (q->slot >= 0 && q->slot < (int)q->policy->n_principals) {
-        const abx_principal *pr = &q->policy->principals[q->slot];
-        for (size_t i = 0; i < pr->n_roles; i++)
-            if (strcmp(pr->roles[i], "admin") == 0 || strcmp(pr->roles[i], "owner") == 0)
-                return NULL; /* every principal */
-    }
+    if (abx_ctx_has_role(ctx, "admin") || abx_ctx_has_role(ctx, "owner"))
+        return NULL; /* every principal */
     return abx_ctx_principal(ctx);
 }
 
 static abx_err ledger_timeline(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    abx_ledger *l = builtin_req(ctx)->server->ledger;
+    abx_ledger *l = abx_ctx_ledger(ctx);
     if (!l)
         return abx_reply_error(r, ABX_E_LEDGER_UNAVAILABLE, NULL, "the ledger is disabled in this server's config");
     const json_t *b = json_object_get(args, "before_ordinal"), *a = json_object_get(args, "after_ordinal");
@@ -32,7 +27,7 @@ static abx_err ledger_timeline(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 static abx_err ledger_get(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    abx_ledger *l = builtin_req(ctx)->server->ledger;
+    abx_ledger *l = abx_ctx_ledger(ctx);
     if (!l)
         return abx_reply_error(r, ABX_E_LEDGER_UNAVAILABLE, NULL, "the ledger is disabled in this server's config");
     json_int_t id = json_integer_value(json_object_get(args, "group_id"));

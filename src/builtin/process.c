@@ -7,23 +7,13 @@
 #include <stdio.h>
 #include <string.h>
 
-static bool is_admin(abx_ctx *ctx)
-{
-    abx_request *q = builtin_req(ctx);
-    if (q->slot < 0 || q->slot >= (int)q->policy->n_principals)
-        return false;
-    const abx_principal *pr = &q->policy->principals[q->slot];
-    for (size_t i = 0; i < pr->n_roles; i++)
-        if (strcmp(pr->roles[i], "admin") == 0)
-            return true;
-    return false;
-}
+static bool is_admin(abx_ctx *ctx) { return abx_ctx_has_role(ctx, "admin"); }
 
 /* The caller's process, or a 404 that says nothing about other principals' processes. */
 static abx_proc *own_proc(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     int pid = (int)json_integer_value(json_object_get(args, "pid"));
-    abx_proc *p = abx_proc_find(builtin_req(ctx)->server->procs, pid);
+    abx_proc *p = abx_proc_find(abx_ctx_procs(ctx), pid);
     if (p && !is_admin(ctx) && strcmp(abx_proc_owner(p), abx_ctx_principal(ctx)) != 0) {
         abx_proc_unref(p);
         p = NULL;
@@ -50,7 +40,7 @@ static abx_err process_start(abx_ctx *ctx, const json_t *args, abx_reply *r)
 static abx_err process_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     abx_proc **all;
-    size_t n = abx_procs_list(builtin_req(ctx)->server->procs, is_admin(ctx) ? NULL : abx_ctx_principal(ctx), &all);
+    size_t n = abx_procs_list(abx_ctx_procs(ctx), is_admin(ctx) ? NULL : abx_ctx_principal(ctx), &all);
     json_t *arr = json_array();
     bool running_only = json_is_true(json_object_get(args, "running"));
     for (size_t i = 0; i < n; i++) {

@@ -50,19 +50,19 @@ static run *find(rstate *st, const char *id, const char *owner) /* under st->mu 
     return NULL;
 }
 
-bool abx_run_exists(abx_server *s, const char *id, const char *owner)
+bool abx_run_exists(abx_host *s, const char *id, const char *owner)
 {
-    rstate *st = abx_ns_state(s, &abx_ns_runs);
+    rstate *st = abx_host_ns_state(s, &abx_ns_runs);
     pthread_mutex_lock(&st->mu);
     bool found = find(st, id, owner) != NULL;
     pthread_mutex_unlock(&st->mu);
     return found;
 }
 
-abx_err abx_run_complete(abx_server *s, const char *id, const char *owner, const json_t *output, const char *by,
+abx_err abx_run_complete(abx_host *s, const char *id, const char *owner, const json_t *output, const char *by,
                          char *msg, size_t msglen)
 {
-    rstate *st = abx_ns_state(s, &abx_ns_runs);
+    rstate *st = abx_host_ns_state(s, &abx_ns_runs);
     abx_err e = ABX_OK;
     pthread_mutex_lock(&st->mu);
     run *r = find(st, id, owner);
@@ -122,7 +122,7 @@ static abx_err runs_finalize(abx_ctx *ctx, const json_t *args, abx_reply *rep)
 {
     char msg[160];
     const char *id = json_string_value(json_object_get(args, "id"));
-    abx_err e = abx_run_complete(builtin_req(ctx)->server, id, abx_ctx_principal(ctx),
+    abx_err e = abx_run_complete(abx_ctx_host(ctx), id, abx_ctx_principal(ctx),
                                  json_object_get(args, "output"), "finalize", msg, sizeof msg);
     if (e != ABX_OK)
         return abx_reply_error(rep, e, NULL, "%s", msg);

@@ -1,6 +1,7 @@
 /* system.c — the system namespace: what the machine is (system.info), allowlisted
  * environment variables (system.env.get), and policy reload (explicit-only). */
 #include "builtin/builtin.h"
+#include "sandbox/jail.h"
 #include "sandbox/tiers.h"
 #include <linux/landlock.h>
 #include <stdlib.h>
@@ -23,22 +24,23 @@ int abx_landlock_abi(void)
 
 static abx_err system_info(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    abx_request *q = builtin_req(ctx);
+    abx_server_facts s;
+    abx_ctx_server_facts(ctx, &s);
     struct utsname u;
     struct sysinfo si;
     struct statvfs vf;
     uname(&u);
     sysinfo(&si);
     json_t *disk = json_null();
-    if (statvfs(q->server->workspace, &vf) == 0)
-        disk = json_pack("{s:s, s:I, s:I}", "path", q->server->workspace, "total_bytes",
+    if (statvfs(s.workspace, &vf) == 0)
+        disk = json_pack("{s:s, s:I, s:I}", "path", s.workspace, "total_bytes",
                          (json_int_t)((uint64_t)vf.f_blocks * vf.f_frsize), "free_bytes",
                          (json_int_t)((uint64_t)vf.f_bavail * vf.f_frsize));
-    abx_sandbox *sb = abx_procs_sandbox(q->server->procs);
+    abx_sandbox *sb = abx_procs_sandbox(abx_ctx_procs(ctx));
     static const abx_sandbox_caps none;
     const abx_sandbox_caps *c = sb ? abx_sandbox_caps_get(sb) : &none;
     json_t *conf = json_pack("{s:s, s:b, s:i, s:b, s:b, s:b, s:b, s:i, s:b, s:b, s:s}", "mode",
-                             abx_procs_confine_required(q->server->procs) ? "required" : "best_effort", "landlock",
+                             abx_procs_confine_required(abx_ctx_procs(ctx)) ? "required" : "best_effort", "landlock",
                              c->landlock_abi > 0,
                              "landlock_abi", c->landlock_abi, "network_namespace", c->netns, "mount_namespace",
                              c->mntns, "cgroup_pids", c->cgroup_pids, "cgroup_memory", c->cgroup_memory,
@@ -60,18 +62,19 @@ static abx_err system_info(abx_ctx *ctx, const json_t *args, abx_reply *r)
         (json_int_t)((uint64_t)si.totalram * si.mem_unit), "available_bytes",
         (json_int_t)((uint64_t)(si.freeram + si.bufferram) * si.mem_unit), "disk", disk, "uptime_s",
         (json_int_t)si.uptime, "abx", "version", ABX_VERSION, "uptime_s",
-        (json_int_t)((abx_now_ms() - q->server->started_ms) / 1000), "confinement", conf);
+        (json_int_t)((abx_now_ms() - s.started_ms) / 1000), "confinement", conf);
     abx_reply_json(r, o);
     return ABX_OK;
 }
 
 static abx_err system_env_get(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    abx_request *q = builtin_req(ctx);
+    abx_server_facts s;
+    abx_ctx_server_facts(ctx, &s);
     const json_t *names = json_object_get(args, "names");
     json_t *out = json_object();
-    for (size_t i = 0; i < q->server->cfg.n_system_env; i++) {
-        const char *n = q->server->cfg.system_env[i];
+    for (size_t i = 0; i < s.n_system_env; i++) {
+        const char *n = s.system_env[i];
         bool wanted = !json_array_size(names);
         size_t k;
         json_t *v;
@@ -87,8 +90,8 @@ static abx_err system_env_get(abx_ctx *ctx, const json_t *args, abx_reply *r)
     json_array_foreach(names, k, v)
     {
         bool allowed = false;
-        for (size_t i = 0; i < q->server->cfg.n_system_env; i++)
-            allowed = allowed || strcmp(q->server->cfg.system_env[i], json_string_value(v)) == 0;
+        for (size_t i = 0; i < s.n_system_env; i++)
+            allowed = allowed || strcmp(s.system_env[i], json_string_value(v)) == 0;
         if (!allowed) {
             json_decref(out);
             return abx_reply_error(r, ABX_E_POLICY_DENIED, NULL,
@@ -102,7 +105,6 @@ static abx_err system_env_get(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 static abx_err system_policy_reload(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    abx_request *q = builtin_req(ctx);
     abx_diags d = {0};
     int rc = abx_ctx_reload(ctx, &d);
     json_t *diags = json_array();
@@ -110,7 +112,7 @@ static abx_err system_policy_reload(abx_ctx *ctx, const json_t *args, abx_reply 
         json_array_append_new(diags, json_pack("{s:s, s:s, s:i, s:s}", "level", d.items[i].level, "code",
                                                d.items[i].code, "line", d.items[i].line, "message",
                                                d.items[i].message));
-    abx_log(rc == 0 ? "info" : "error", q->id, "policy reload %s (%zu diagnostics)", rc == 0 ? "done" : "refused",
+    abx_log(rc == 0 ? "info" : "error", abx_ctx_request_id(ctx), "policy reload %s (%zu diagnostics)", rc == 0 ? "done" : "refused",
             d.n);
     abx_diags_release(&d);
     if (rc != 0)

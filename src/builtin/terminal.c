@@ -16,7 +16,7 @@
 static abx_proc *own_terminal(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     int id = (int)json_integer_value(json_object_get(args, "id"));
-    abx_proc *p = abx_proc_find(builtin_req(ctx)->server->procs, id);
+    abx_proc *p = abx_proc_find(abx_ctx_procs(ctx), id);
     json_t *st = p ? abx_proc_json(p) : NULL;
     bool ok = p && json_is_true(json_object_get(st, "pty")) && strcmp(abx_proc_owner(p), abx_ctx_principal(ctx)) == 0;
     json_decref(st);
@@ -30,14 +30,15 @@ static abx_proc *own_terminal(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 static json_t *terminal_json(abx_ctx *ctx, abx_proc *p)
 {
-    abx_server *s = builtin_req(ctx)->server;
+    abx_server_facts s;
+    abx_ctx_server_facts(ctx, &s);
     json_t *o = abx_proc_json(p);
     json_object_set_new(o, "id", json_integer(abx_proc_pid(p)));
     json_object_set_new(o, "ws_path", json_sprintf("/terminal/%d", abx_proc_pid(p)));
-    if (s->terminal_port > 0)
+    if (s.terminal_port > 0)
         json_object_set_new(o, "ws_url", json_sprintf("ws://%s:%d/terminal/%d",
-                                                      strchr(s->cfg.listen_host, ':') ? "[::1]" : s->cfg.listen_host,
-                                                      s->terminal_port, abx_proc_pid(p)));
+                                                      strchr(s.listen_host, ':') ? "[::1]" : s.listen_host,
+                                                      s.terminal_port, abx_proc_pid(p)));
     return o;
 }
 
@@ -57,7 +58,7 @@ static abx_err terminal_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
 static abx_err terminal_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     abx_proc **all;
-    size_t n = abx_procs_list(builtin_req(ctx)->server->procs, abx_ctx_principal(ctx), &all);
+    size_t n = abx_procs_list(abx_ctx_procs(ctx), abx_ctx_principal(ctx), &all);
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) {
         json_t *st = abx_proc_json(all[i]);
@@ -156,8 +157,7 @@ static const abx_ws_ops terminal_ws_ops = {ws_message, ws_pull, ws_free};
 
 static abx_err terminal_connect(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    abx_request *q = builtin_req(ctx);
-    if (!q->ws_upgrade || !q->ws_key)
+    if (!abx_ctx_ws_requested(ctx))
         return abx_reply_error(r, ABX_E_ARGS_INVALID, NULL,
                                "terminal.connect is a WebSocket: send Upgrade: websocket with a Sec-WebSocket-Key");
     abx_proc *p = own_terminal(ctx, args, r);

@@ -57,8 +57,7 @@ static bool value_text(abx_ctx *ctx, const abx_param *pa, const json_t *v, abx_b
  * or an error with why. */
 static abx_err expand(abx_ctx *ctx, const custom_cmd *c, const json_t *args, char ***out, char *why, size_t whylen)
 {
-    abx_request *q = ctx->req;
-    char **argv = abx_arena_alloc(q->arena, (c->argc + 1) * sizeof *argv);
+    char **argv = abx_arena_alloc(abx_ctx_arena(ctx), (c->argc + 1) * sizeof *argv);
     if (!argv) {
         snprintf(why, whylen, "out of memory");
         return ABX_E_SERVER_UNAVAILABLE;
@@ -78,7 +77,7 @@ static abx_err expand(abx_ctx *ctx, const custom_cmd *c, const json_t *args, cha
                 const char *e = strchr(s, '}');
                 char name[64];
                 snprintf(name, sizeof name, "%.*s", (int)(e - s - 1), s + 1);
-                const abx_param *pa = abx_op_param(q->op, name);
+                const abx_param *pa = abx_op_param(abx_ctx_op(ctx), name);
                 const json_t *v = json_object_get(args, name);
                 ok = value_text(ctx, pa, v, &b);
                 only_absent = !v && s == t && e[1] == '\0';
@@ -101,7 +100,7 @@ static abx_err expand(abx_ctx *ctx, const custom_cmd *c, const json_t *args, cha
             abx_buf_release(&b);
             continue;
         }
-        argv[n++] = abx_arena_strndup(q->arena, b.data ? b.data : "", b.len);
+        argv[n++] = abx_arena_strndup(abx_ctx_arena(ctx), b.data ? b.data : "", b.len);
         abx_buf_release(&b);
         if (!argv[n - 1]) {
             snprintf(why, whylen, "out of memory");
@@ -130,7 +129,7 @@ static abx_err custom_run(abx_ctx *ctx, const json_t *args, abx_reply *r)
  * (approvals bind the files it names). */
 static char **custom_bind_argv(abx_ctx *ctx, const json_t *args)
 {
-    if (ctx->req->op->def->handler != custom_run)
+    if (abx_ctx_op(ctx)->def->handler != custom_run)
         return NULL;
     char **argv = NULL;
     char why[200];

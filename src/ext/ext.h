@@ -13,10 +13,10 @@
 #include "config/config.h"
 #include "core/core.h"
 #include "core/util.h"
+#include "sandbox/procs.h"
 
 typedef struct abx_ext abx_ext;
 typedef struct abx_pyworker abx_pyworker;
-struct abx_server;
 struct abx_namespace;
 struct abx_policy;
 
@@ -60,7 +60,8 @@ const char *abx_ext_command_at(void *ud, size_t i, const char **name);
  * Python worker, the union of the roots the statements mounting its ops grant under
  * policy p, and (re)start it confined to them (a busy worker at its next call). 0, or
  * -1 with why. */
-int abx_ext_workers_start(struct abx_server *s, const struct abx_policy *policy, char *err, size_t errlen);
+int abx_ext_workers_start(abx_ext *e, abx_procs *procs, const abx_registry *reg, const struct abx_policy *policy,
+                          char *err, size_t errlen);
 /* Stop the workers' processes (server stop, while the process manager still runs). */
 void abx_ext_workers_stop(abx_ext *e);
 /* Reload: warn when custom:/load: changed (ops are registered once, at start). */

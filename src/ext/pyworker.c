@@ -81,8 +81,8 @@ static void worker_stop(abx_pyworker *w) { chan_stop(&w->ch); }
 static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_in, char *const *rw, size_t n_rw,
                       const abx_fs_view *view, bool net, char *why, size_t whylen)
 {
-    abx_server *s = w->server;
-    if (!s || !s->procs) {
+    abx_procs *procs = w->procs;
+    if (!procs) {
         snprintf(why, whylen, "the server is not started");
         return -1;
     }
@@ -91,7 +91,7 @@ static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_
     snprintf(home, sizeof home, "HOME=%s", w->ext->pydir);
     /* a private TMPDIR (tempfile works), granted read-write to this process only and
      * removed with its record, as for every process abx starts */
-    if (abx_procs_make_tmpdir(s->procs, tmpdir, sizeof tmpdir, why, whylen) != 0)
+    if (abx_procs_make_tmpdir(procs, tmpdir, sizeof tmpdir, why, whylen) != 0)
         return -1;
     snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmpdir);
     char *argv[] = {w->python, "-B", "-I", script, w->module, w->config_dir, NULL};
@@ -116,9 +116,9 @@ static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_
         .masks = view ? (const char *const *)view->masks : NULL, .n_masks = view ? view->n_masks : 0,
         .readonly = view ? (const char *const *)view->readonly : NULL, .n_readonly = view ? view->n_readonly : 0,
         .pins = view ? (const char *const *)view->pins : NULL, .n_pins = view ? view->n_pins : 0,
-        .net = net, .set_ids = true, .required = abx_procs_confine_required(s->procs),
+        .net = net, .set_ids = true, .required = abx_procs_confine_required(procs),
     };
-    abx_procs_run_ids(s->procs, &conf.uid, &conf.gid);
+    abx_procs_run_ids(procs, &conf.uid, &conf.gid);
     char tag[160];
     snprintf(tag, sizeof tag, "python worker %s", w->module);
     abx_proc_spec spec = {
@@ -128,7 +128,7 @@ static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_
         .tag = tag,
         .keep_stdin = true,
     };
-    c->proc = abx_proc_start(s->procs, &spec, why, whylen);
+    c->proc = abx_proc_start(procs, &spec, why, whylen);
     if (c->proc)
         abx_proc_set_tmpdir(c->proc, tmpdir);
     else
@@ -268,12 +268,11 @@ static void note_crash(abx_pyworker *w)
 
 /* Compute the union of the roots of the statements mounting any of w's ops under p,
  * and install it (a new generation) when it differs. */
-static int compute_roots(abx_pyworker *w, abx_server *s, const abx_policy *p)
+static int compute_roots(abx_pyworker *w, const abx_registry *reg, const abx_policy *p)
 {
     char **ro = NULL, **rw = NULL;
     size_t n_ro = 0, n_rw = 0;
     bool net = false;
-    abx_registry *reg = s->reg;
     bool *seen = abx_calloc(p->n_allow + 1, sizeof *seen);
     if (!seen)
         return -1;
@@ -332,20 +331,20 @@ static void log_started(abx_pyworker *w)
 /* At start: start every worker (an error fails the start). At reload: install the new
  * roots and restart idle workers now; a worker busy with a call is restarted by the next
  * call (a reload never waits for a call to finish). */
-int abx_ext_workers_start(struct abx_server *s, const struct abx_policy *p, char *err, size_t errlen)
+int abx_ext_workers_start(abx_ext *e, abx_procs *procs, const abx_registry *reg, const struct abx_policy *p,
+                          char *err, size_t errlen)
 {
-    abx_ext *e = s->ext;
     int rc = 0;
     for (size_t i = 0; e && i < e->n_workers && rc == 0; i++) {
         abx_pyworker *w = e->workers[i];
         if (w->per_call) { /* a process per call, confined to that call's statement */
             pthread_mutex_lock(&w->mu);
-            w->server = s;
+            w->procs = procs;
             pthread_mutex_unlock(&w->mu);
             continue;
         }
-        bool first = !w->server;
-        if (compute_roots(w, s, p) != 0) {
+        bool first = !w->procs;
+        if (compute_roots(w, reg, p) != 0) {
             snprintf(err, errlen, "out of memory");
             rc = -1;
             break;
@@ -354,7 +353,7 @@ int abx_ext_workers_start(struct abx_server *s, const struct abx_policy *p, char
             pthread_mutex_lock(&w->mu);
         else if (pthread_mutex_trylock(&w->mu) != 0)
             continue; /* busy: py_call sees the new generation and restarts */
-        w->server = s;
+        w->procs = procs;
         if (worker_restart(w, err, errlen) != 0) {
             rc = -1;
         } else {
@@ -397,11 +396,11 @@ void abx__pyworker_free(abx_pyworker *w)
 
 static json_t *request_line(abx_pyworker *w, abx_ctx *ctx, const json_t *args, uint64_t id, int64_t deadline)
 {
-    abx_request *q = ctx->req;
+    const abx_decision *d = abx_ctx_decision(ctx);
     json_t *paths = json_object();
-    for (size_t i = 0; i < q->decision.n_paths; i++) {
-        const abx_path_value *pv = &q->decision.paths[i];
-        const abx_param *pa = abx_op_param(q->op, pv->param);
+    for (size_t i = 0; i < d->n_paths; i++) {
+        const abx_path_value *pv = &d->paths[i];
+        const abx_param *pa = abx_op_param(abx_ctx_op(ctx), pv->param);
         if (pa->type == ABX_T_LIST) {
             json_t *arr = json_object_get(paths, pv->param);
             if (!arr)
@@ -418,11 +417,11 @@ static json_t *request_line(abx_pyworker *w, abx_ctx *ctx, const json_t *args, u
         json_array_append_new(argv, json_string(av[i]));
     json_t *limits = json_object();
     for (int b = 0; b < ABX_LIM__COUNT; b++)
-        if (q->decision.limits[b] >= 0)
-            json_object_set_new(limits, abx_limit_name((enum abx_limit)(1u << b)), json_integer(q->decision.limits[b]));
+        if (d->limits[b] >= 0)
+            json_object_set_new(limits, abx_limit_name((enum abx_limit)(1u << b)), json_integer(d->limits[b]));
     (void)w;
-    return json_pack("{s:I, s:s, s:O, s:o, s:o, s:s, s:s?, s:I, s:o}", "id", (json_int_t)id, "op", q->op->id, "args",
-                     args, "paths", paths, "argv", argv, "request_id", q->id, "principal", abx_ctx_principal(ctx),
+    return json_pack("{s:I, s:s, s:O, s:o, s:o, s:s, s:s?, s:I, s:o}", "id", (json_int_t)id, "op", abx_ctx_op_id(ctx), "args",
+                     args, "paths", paths, "argv", argv, "request_id", abx_ctx_request_id(ctx), "principal", abx_ctx_principal(ctx),
                      "deadline_ms", (json_int_t)deadline, "limits", limits);
 }
 
@@ -525,9 +524,8 @@ static abx_err exchange(abx_pyworker *w, chan *c, abx_ctx *ctx, const json_t *ar
  * admitting statement's roots, deny masks), which ends after the one answer. */
 static abx_err call_per_process(abx_pyworker *w, abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
-    abx_request *q = ctx->req;
     abx_fs_view v;
-    int vrc = abx_policy_fs_view(q->policy, q->slot, q->op, &q->decision, &v);
+    int vrc = abx_ctx_fs_view(ctx, &v);
     if (vrc == -2) { /* a denied file moved where its mask cannot follow: do not run unmasked */
         abx_err e = abx_reply_error(r, ABX_E_POLICY_PATH_DENIED, NULL,
                                     "the denied path %s was moved or replaced outside abx and its file cannot be found",
@@ -541,11 +539,11 @@ static abx_err call_per_process(abx_pyworker *w, abx_ctx *ctx, const json_t *arg
     abx_buf_init(&c.line, LINE_MAX_BYTES);
     char why[300];
     abx_err rc;
-    pthread_mutex_lock(&w->mu); /* the server pointer */
-    abx_server *s = w->server;
+    pthread_mutex_lock(&w->mu); /* the process manager pointer */
+    abx_procs *procs = w->procs;
     pthread_mutex_unlock(&w->mu);
-    if (!s || chan_spawn(w, &c, v.ro, v.n_ro, v.rw, v.n_rw, &v, q->decision.net, why, sizeof why) != 0) {
-        abx_ctx_log(ctx, "error", "python:%s: %s", w->module, s ? why : "not started");
+    if (!procs || chan_spawn(w, &c, v.ro, v.n_ro, v.rw, v.n_rw, &v, abx_ctx_decision(ctx)->net, why, sizeof why) != 0) {
+        abx_ctx_log(ctx, "error", "python:%s: %s", w->module, procs ? why : "not started");
         rc = abx_reply_error(r, ABX_E_OP_WORKER_FAILED, NULL, "the worker for python:%s cannot be started", w->module);
     } else {
         rc = exchange(w, &c, ctx, args, r);

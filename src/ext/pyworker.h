@@ -5,7 +5,8 @@
 #define ABX_EXT_PYWORKER_H
 
 #include "ext/ext.h"
-#include "pipeline/pipeline.h"
+#include "pipeline/ctx.h"
+#include <pthread.h>
 
 #define DISCOVER_TIMEOUT_MS 20000
 #define CALL_DEFAULT_TIMEOUT_MS (10 * 60 * 1000)
@@ -29,7 +30,7 @@ struct abx_pyworker {
     size_t n_ops;
     pthread_mutex_t mu;          /* one call at a time; guards everything below */
     bool per_call;               /* python_isolation: per_call — a fresh process per call */
-    abx_server *server;          /* borrowed, set by abx_ext_workers_start */
+    abx_procs *procs;            /* borrowed, set by abx_ext_workers_start */
     chan ch;                     /* the long-lived process (shared mode) */
     _Atomic uint64_t next_id;    /* call ids (per-call processes do not take mu) */
     pthread_mutex_t roots_mu;    /* guards the roots below (a reload sets them while a call may run) */

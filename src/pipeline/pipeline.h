@@ -5,6 +5,7 @@
 #ifndef ABX_PIPELINE_PIPELINE_H
 #define ABX_PIPELINE_PIPELINE_H
 
+#include "pipeline/ctx.h"
 #include "config/config.h"
 #include "core/core.h"
 #include "core/util.h"
@@ -59,6 +60,7 @@ struct abx_reply {
                                   as is even with err set; a NULL body then means no body at all */
 };
 
+/* The handler's context (pipeline/ctx.h): opaque outside the pipeline. */
 struct abx_ctx {
     struct abx_request *req;
 };
@@ -79,21 +81,6 @@ typedef struct abx_conn_metrics {
     unsigned long long aborted;            /* the client went away before its reply was sent */
 } abx_conn_metrics;
 typedef struct abx_auth_limiter abx_auth_limiter;
-
-/* A namespace: its ops and the life of its per-server state (namespace.c). The server
- * drives the list it is given (state_new at start, state_free when it is freed); a
- * handler reaches its state through its own descriptor (abx_ctx_ns_state). */
-typedef struct abx_namespace {
-    const char *name;                /* the ops' id prefix: "commands" */
-    const abx_op_def *ops;           /* terminated by a zeroed entry */
-    const abx_op_def *const *op_tables; /* and/or several such tables (one per op family), NULL-terminated */
-    void *(*state_new)(void);        /* NULL: no state; returns NULL when out of memory */
-    void (*state_free)(void *state);
-    /* What a held call of one of its ops will run, where the decision does not say it
-     * (approval_bind.c hashes the files it names); NULL: nothing to add. */
-    char *(*bind_cwd)(abx_ctx *ctx, const json_t *args);   /* the start directory, malloc'd, or NULL */
-    char **(*bind_argv)(abx_ctx *ctx, const json_t *args); /* the argv, in the request's arena, or NULL */
-} abx_namespace;
 
 /* The legacy command registry (POST /commands/{name}, GET /commands): the i-th
  * declarative command's op id (custom.<mangled>) with its original name in *name, or
@@ -234,9 +221,6 @@ abx_err abx_audit_admission(abx_request *r);
 bool abx_body_wanted(const abx_request *r);
 abx_err abx_body_feed(abx_request *r, const void *data, size_t len);
 void abx_body_end(abx_request *r);
-/* A WebSocket result (ws ops): the handler hands over state; the transport answers
- * 101, then runs abx_ws_run on its own thread. */
-void abx_reply_websocket(abx_reply *r, const abx_ws_ops *ops, void *state);
 
 /* Error reply helper used by the transport's step-0 rejections too. */
 void abx_fail(abx_request *r, abx_err e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -265,10 +249,6 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
 /* Re-read the config file and swap the snapshot atomically; on failure the old policy
  * stays and diags say why. 0 or -1. */
 int abx_server_reload(abx_server *s, abx_diags *diags);
-/* The same for a handler (system.reload; request.c): through the reload the server
- * installed at start, so the pipeline and its handlers never call up into the server.
- * 0 or -1 (diags say why). */
-int abx_ctx_reload(abx_ctx *ctx, abx_diags *diags);
 
 /* An internal call through the whole pipeline (in-process, batch, approved held calls; call.c):
  * the principal is trusted (already authenticated). Returns the HTTP status; *body owned. */
@@ -362,7 +342,6 @@ int abx_ns_start(abx_server *s, const abx_namespace *const *list, char *err, siz
 void abx_ns_stop(abx_server *s);
 /* ns's state on this server, or NULL (no state, or the server did not start it) */
 void *abx_ns_state(abx_server *s, const abx_namespace *ns);
-void *abx_ctx_ns_state(abx_ctx *ctx, const abx_namespace *ns);
 /* The started namespace whose name is op_id's first segment ("commands" for
  * "commands.sessions.exec"), or NULL. */
 const abx_namespace *abx_ns_of(abx_server *s, const char *op_id);
@@ -391,7 +370,6 @@ void abx_auth_failed(abx_auth_limiter *l, const char *fingerprint, const char *c
 void abx_auth_succeeded(abx_auth_limiter *l, const char *client, int64_t now_ms);
 
 /* structured logs (log.c) */
-void abx_log(const char *level, const char *request_id, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void abx_log_request(const abx_request *r, int status, int64_t dur_us);
 void abx_log_set_level(const char *level); /* "debug" | "info" | "warn" | "error" | "off" */
 

@@ -221,7 +221,7 @@ int abx_server_reload(abx_server *s, abx_diags *diags)
         abx_policy_unref(old); /* requests holding it keep it alive until they finish */
         /* the statements mounting a worker's ops may grant other roots now: restart it */
         char werr[600];
-        if (abx_ext_workers_start(s, p, werr, sizeof werr) != 0)
+        if (abx_ext_workers_start(s->ext, s->procs, s->reg, p, werr, sizeof werr) != 0)
             abx_diag_add(diags, "warning", "config.worker_restart", 0, "%s (the next call retries)", werr);
     }
     abx_config_release(&fresh);
@@ -363,7 +363,7 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     if (start_policy(s, errbuf, errlen) != 0)
         return -1;
     /* Python op workers: confined to the roots of the statements that mount their ops */
-    if (abx_ext_workers_start(s, s->snap, errbuf, errlen) != 0)
+    if (abx_ext_workers_start(s->ext, s->procs, s->reg, s->snap, errbuf, errlen) != 0)
         return -1;
     s->mcp = abx_mcp_new();
     if (!s->mcp) {

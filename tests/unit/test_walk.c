@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "builtin/files/walk.h"
+#include "pipeline/pipeline.h" /* the test builds the request a context stands for */
 
 typedef struct fixture {
     char base[256]; /* the walked tree */

@@ -180,9 +180,9 @@ static bool arch_produce(arch_state *a)
             arch_walk_end(a);
         return true;
     }
-    abx_request *q = builtin_req(a->ctx);
-    if (a->src < q->decision.n_paths) {
-        abx_path_value *pv = &q->decision.paths[a->src++];
+    const abx_decision *d = abx_ctx_decision(a->ctx);
+    if (a->src < d->n_paths) {
+        const abx_path_value *pv = &d->paths[a->src++];
         const char *canon = pv->canonical;
         const char *base = strrchr(canon, '/');
         base = base && base[1] ? base + 1 : ".";
@@ -214,7 +214,7 @@ static long arch_read(void *state, char *buf, size_t max)
         while (a->in.len < 65536 && !(a->budget >= 0 && (int64_t)a->total_in > a->budget))
             if (!arch_produce(a))
                 break;
-        bool more = a->in.len > 0 || a->file_fd >= 0 || a->walk || a->src < builtin_req(a->ctx)->decision.n_paths ||
+        bool more = a->in.len > 0 || a->file_fd >= 0 || a->walk || a->src < abx_ctx_decision(a->ctx)->n_paths ||
                     !a->trailer;
         if (a->budget >= 0 && (int64_t)a->total_in > a->budget)
             more = false; /* max_bytes reached: the archive ends here (flagged in the log) */
@@ -268,10 +268,10 @@ static abx_err files_archive(abx_ctx *ctx, const json_t *args, abx_reply *r)
     }
     a->z_ok = true;
     /* a missing source is an error before any byte is sent */
-    abx_request *q = builtin_req(ctx);
-    for (size_t i = 0; i < q->decision.n_paths; i++) {
+    const abx_decision *d = abx_ctx_decision(ctx);
+    for (size_t i = 0; i < d->n_paths; i++) {
         struct stat st;
-        abx_path_value *pv = &q->decision.paths[i];
+        const abx_path_value *pv = &d->paths[i];
         int fd = abx_jail_open(pv->rootfd, pv->rel, O_PATH | O_NOFOLLOW, 0);
         if (fd < 0 || fstat(fd, &st) != 0) {
             int e = fd < 0 ? -fd : errno;

@@ -56,7 +56,7 @@ json_t *files_stat_json(const struct stat *st)
 /* The admitted value of a path parameter (index: the element of a list parameter). */
 const abx_path_value *files_path_value(abx_ctx *ctx, const char *param, size_t index)
 {
-    const abx_decision *d = &builtin_req(ctx)->decision;
+    const abx_decision *d = abx_ctx_decision(ctx);
     for (size_t i = 0; i < d->n_paths; i++)
         if (d->paths[i].index == index && strcmp(d->paths[i].param, param) == 0)
             return &d->paths[i];
@@ -92,7 +92,6 @@ abx_err files_oom(abx_reply *r) { return abx_reply_error(r, ABX_E_SERVER_UNAVAIL
 abx_err files_admit_paths(abx_ctx *ctx, abx_reply *r, const json_t *args, const char *pa, const char *va,
                            const char *pb, const char *vb)
 {
-    abx_request *rq = builtin_req(ctx);
     json_t *a = json_copy((json_t *)args);
     /* nocheck: entry names need not be UTF-8; the policy reads them as C strings */
     json_t *sa = a ? json_string_nocheck(va) : NULL;
@@ -108,7 +107,7 @@ abx_err files_admit_paths(abx_ctx *ctx, abx_reply *r, const json_t *args, const 
         return r ? files_oom(r) : ABX_E_SERVER_UNAVAILABLE;
     }
     abx_decision d;
-    abx_decide(rq->policy, rq->slot, rq->op, rq->op_index, a, &d, NULL);
+    abx_ctx_decide(ctx, a, &d);
     json_decref(a);
     abx_err e = d.err;
     if (e && r && pb)
@@ -175,7 +174,7 @@ int files_make_dirs(int rootfd, const char *rel, bool include_last, bool *create
 static int parent_ident_check(abx_ctx *ctx, int pfd, const char *name)
 {
     struct stat st;
-    if (!builtin_req(ctx)->policy->n_idents)
+    if (!abx_ctx_has_idents(ctx))
         return 0;
     if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && builtin_ident_denied(ctx, &st))
         return -ABX_EIDENT;

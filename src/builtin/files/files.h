@@ -18,6 +18,8 @@
 #define ABX_BUILTIN_FILES_FILES_H
 
 #include "builtin/builtin.h"
+#include "policy/paths.h"
+#include "sandbox/jail.h"
 #include <limits.h>
 #include <sys/stat.h>
 

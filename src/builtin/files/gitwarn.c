@@ -65,7 +65,7 @@ static void gitcfg_scan(int fd, const char *shown, json_t *warnings)
 void files_gitcfg_warn(abx_ctx *ctx, abx_reply *r, const char *param)
 {
     const abx_path_value *pv = files_path_value(ctx, param, 0);
-    if (!pv || !json_is_object(r->body) || pv->rootfd < 0)
+    if (!pv || !json_is_object(abx_reply_body(r)) || pv->rootfd < 0)
         return;
     const char *base = strrchr(pv->canonical, '/');
     base = base ? base + 1 : pv->canonical;
@@ -105,7 +105,7 @@ void files_gitcfg_warn(abx_ctx *ctx, abx_reply *r, const char *param)
     }
     close(fd);
     if (json_array_size(warnings))
-        json_object_set_new(r->body, "warnings", warnings);
+        json_object_set_new(abx_reply_body(r), "warnings", warnings);
     else
         json_decref(warnings);
 }
@@ -114,7 +114,7 @@ void files_gitcfg_warn(abx_ctx *ctx, abx_reply *r, const char *param)
  * built after the streamed body, without the request's path values at hand). */
 void files_gitcfg_warn_at(int pfd, const char *name, const char *canonical, abx_reply *r)
 {
-    if (!json_is_object(r->body) || pfd < 0)
+    if (!json_is_object(abx_reply_body(r)) || pfd < 0)
         return;
     bool named = abx_gitcfg_name(canonical);
     if (!named && !(strcmp(name, "config") == 0 && has_git_dir_shape(pfd)))
@@ -126,7 +126,7 @@ void files_gitcfg_warn_at(int pfd, const char *name, const char *canonical, abx_
     gitcfg_scan(fd, canonical, warnings);
     close(fd);
     if (json_array_size(warnings))
-        json_object_set_new(r->body, "warnings", warnings);
+        json_object_set_new(abx_reply_body(r), "warnings", warnings);
     else
         json_decref(warnings);
 }

@@ -14,6 +14,14 @@
 
 /* ---- delete/move act on the entry itself ---- */
 
+/* The workspace relative arguments are read against (canonical, the server's). */
+static const char *workspace_of(const abx_ctx *ctx)
+{
+    abx_server_facts f;
+    abx_ctx_server_facts(ctx, &f);
+    return f.workspace;
+}
+
 /* The admitted canonical value names the target of a symlink. delete and move act on
  * the entry the caller named instead: when the last component of the argument is a
  * symlink, the link itself. Then *dirfd and *name name the link (in the directory the
@@ -41,7 +49,7 @@ static abx_err symlink_entry(abx_ctx *ctx, abx_reply *r, const json_t *args, con
     struct stat st;
     /* the argument's directory, canonical, plus its last component as given; when that
      * differs from the admitted value, the last component was a symlink */
-    bool candidate = dir && abx_path_canon(builtin_req(ctx)->policy->workspace, dir, &cdir) == 0 &&
+    bool candidate = dir && abx_path_canon(workspace_of(ctx), dir, &cdir) == 0 &&
                      (link = files_join_path(cdir, last)) != NULL && strcmp(link, pv->canonical) != 0;
     if (candidate && !(root = files_pv_root(pv)))
         e = files_oom(r);
@@ -204,8 +212,7 @@ static abx_err files_delete(abx_ctx *ctx, const json_t *args, abx_reply *r)
  * any principal: the file would leave the name a later process's mask is put on. */
 static abx_err move_pinned(abx_ctx *ctx, abx_reply *r, const char *src, const char *dst)
 {
-    const abx_policy *p = builtin_req(ctx)->policy;
-    const char *hit = abx_policy_move_pinned(p, src) ? src : abx_policy_move_pinned(p, dst) ? dst : NULL;
+    const char *hit = abx_ctx_move_pinned(ctx, src) ? src : abx_ctx_move_pinned(ctx, dst) ? dst : NULL;
     if (!hit)
         return ABX_OK;
     return abx_reply_error(r, ABX_E_POLICY_PATH_DENIED, NULL,

@@ -163,12 +163,10 @@ static int entry_allowed(files_walk *w)
 {
     abx_ctx *ctx = w->o.ctx;
     bool link = S_ISLNK(w->st.st_mode);
-    abx_request *q;
     switch (w->o.check) {
     case FILES_WALK_ADMIT:
-        q = builtin_req(ctx);
         if (link) /* its canonical path is its target: only its own name is held */
-            return !abx_policy_path_hidden(q->policy, q->slot, q->op, w->abs);
+            return !abx_ctx_path_hidden(ctx, w->abs);
         return files_admit_paths(ctx, NULL, w->o.args, w->o.param, w->abs, NULL, NULL) == ABX_OK &&
                !builtin_ident_denied(ctx, &w->st);
     case FILES_WALK_VISIBLE:

@@ -1,0 +1,163 @@
+/* ctx.c — the accessors of ctx.h: what a handler may ask of its context. Each reads
+ * the request or its server here, inside the pipeline, so handlers never see either. */
+#include "pipeline/pipeline.h"
+#include <string.h>
+
+static abx_request *req_of(const abx_ctx *ctx) { return ctx->req; }
+static abx_server *server_of(const abx_ctx *ctx) { return ctx->req->server; }
+
+abx_arena *abx_ctx_arena(abx_ctx *ctx) { return req_of(ctx)->arena; }
+const abx_op *abx_ctx_op(const abx_ctx *ctx) { return req_of(ctx)->op; }
+const abx_decision *abx_ctx_decision(const abx_ctx *ctx) { return &req_of(ctx)->decision; }
+
+int abx_ctx_fs_view(const abx_ctx *ctx, abx_fs_view *v)
+{
+    const abx_request *q = req_of(ctx);
+    return abx_policy_fs_view(q->policy, q->slot, q->op, &q->decision, v);
+}
+
+bool abx_ctx_ident_denied(abx_ctx *ctx, const struct stat *st)
+{
+    abx_request *r = req_of(ctx);
+    return r->policy->n_idents && abx_policy_ident_denied(r->policy, r->slot, r->op, &r->decision, st);
+}
+
+int abx_ctx_fd_check(abx_ctx *ctx, int fd, int dirfd)
+{
+    abx_request *r = req_of(ctx);
+    return abx_policy_fd_check(r->policy, r->slot, r->op, &r->decision, fd, dirfd);
+}
+
+bool abx_ctx_has_idents(const abx_ctx *ctx) { return req_of(ctx)->policy->n_idents != 0; }
+
+bool abx_ctx_path_hidden(const abx_ctx *ctx, const char *canonical)
+{
+    const abx_request *q = req_of(ctx);
+    return abx_policy_path_hidden(q->policy, q->slot, q->op, canonical);
+}
+
+bool abx_ctx_move_pinned(const abx_ctx *ctx, const char *canonical)
+{
+    return abx_policy_move_pinned(req_of(ctx)->policy, canonical);
+}
+
+void abx_ctx_decide(const abx_ctx *ctx, const json_t *args, abx_decision *d)
+{
+    const abx_request *q = req_of(ctx);
+    abx_decide(q->policy, q->slot, q->op, q->op_index, args, d, NULL);
+}
+
+bool abx_ctx_has_role(const abx_ctx *ctx, const char *role)
+{
+    const abx_request *q = req_of(ctx);
+    if (q->slot < 0 || q->slot >= (int)q->policy->n_principals)
+        return false; /* anonymous holds no role */
+    const abx_principal *pr = &q->policy->principals[q->slot];
+    for (size_t i = 0; i < pr->n_roles; i++)
+        if (strcmp(pr->roles[i], role) == 0)
+            return true;
+    return false;
+}
+
+bool abx_ctx_ws_requested(const abx_ctx *ctx) { return req_of(ctx)->ws_upgrade && req_of(ctx)->ws_key; }
+abx_err abx_reply_err(const abx_reply *r) { return r->err; }
+json_t *abx_reply_body(abx_reply *r) { return r->body; }
+
+abx_procs *abx_ctx_procs(abx_ctx *ctx) { return server_of(ctx)->procs; }
+abx_ledger *abx_ctx_ledger(abx_ctx *ctx) { return server_of(ctx)->ledger; }
+uint64_t abx_ctx_ledger_group(const abx_ctx *ctx) { return req_of(ctx)->group_id; }
+
+void abx_ctx_server_facts(const abx_ctx *ctx, abx_server_facts *out)
+{
+    abx_server *s = server_of(ctx);
+    *out = (abx_server_facts){
+        .workspace = s->workspace,
+        .started_ms = s->started_ms,
+        .listen_host = s->cfg.listen_host,
+        .port = s->port,
+        .terminal_port = s->terminal_port,
+        .tls = s->cfg.tls_cert != NULL,
+        .request_max_bytes = s->cfg.request_max_bytes,
+        .upload_max_bytes = s->cfg.upload_max_bytes,
+        .connections = s->cfg.connections,
+        .open_connections = atomic_load(&s->conns),
+        .system_env = s->cfg.system_env,
+        .n_system_env = s->cfg.n_system_env,
+    };
+}
+
+const char *abx_ctx_document(abx_ctx *ctx, abx_doc kind, size_t *len)
+{
+    abx_request *q = req_of(ctx);
+    return abx_discovery_text(kind, q->server->reg, q->policy, q->slot, len);
+}
+
+const abx_op *abx_ctx_visible_op(const abx_ctx *ctx, const char *id)
+{
+    const abx_request *q = req_of(ctx);
+    const abx_op *op = abx_registry_resolve(q->server->reg, id);
+    if (!op || !abx_policy_mounted(q->policy, q->slot, abx_registry_index_of(q->server->reg, op)))
+        return NULL;
+    return op;
+}
+
+json_t *abx_ctx_visible_namespaces(const abx_ctx *ctx)
+{
+    const abx_request *q = req_of(ctx);
+    const abx_registry *reg = q->server->reg;
+    json_t *ns = json_array();
+    char last[ABX_ID_MAX] = "";
+    for (size_t i = 0; i < abx_registry_count(reg); i++) {
+        if (!abx_policy_mounted(q->policy, q->slot, i))
+            continue;
+        const char *id = abx_registry_at(reg, i)->id;
+        size_t n = strcspn(id, ".");
+        if (strlen(last) == n && strncmp(last, id, n) == 0)
+            continue;
+        snprintf(last, sizeof last, "%.*s", (int)n, id);
+        json_array_append_new(ns, json_string(last));
+    }
+    return ns;
+}
+
+char *abx_ctx_metrics_text(abx_ctx *ctx, size_t *len)
+{
+    abx_server *s = server_of(ctx);
+    abx_conn_metrics cm = {.open = atomic_load(&s->conns)};
+    if (s->conn_metrics)
+        s->conn_metrics(s, &cm);
+    return abx_metrics_render(s->metrics, s->reg, &cm, len);
+}
+
+json_t *abx_ctx_explain(const abx_ctx *ctx, const char *principal, const char *op, const json_t *args)
+{
+    const abx_request *q = req_of(ctx);
+    if (!principal)
+        principal = abx_policy_principal_id(q->policy, q->slot);
+    return abx_explain(q->policy, q->server->reg, principal, op, args);
+}
+
+json_t *abx_ctx_approvals_list(abx_ctx *ctx, bool approver)
+{
+    return abx_approvals_list(server_of(ctx), abx_ctx_principal(ctx), approver);
+}
+
+abx_err abx_ctx_approval_get(abx_ctx *ctx, const char *id, bool approver, abx_reply *r)
+{
+    return abx_approval_get(server_of(ctx), id, abx_ctx_principal(ctx), approver, r);
+}
+
+abx_err abx_ctx_approval_decide(abx_ctx *ctx, const char *id, bool approve, const char *reason, abx_reply *r)
+{
+    return abx_approval_decide(server_of(ctx), id, abx_ctx_principal(ctx), approve, reason, r);
+}
+
+abx_host *abx_ctx_host(abx_ctx *ctx) { return (abx_host *)ctx->req->server; }
+
+int abx_host_call_kernel(abx_host *h, const char *principal, const char *op, const json_t *args, uint64_t group,
+                         json_t **body)
+{
+    return abx_call_internal((abx_server *)h, ABX_DOOR_KERNEL, principal, op, args, group, NULL, body);
+}
+
+void *abx_host_ns_state(abx_host *h, const abx_namespace *ns) { return abx_ns_state((abx_server *)h, ns); }
