@@ -6,7 +6,13 @@
  * gVisor does. tests/security/test_tiers.py starts abx under it to get the
  * `unprivileged` and `minimal` tiers on a machine that has every feature.
  *
- *   abx-tierwrap [--uid N --gid N] [--no-landlock] -- PROGRAM [ARGS...]
+ *   abx-tierwrap [--uid N --gid N] [--no-landlock] [--ro-root --rw DIR ...] -- PROGRAM [ARGS...]
+ *
+ * --ro-root runs the program with the root file system read-only, as Docker's
+ * --read-only does: a private mount namespace (made while the wrapper still has its
+ * capabilities), each --rw DIR bound onto itself so it stays writable (the workspace,
+ * abx's state folder, the runtime dir's parent), then / remounted read-only. Mounts
+ * below / other than the --rw ones (/proc, /sys, /dev) keep their own flags.
  *
  * Without --uid the program keeps the uid (root stays uid 0, without capabilities). */
 #define _GNU_SOURCE
@@ -21,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -80,6 +87,20 @@ static int install_filter(int no_landlock)
 }
 #endif
 
+static int read_only_root(char **rw, int n_rw)
+{
+    if (unshare(CLONE_NEWNS) != 0)
+        return die("unshare(CLONE_NEWNS)");
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        return die("making / private");
+    for (int i = 0; i < n_rw; i++)
+        if (mount(rw[i], rw[i], NULL, MS_BIND | MS_REC, NULL) != 0)
+            return die(rw[i]);
+    if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0)
+        return die("remounting / read-only");
+    return 0;
+}
+
 static int drop_everything(long uid, long gid)
 {
     for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
@@ -105,7 +126,8 @@ static int drop_everything(long uid, long gid)
 int main(int argc, char **argv)
 {
     long uid = -1, gid = -1;
-    int no_landlock = 0, i = 1;
+    int no_landlock = 0, ro_root = 0, n_rw = 0, i = 1;
+    char *rw[16];
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], "--uid") == 0 && i + 1 < argc)
             uid = strtol(argv[++i], NULL, 10);
@@ -113,13 +135,20 @@ int main(int argc, char **argv)
             gid = strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--no-landlock") == 0)
             no_landlock = 1;
+        else if (strcmp(argv[i], "--ro-root") == 0)
+            ro_root = 1;
+        else if (strcmp(argv[i], "--rw") == 0 && i + 1 < argc && n_rw < 16)
+            rw[n_rw++] = argv[++i];
         else
             break;
     }
     if (i >= argc - 1 || strcmp(argv[i], "--") != 0 || (uid >= 0) != (gid >= 0)) {
-        fprintf(stderr, "usage: abx-tierwrap [--uid N --gid N] [--no-landlock] -- PROGRAM [ARGS...]\n");
+        fprintf(stderr, "usage: abx-tierwrap [--uid N --gid N] [--no-landlock] [--ro-root --rw DIR ...] -- "
+                        "PROGRAM [ARGS...]\n");
         return 2;
     }
+    if (ro_root && read_only_root(rw, n_rw) != 0)
+        return 126;
     int rc = drop_everything(uid, gid);
     if (rc)
         return rc;

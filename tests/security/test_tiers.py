@@ -394,3 +394,42 @@ def test_signals_to_abx_refused_without_landlock_scoping(tier, probe):
     r = run(s, TRY + "attempt(lambda: os.kill(-1, 0))\n")
     assert r.status_code == 200 and last_word(r.json()) != "ALLOWED", r.json()
     assert s.proc.poll() is None and s.get("/health").status_code == 200
+
+
+def test_read_only_root_file_system():
+    """abx as a hardened container runs it: any uid, no capabilities, and the root file
+    system read-only apart from /tmp (Docker's --read-only with --tmpfs /tmp), where the
+    workspace and abx's state live. Files, commands, processes and the ledger all work,
+    and abx really runs on a read-only root."""
+    if os.geteuid() != 0:
+        pytest.skip("the tier wrapper needs root to make the mount namespace")
+    if not wrapper():
+        pytest.skip("abx-tierwrap is not built (set ABX_TIERWRAP)")
+    t = Tier("unprivileged")
+    t.wrap = TIERS["unprivileged"] + ["--ro-root", "--rw", "/tmp"]
+    try:
+        ws = t.workspace()
+        cfg = config(ws, ledger=True)
+        cfg["policy"]["allow"].append({"ops": ["files.*"], "principals": ["alice"], "paths": [ws + "/**"]})
+        s = t.server(cfg)
+        with open("/proc/%d/mountinfo" % s.proc.pid) as f:
+            root = [ln.split() for ln in f if ln.split()[4] == "/"]
+        assert root and "ro" in root[-1][5].split(","), root   # abx's own view of /
+        info = s.get("/system/info", token=ALICE_TOKEN).json()["confinement"]
+        assert info["tier"] == "unprivileged", info
+        w = s.post("/files/write", token=ALICE_TOKEN, json_body={"path": ws + "/ro.txt", "content": "ro\n"})
+        assert w.status_code == 200, w.text
+        r = run(s, "open('made.txt', 'w').write('x'); print(open('ro.txt').read().strip())")
+        assert r.status_code == 200 and r.json()["exit_code"] == 0, r.text
+        assert r.json()["stdout"].strip() == "ro" and os.path.exists(os.path.join(ws, "made.txt"))
+        p = s.post("/process", token=ALICE_TOKEN, json_body={"argv": ["python3", "-c", "print('bg')"]})
+        assert p.status_code == 200 and p.json()["pid"] > 0, p.text
+        led = s.get("/ledger/timeline", token=ALICE_TOKEN)   # the ledger lives in the state folder
+        assert led.status_code == 200, led.text
+        assert any(e.get("op") == "commands.run" for e in led.json()["events"]), led.text[:600]
+        # the wrapper's promise holds for the processes abx starts, too
+        r = run(s, "import os\ntry:\n    open('/etc/abx-ro-probe', 'w')\n    print('WROTE')\nexcept OSError as e:\n"
+                   "    print(e.errno)")
+        assert r.status_code == 200 and "WROTE" not in r.json()["stdout"], r.text
+    finally:
+        t.close()
