@@ -69,8 +69,8 @@ static const char *const verbs[] = {"list", "get", "create", "update", "delete",
                                     "signal", "check", "describe", "install", "health", "capabilities", "edit",
                                     "mkdir", "copy", "find", "archive", "exec", "close", "output", "resize",
                                     "connect", "info", "reload", "explain", "timeline", "decide", "execute",
-                                    "send", "cancel", "verify", "grade", "metrics", "env", "timeline", "decide", "interrupt",
-                                    "restart"};
+                                    "send", "cancel", "verify", "grade", "metrics", "env", "interrupt", "restart",
+                                    "finalize"};
 
 bool abx_id_known_verb(const char *id)
 {
