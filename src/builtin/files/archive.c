@@ -226,7 +226,8 @@ static long arch_read(void *state, char *buf, size_t max)
         if (rc == Z_STREAM_ERROR)
             return -1;
         size_t used = a->in.len - a->z.avail_in;
-        memmove(a->in.data, a->in.data + used, a->in.len - used);
+        if (a->in.data) /* none after a failed allocation: nothing to move */
+            memmove(a->in.data, a->in.data + used, a->in.len - used);
         a->in.len -= used;
         a->out_len = sizeof a->out - a->z.avail_out;
         a->out_pos = 0;
