@@ -362,7 +362,9 @@ def test_a_reader_that_stops_does_not_make_abx_buffer(abx, ws):
         for _ in range(16):
             time.sleep(0.25)
             peak = max(peak, rss_kib(srv.proc.pid))
-        assert peak - rss0 < 32 * 1024, "abx grew %d KiB while its reader stalled" % (peak - rss0)
+        # bounded means far below the 100 MB waiting to be sent; the margin covers what
+        # AddressSanitizer's quarantine keeps of freed chunks (34 MiB seen there)
+        assert peak - rss0 < 64 * 1024, "abx grew %d KiB while its reader stalled" % (peak - rss0)
         status, took = timed_health(srv)
         assert status == 200 and took < 1.0, (status, took)
     finally:
