@@ -311,7 +311,9 @@ abx_err abx_kernels_execute(abx_ctx *ctx, const json_t *args, abx_reply *r)
     while (rc == 0)
         rc = cell_step(&c, 100);
     json_t *logs[2];
-    bool cut = cap_finish(&c.out[0], &logs[0]) | cap_finish(&c.out[1], &logs[1]);
+    bool cut_out = cap_finish(&c.out[0], &logs[0]); /* both always run: each makes its logs */
+    bool cut_err = cap_finish(&c.out[1], &logs[1]);
+    bool cut = cut_out || cut_err;
     if (rc < 0) {
         e = died(&c, r);
         json_decref(logs[0]);
