@@ -216,6 +216,15 @@ static json_t *operation(const abx_op *op, const char *method, const char *path,
     return o;
 }
 
+/* "POST" → "post": an OpenAPI path item's key. */
+static void lower_method(const char *method, char out[8])
+{
+    size_t k;
+    for (k = 0; method[k] && k < 7; k++)
+        out[k] = (char)(method[k] - 'A' + 'a');
+    out[k] = '\0';
+}
+
 /* The front doors (core/doors.def) besides POST /ops/{id}, which every op lists as its
  * own path above: each is one path item, documented with its method. */
 static void door_paths(json_t *paths, json_t *shared)
@@ -238,10 +247,7 @@ static void door_paths(json_t *paths, json_t *shared)
             continue;
         char path[64], m[8], opid[64];
         snprintf(path, sizeof path, "%s%s", rows[i].path, rows[i].segment ? "{name}" : "");
-        size_t k;
-        for (k = 0; rows[i].method[k] && k < sizeof m - 1; k++)
-            m[k] = (char)(rows[i].method[k] - 'A' + 'a');
-        m[k] = '\0';
+        lower_method(rows[i].method, m);
         snprintf(opid, sizeof opid, "door_%s_%s", m, rows[i].path + 1);
         for (char *c = opid; *c; c++)
             if (*c == '/')
@@ -288,10 +294,7 @@ json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot,
                 json_object_set_new(paths, op->bindings[b].path, item);
             }
             char m[8];
-            size_t k;
-            for (k = 0; op->bindings[b].method[k] && k < sizeof m - 1; k++)
-                m[k] = (char)(op->bindings[b].method[k] - 'A' + 'a');
-            m[k] = '\0';
+            lower_method(op->bindings[b].method, m);
             json_object_set_new(item, m, operation(op, op->bindings[b].method, op->bindings[b].path, false, shared));
         }
         char rpc[ABX_ID_MAX + 8];
