@@ -17,9 +17,6 @@ for _group in ("ops", "doors", "pipeline"):
 
 import abxtest  # noqa: E402
 from abxtest import abx, multi, server, token, workspace  # noqa: E402,F401  (fixtures)
-# Transition only: test files written on other branches before abxtest existed still say
-# `from conftest import ...`. Files here import from abxtest; drop this line once merged.
-from abxtest import *  # noqa: E402,F401,F403
 
 
 def pytest_configure(config):

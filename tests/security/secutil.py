@@ -6,9 +6,6 @@ import time
 
 import abxtest as bb
 from abxtest import RawResponse, tokens
-# Transition only: attack files written on other branches before abxtest existed import
-# shared helpers from secutil. Files here import them from abxtest; drop once merged.
-from abxtest import *  # noqa: F401,F403
 
 
 def files_config(ws, paths=None, deny=None, extra=None, top=None, admin=False):

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from secutil import ALICE_TOKEN, tokens
+from abxtest import ALICE_TOKEN, tokens
 
 CMDS = ["echo *", "sh *", "sleep *", "head *", "yes *"]
 

@@ -21,7 +21,7 @@ import tempfile
 import pytest
 
 import abxtest as bb
-from secutil import ALICE_TOKEN, sha256_hex, tokens
+from abxtest import ALICE_TOKEN, sha256_hex, tokens
 from test_child_confinement import ABX_PROBES, CAP_PROBES, SECCOMP_PROBES, SOCKETS, TRY
 
 NOBODY = 65534

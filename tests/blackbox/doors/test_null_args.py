@@ -4,7 +4,7 @@ nullable). A required argument sent as null stays args.invalid, and an unknown a
 message lists the valid names and the closest one, so a model fixes its call in one turn."""
 import json
 
-from conftest import ALICE_TOKEN
+from abxtest import ALICE_TOKEN
 from test_mcp import Mcp, text_of
 from test_tools import call, results, srv  # noqa: F401  (srv is the fixture these tests use)
 

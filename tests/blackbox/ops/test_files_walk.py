@@ -9,7 +9,7 @@ import tarfile
 
 import pytest
 
-from conftest import ALICE_TOKEN, assert_error, multi_config
+from abxtest import ALICE_TOKEN, assert_error, multi_config
 
 DEPTH_CAP = 128  # FILES_WALK_MAX_DEPTH: entries exist down to this many path components
 
