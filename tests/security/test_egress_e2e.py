@@ -50,3 +50,54 @@ def test_net_false_has_loopback_but_no_way_out(abx, workspace):
     assert j["stdout"].strip() == "200", j
     j = run(s, DIRECT)
     assert j["stdout"].startswith("refused"), j
+
+
+# -- the allowlist -------------------------------------------------------------------------
+
+import http.server
+import threading
+
+
+class _Upstream(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        body = ("hello from %s %s\n" % (self.headers.get("Host"), self.path)).encode()
+        if self.path.startswith("/big"):
+            body = b"x" * 100000
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv.server_address[1]
+    srv.shutdown()
+    srv.server_close()
+
+
+def allow_config(ws, port, extra_allow=(), resolve=None):
+    res = {"up.test": "127.0.0.1", "private.test": "10.1.2.3"}
+    res.update(resolve or {})
+    return config(ws, net={"allow": ["up.test:%d" % port] + list(extra_allow)},
+                  top={"egress": {"resolve": res}})
+
+
+def ledger_events(s, kind="egress"):
+    r = s.post("/ops/ledger.tail", token=ALICE_TOKEN, json_body={"n": 200})
+    return r
+
+
+def test_allowed_host_through_the_proxy(abx, workspace, upstream):
+    s = abx(allow_config(workspace, upstream))
+    j = run(s, "curl -sS http://up.test:%d/hello; echo; env | grep -i _proxy | sort" % upstream)
+    assert j["stdout"].startswith("hello from up.test:%d /hello" % upstream), j
+    assert "ALL_PROXY=socks5h://127.0.0.1:3128" in j["stdout"], j
