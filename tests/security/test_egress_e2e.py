@@ -91,9 +91,51 @@ def allow_config(ws, port, extra_allow=(), resolve=None):
                   top={"egress": {"resolve": res}})
 
 
-def ledger_events(s, kind="egress"):
-    r = s.post("/ops/ledger.tail", token=ALICE_TOKEN, json_body={"n": 200})
-    return r
+def ledger_events(s):
+    r = s.post("/ops/ledger.timeline", token=ALICE_TOKEN, json_body={"limit": 500})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.fixture(scope="module")
+def tls_upstream(tmp_path_factory):
+    """An HTTPS upstream for up.test with a test CA made here (openssl); the CA file is
+    copied into each workspace for curl --cacert and requests' verify."""
+    import ssl
+    import subprocess
+    d = tmp_path_factory.mktemp("ca")
+    ca_key, ca, key, csr, crt, ext = (str(d / n) for n in ("ca.key", "ca.pem", "up.key", "up.csr", "up.pem", "ext"))
+    with open(ext, "w") as f:
+        f.write("subjectAltName=DNS:up.test\n")
+    for argv in (["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca,
+                  "-days", "2", "-subj", "/CN=abx egress test CA"],
+                 ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+                  "-subj", "/CN=up.test"],
+                 ["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+                  "-out", crt, "-days", "2", "-extfile", ext]):
+        subprocess.run(argv, check=True, capture_output=True)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(crt, key)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv.server_address[1], open(ca).read()
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.fixture
+def proxied(abx, workspace, upstream, tls_upstream):
+    """A server whose statement allows up.test on the HTTP and HTTPS upstreams' ports and
+    *.wild.test, with evil.wild.test pinned to loopback."""
+    tport, ca = tls_upstream
+    with open(os.path.join(workspace, "ca.pem"), "w") as f:
+        f.write(ca)
+    s = abx(allow_config(workspace, upstream, extra_allow=["up.test:%d" % tport, "*.wild.test:%d" % upstream],
+                         resolve={"evil.wild.test": "127.0.0.1"}))
+    s.ports = (upstream, tport)
+    return s
 
 
 def test_allowed_host_through_the_proxy(abx, workspace, upstream):
@@ -101,3 +143,142 @@ def test_allowed_host_through_the_proxy(abx, workspace, upstream):
     j = run(s, "curl -sS http://up.test:%d/hello; echo; env | grep -i _proxy | sort" % upstream)
     assert j["stdout"].startswith("hello from up.test:%d /hello" % upstream), j
     assert "ALL_PROXY=socks5h://127.0.0.1:3128" in j["stdout"], j
+    ev = [e for e in ledger_events(s)["events"] if e["kind"] == "egress"]
+    assert len(ev) == 1, ev
+    d = ev[0]["data"]
+    assert (d["host"], d["port"], d["addr"], d["decision"], d["method"], d["path"]) == \
+        ("up.test", upstream, "127.0.0.1", "allow", "GET", "/hello"), d
+    assert d["bytes_down"] > len("hello from up.test") and d["bytes_up"] > 0 and "duration_ms" in d, d
+    assert d["rule"] == "up.test:%d" % upstream
+
+
+def test_https_connect_and_socks5h(proxied):
+    hp, tp = proxied.ports
+    j = run(proxied, "curl -sS --cacert ca.pem https://up.test:%d/tls; "
+                     "curl -sS --proxy \"$ALL_PROXY\" http://up.test:%d/socks; "
+                     "curl -sS --proxy \"$ALL_PROXY\" --cacert ca.pem https://up.test:%d/socks-tls" % (tp, hp, tp))
+    assert j["stdout"] == ("hello from up.test:%d /tls\nhello from up.test:%d /socks\n"
+                           "hello from up.test:%d /socks-tls\n" % (tp, hp, tp)), j
+    ev = [e["data"] for e in ledger_events(proxied)["events"] if e["kind"] == "egress"]
+    assert [e["proto"] for e in ev] == ["connect", "socks5", "socks5"], ev
+    assert all(e["decision"] == "allow" and e["bytes_down"] > 1000 for e in ev[::2]), ev  # TLS handshakes
+    assert "path" not in ev[0], ev  # a tunnel's content is not visible
+
+
+def test_python_requests(proxied):
+    hp, tp = proxied.ports
+    code = ("import requests\n"
+            "print(requests.get('http://up.test:%d/req').text, end='')\n"
+            "print(requests.get('https://up.test:%d/req-tls', verify='ca.pem').text, end='')\n" % (hp, tp))
+    with open(os.path.join(proxied.workspace, "req.py"), "w") as f:
+        f.write(code)
+    j = run(proxied, "/usr/bin/python3 req.py")
+    assert j["stdout"] == "hello from up.test:%d /req\nhello from up.test:%d /req-tls\n" % (hp, tp), j
+
+
+def test_unlisted_host_refused_with_a_clear_message(proxied):
+    hp, _ = proxied.ports
+    j = run(proxied, "curl -sS -w ' %%{http_code}' http://evil.test:%d/x; echo; "
+                     "curl -sS https://evil.test/ 2>&1; echo; "
+                     "curl -sS --proxy \"$ALL_PROXY\" http://evil.test/ 2>&1" % hp)
+    lines = [ln for ln in j["stdout"].split("\n") if ln]
+    assert lines[:2] == ["abx: egress to evil.test denied by policy", " 403"], j
+    assert "response 403" in lines[2], j                # CONNECT refused with 403
+    assert "SOCKS5 connection to evil.test. (2)" in lines[3], j  # SOCKS: "not allowed by ruleset"
+    ev = [e["data"] for e in ledger_events(proxied)["events"] if e["kind"] == "egress"]
+    assert len(ev) == 3 and all(e["decision"] == "deny" and e["host"] == "evil.test" for e in ev), ev
+    r = proxied.get("/metrics", token=ALICE_TOKEN)
+    assert 'abx_egress_connections_total{decision="deny"} 3' in r.text, r.text
+
+
+def test_wildcard_never_reaches_loopback(proxied):
+    """A name a wildcard admits that resolves to loopback (DNS rebinding) is refused; the
+    same address named exactly (up.test) is reached."""
+    hp, _ = proxied.ports
+    j = run(proxied, "curl -sS http://evil.wild.test:%d/; echo; curl -sS http://up.test:%d/ok" % (hp, hp))
+    assert j["stdout"] == "abx: egress to evil.wild.test denied by policy\n\nhello from up.test:%d /ok\n" % hp, j
+    ev = [e["data"] for e in ledger_events(proxied)["events"] if e["kind"] == "egress"]
+    assert "loopback" in ev[0]["reason"], ev
+
+
+RAW = r"""
+import socket, ssl, sys
+hp, tp = int(sys.argv[1]), int(sys.argv[2])
+def proxy():
+    return socket.create_connection(("127.0.0.1", 3128), timeout=5)
+def read_response(s):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += s.recv(4096)
+    head, _, body = data.partition(b"\r\n\r\n")
+    n = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0])
+    while len(body) < n:
+        body += s.recv(4096)
+    return head.split(b"\r\n")[0].decode(), body.decode()
+# an absolute-form request to another host on a kept-alive connection
+s = proxy()
+s.sendall(b"GET http://up.test:%d/one HTTP/1.1\r\nHost: up.test:%d\r\n\r\n" % (hp, hp))
+print(read_response(s))
+s.sendall(b"GET http://evil.test:%d/two HTTP/1.1\r\nHost: evil.test:%d\r\n\r\n" % (hp, hp))
+try:
+    print(read_response(s))
+except (OSError, IndexError) as e:
+    print("closed", type(e).__name__)
+# CONNECT to up.test, then a ClientHello naming another server
+s = proxy()
+s.sendall(b"CONNECT up.test:%d HTTP/1.1\r\nHost: up.test:%d\r\n\r\n" % (tp, tp))
+print(s.recv(4096).split(b"\r\n")[0].decode())
+ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+try:
+    t = ctx.wrap_socket(s, server_hostname="evil.test")
+    print("handshake", t.version())
+except (OSError, ssl.SSLError) as e:
+    print("sni-mismatch closed")
+"""
+
+
+def test_bypasses_refused(proxied):
+    hp, tp = proxied.ports
+    with open(os.path.join(proxied.workspace, "raw.py"), "w") as f:
+        f.write(RAW)
+    j = run(proxied, "/usr/bin/python3 raw.py %d %d" % (hp, tp))
+    out = j["stdout"].split("\n")
+    assert out[0] == "('HTTP/1.1 200 OK', 'hello from up.test:%d /one\\n')" % hp, j
+    assert "403" in out[1] and "abx: egress to evil.test denied by policy" in out[1], j
+    assert out[2].startswith("HTTP/1.1 200"), j
+    assert out[3] == "sni-mismatch closed", j
+
+
+DIRECT_ALL = r"""
+import socket, sys, errno
+hp = int(sys.argv[1])
+for addr in (("1.1.1.1", 80), ("127.0.0.1", hp), ("10.1.2.3", 80)):
+    try:
+        socket.create_connection(addr, timeout=3); print("CONNECTED", addr)
+    except OSError as e:
+        print("tcp refused", errno.errorcode.get(e.errno, e.errno))
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    u.sendto(b"x", ("1.1.1.1", 53)); print("UDP SENT")
+except OSError as e:
+    print("udp refused", errno.errorcode.get(e.errno, e.errno))
+try:
+    socket.getaddrinfo("up.test", 80); print("RESOLVED")
+except OSError as e:
+    print("dns refused")
+"""
+
+
+def test_direct_tcp_udp_and_dns_fail(proxied):
+    hp, _ = proxied.ports
+    with open(os.path.join(proxied.workspace, "direct.py"), "w") as f:
+        f.write(DIRECT_ALL)
+    j = run(proxied, "/usr/bin/python3 direct.py %d; (echo x > /dev/udp/1.1.1.1/53) 2>/dev/null && echo BASH-UDP "
+                     "|| echo bash-udp refused" % hp)
+    out = j["stdout"].split("\n")
+    assert out[0] == "tcp refused ENETUNREACH", j
+    assert out[1] == "tcp refused ECONNREFUSED", j  # the process's own loopback: nothing listens there
+    assert out[2] == "tcp refused ENETUNREACH", j
+    assert out[3] == "udp refused ENETUNREACH", j
+    assert out[4] == "dns refused", j
+    assert out[5] == "bash-udp refused", j
