@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from abxtest import ALICE_TOKEN, tokens
+from abxtest import ALICE_TOKEN, pgrep, tokens, wait_for
 from secutil import make_workspace
 
 
@@ -282,3 +282,67 @@ def test_direct_tcp_udp_and_dns_fail(proxied):
     assert out[3] == "udp refused ENETUNREACH", j
     assert out[4] == "dns refused", j
     assert out[5] == "bash-udp refused", j
+
+
+def test_kill_9_of_abx_during_a_transfer_leaves_nothing(abx, workspace, upstream):
+    s = abx(allow_config(workspace, upstream))
+    mark = "egress-kill-%d" % os.getpid()
+    cmd = ("while :; do curl -s --limit-rate 20k http://up.test:%d/big -o /dev/null; done; : %s" % (upstream, mark))
+    r = s.post("/commands/run", token=ALICE_TOKEN, json_body={"command": cmd, "timeout": 0.5}, timeout=30)
+    assert r.status_code == 200 and r.json()["status"] == "running", r.text
+    assert wait_for(lambda: pgrep("curl -s --limit-rate 20k"), timeout=5)
+    s.kill()
+    assert wait_for(lambda: not pgrep(mark) and not pgrep("curl -s --limit-rate 20k"), timeout=10), \
+        "the process or its curl outlived abx"
+
+
+# -- check-config and explain --------------------------------------------------------------
+
+import yaml  # noqa: E402
+
+from abxtest import run_abx  # noqa: E402
+
+
+def _write(tmp_path, cfg):
+    p = tmp_path / "abx.yaml"
+    p.write_text(yaml.safe_dump(cfg))
+    return str(p)
+
+
+@pytest.mark.parametrize("net,top,want", [
+    ({"allow": ["pypi.org", "*.com"]}, None, "warning: config.broad_egress: allow[1]: net.allow '*.com'"),
+    ({"allow": ["*"]}, None, "warning: config.broad_egress"),
+    ({"allow": ["ex ample"]}, None, "error: config.bad_value: allow[1]: net.allow 'ex ample': bad host name"),
+    ({"allow": "pypi.org"}, None, "error: config.bad_value: allow[1]: 'net' needs 'allow'"),
+    ({"allow": [7]}, None, "error: config.bad_value: allow[1]: net.allow entries are strings"),
+    ({"deny": ["x"]}, None, "error: config.unknown_key: unknown key 'deny' in net"),
+    ("yes", None, "error: config.bad_value: 'net' must be a boolean or {allow: [hosts]}"),
+    (True, {"egress": {"resolve": {"a.test": "not-an-ip"}}}, "error: config.bad_value: egress.resolve 'a.test'"),
+    (True, {"egress": {"resolve": {"a.test": []}}}, "an address or a list of them"),
+    (True, {"egress": {"resolve": ["a.test"]}}, "egress.resolve must map host names to addresses"),
+    (True, {"egress": {"proxy": 1}}, "error: config.unknown_key: unknown key 'proxy' in egress"),
+    (True, {"egress": []}, "error: config.invalid"),
+])
+def test_check_config_net(tmp_path, workspace, net, top, want):
+    r = run_abx(["check-config", _write(tmp_path, config(workspace, net=net, top=top))])
+    assert want in r.stdout + r.stderr, r.stdout + r.stderr
+    assert r.returncode == (0 if "warning" in want else 1), r.stdout + r.stderr
+
+
+def test_explain_net_host(tmp_path, workspace):
+    cfg = config(workspace, net={"allow": ["pypi.org", "*.wild.test"]},
+                 top={"egress": {"resolve": {"evil.wild.test": "10.0.0.1", "pypi.org": "151.101.0.223"}}})
+    path = _write(tmp_path, cfg)
+    base = ["explain", "--config", path, "--principal", "alice", "--op", "commands.run",
+            "--arg", "command=sh -c 'curl https://pypi.org'"]
+    r = run_abx(base + ["--net-host", "pypi.org"])
+    assert "net: allowlist of allow[1]\nnet host pypi.org:443: allow by pypi.org" in r.stdout, r.stdout
+    r = run_abx(base + ["--net-host", "evil.test:80"])
+    assert "net host evil.test:80: deny — evil.test is not in the allowlist" in r.stdout, r.stdout
+    r = run_abx(base + ["--net-host", "evil.wild.test", "--json"])
+    nh = json.loads(r.stdout)["net_host"]
+    assert (nh["decision"], nh["rule"]) == ("deny", "*.wild.test"), nh
+    assert "10.0.0.1 (private)" in nh["reason"], nh
+    cfg["policy"]["allow"][1]["net"] = False
+    r = run_abx(["explain", "--config", _write(tmp_path, cfg)] + base[3:] + ["--net-host", "pypi.org"])
+    assert "net: none\nnet host pypi.org:443: deny — no network (net: false)" in r.stdout, r.stdout
