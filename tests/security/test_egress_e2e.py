@@ -346,3 +346,83 @@ def test_explain_net_host(tmp_path, workspace):
     cfg["policy"]["allow"][1]["net"] = False
     r = run_abx(["explain", "--config", _write(tmp_path, cfg)] + base[3:] + ["--net-host", "pypi.org"])
     assert "net: none\nnet host pypi.org:443: deny — no network (net: false)" in r.stdout, r.stdout
+
+
+def test_process_start_gets_the_proxy_and_records_in_its_group(abx, workspace, upstream):
+    s = abx(allow_config(workspace, upstream))
+    r = s.post("/process", token=ALICE_TOKEN,
+               json_body={"command": "sh -c 'curl -sS http://up.test:%d/bg; curl -sS http://evil.test/'" % upstream})
+    assert r.status_code == 200, r.text
+    pid = r.json()["pid"]
+    assert wait_for(lambda: s.get("/process/%d" % pid, token=ALICE_TOKEN).json().get("running") is False)
+    out = s.get("/process/%d/output" % pid, token=ALICE_TOKEN).json()
+    assert out["stdout"] == "hello from up.test:%d /bg\nabx: egress to evil.test denied by policy\n" % upstream, out
+    ev = [e for e in ledger_events(s)["events"] if e["kind"] == "egress"]
+    assert [e["data"]["decision"] for e in ev] == ["allow", "deny"], ev
+    started = [e for e in ledger_events(s)["events"] if e["op"] == "process.start"]
+    assert {e["group_id"] for e in ev} == {started[0]["group_id"]}, (ev, started)
+
+
+def _git_backend(root):
+    """A WSGI app running `git http-backend` (smart HTTP) over the repositories in root."""
+    import subprocess
+
+    def app(environ, start_response):
+        n = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(n) if n else b""
+        env = {"GIT_PROJECT_ROOT": root, "GIT_HTTP_EXPORT_ALL": "1", "PATH": "/usr/bin:/bin"}
+        for k in ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING", "CONTENT_TYPE", "REMOTE_ADDR"):
+            env[k] = environ.get(k, "")
+        env["CONTENT_LENGTH"] = str(len(body))
+        if environ.get("HTTP_CONTENT_ENCODING"):
+            env["HTTP_CONTENT_ENCODING"] = environ["HTTP_CONTENT_ENCODING"]
+        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
+        head, _, rest = out.partition(b"\r\n\r\n")
+        status, headers = "200 OK", []
+        for line in head.decode().split("\r\n"):
+            k, _, v = line.partition(":")
+            if k.lower() == "status":
+                status = v.strip()
+            elif k:
+                headers.append((k, v.strip()))
+        start_response(status, headers)
+        return [rest]
+    return app
+
+
+@pytest.fixture(scope="module")
+def git_upstream(tmp_path_factory):
+    import subprocess
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+    import socketserver
+    root = tmp_path_factory.mktemp("git")
+    src = root / "src"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+    subprocess.run(git + ["init", "-q", str(src)], check=True)
+    (src / "README").write_text("cloned through the egress proxy\n")
+    subprocess.run(git + ["-C", str(src), "add", "README"], check=True)
+    subprocess.run(git + ["-C", str(src), "commit", "-qm", "one"], check=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(src), str(root / "repo.git")], check=True)
+
+    class Threaded(socketserver.ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *a):
+            pass
+    srv = make_server("127.0.0.1", 0, _git_backend(str(root)), server_class=Threaded, handler_class=Quiet)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv.server_address[1]
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_git_clone_over_http(abx, workspace, upstream, git_upstream):
+    s = abx(allow_config(workspace, upstream, extra_allow=["git.test:%d" % git_upstream],
+                         resolve={"git.test": "127.0.0.1"}))
+    j = run(s, "cd $TMPDIR && git clone -q http://git.test:%d/repo.git r && cat r/README" % git_upstream)
+    assert j["exit_code"] == 0 and j["stdout"] == "cloned through the egress proxy\n", j
+    ev = [e["data"] for e in ledger_events(s)["events"] if e["kind"] == "egress"]
+    assert ev and all(e["host"] == "git.test" and e["decision"] == "allow" for e in ev), ev
+    assert any(e.get("path") == "/repo.git/git-upload-pack" and e["method"] == "POST" for e in ev), ev
