@@ -426,3 +426,54 @@ def test_git_clone_over_http(abx, workspace, upstream, git_upstream):
     ev = [e["data"] for e in ledger_events(s)["events"] if e["kind"] == "egress"]
     assert ev and all(e["host"] == "git.test" and e["decision"] == "allow" for e in ev), ev
     assert any(e.get("path") == "/repo.git/git-upload-pack" and e["method"] == "POST" for e in ev), ev
+
+
+def _wheel(path):
+    """A minimal pure-Python wheel, abxdemo 1.0."""
+    import base64
+    import hashlib
+    import zipfile
+    files = {"abxdemo/__init__.py": b"VALUE = 42\n",
+             "abxdemo-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: abxdemo\nVersion: 1.0\n",
+             "abxdemo-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: abx-test\nRoot-Is-Purelib: true\n"
+                                            b"Tag: py3-none-any\n"}
+    record = ""
+    for name, data in files.items():
+        h = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record += "%s,sha256=%s,%d\n" % (name, h, len(data))
+    record += "abxdemo-1.0.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr("abxdemo-1.0.dist-info/RECORD", record)
+
+
+@pytest.fixture(scope="module")
+def pip_index(tmp_path_factory):
+    import functools
+    root = tmp_path_factory.mktemp("index")
+    os.makedirs(root / "simple" / "abxdemo")
+    _wheel(str(root / "simple" / "abxdemo" / "abxdemo-1.0-py3-none-any.whl"))
+    (root / "simple" / "abxdemo" / "index.html").write_text(
+        '<html><body><a href="abxdemo-1.0-py3-none-any.whl">abxdemo-1.0-py3-none-any.whl</a></body></html>')
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv.server_address[1]
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_pip_download_from_a_simple_index(abx, workspace, upstream, pip_index):
+    s = abx(allow_config(workspace, upstream, extra_allow=["pypi.test:%d" % pip_index],
+                         resolve={"pypi.test": "127.0.0.1"}))
+    j = run(s, "cd $TMPDIR && /usr/bin/python3 -m pip download -q --no-deps --disable-pip-version-check "
+               "--no-cache-dir --trusted-host pypi.test:%d --index-url http://pypi.test:%d/simple/ -d dl abxdemo "
+               "&& ls dl" % (pip_index, pip_index))
+    assert j["exit_code"] == 0 and j["stdout"] == "abxdemo-1.0-py3-none-any.whl\n", (j["stdout"], j["stderr"])
+    ev = [e["data"] for e in ledger_events(s)["events"] if e["kind"] == "egress"]
+    assert any(e.get("path") == "/simple/abxdemo/abxdemo-1.0-py3-none-any.whl" for e in ev), ev
