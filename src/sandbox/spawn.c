@@ -566,6 +566,18 @@ static int plan_child(const abx_sandbox *sb, const abx_confine *c, bool required
     return 0;
 }
 
+/* Kill and reap a child that started but must not run. */
+static void unstart(abx_child *out)
+{
+    abx_child_kill(out, SIGKILL);
+    int st;
+    while (waitpid(out->pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    close(out->pidfd);
+    out->pid = -1;
+    out->pidfd = -1;
+}
+
 int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -640,26 +652,14 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     out->pid = pid;
     out->pidfd = pidfd;
     if (a.egress_sock >= 0 && (out->egress_fd = egress_receive(egress[0])) < 0) {
-        abx_child_kill(out, SIGKILL);
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-        }
-        close(pidfd);
-        out->pid = -1;
-        out->pidfd = -1;
+        unstart(out);
         snprintf(err, errlen, "the egress listener did not arrive");
         errno = EIO;
         goto out;
     }
     if (watch(sb, out, req->deadline_ms) != 0 && required) {
         /* confinement required: a process the watchdog does not know could outlive abx */
-        abx_child_kill(out, SIGKILL);
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-        }
-        close(pidfd);
-        out->pid = -1;
-        out->pidfd = -1;
+        unstart(out);
         snprintf(err, errlen, "confinement required but unavailable: the watchdog is not running");
         errno = ENOSYS;
         goto out;
