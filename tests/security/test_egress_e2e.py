@@ -298,14 +298,12 @@ def test_kill_9_of_abx_during_a_transfer_leaves_nothing(abx, workspace, upstream
 
 # -- check-config and explain --------------------------------------------------------------
 
-import yaml  # noqa: E402
-
 from abxtest import run_abx  # noqa: E402
 
 
 def _write(tmp_path, cfg):
     p = tmp_path / "abx.yaml"
-    p.write_text(yaml.safe_dump(cfg))
+    p.write_text(json.dumps(cfg))  # JSON is YAML, without anchors for shared values
     return str(p)
 
 
@@ -357,6 +355,8 @@ def test_process_start_gets_the_proxy_and_records_in_its_group(abx, workspace, u
     assert wait_for(lambda: s.get("/process/%d" % pid, token=ALICE_TOKEN).json().get("running") is False)
     out = s.get("/process/%d/output" % pid, token=ALICE_TOKEN).json()
     assert out["stdout"] == "hello from up.test:%d /bg\nabx: egress to evil.test denied by policy\n" % upstream, out
+    # process.start answered long ago: its group's egress events are committed as they come
+    assert wait_for(lambda: len([e for e in ledger_events(s)["events"] if e["kind"] == "egress"]) == 2)
     ev = [e for e in ledger_events(s)["events"] if e["kind"] == "egress"]
     assert [e["data"]["decision"] for e in ev] == ["allow", "deny"], ev
     started = [e for e in ledger_events(s)["events"] if e["op"] == "process.start"]
@@ -477,3 +477,24 @@ def test_pip_download_from_a_simple_index(abx, workspace, upstream, pip_index):
     assert j["exit_code"] == 0 and j["stdout"] == "abxdemo-1.0-py3-none-any.whl\n", (j["stdout"], j["stderr"])
     ev = [e["data"] for e in ledger_events(s)["events"] if e["kind"] == "egress"]
     assert any(e.get("path") == "/simple/abxdemo/abxdemo-1.0-py3-none-any.whl" for e in ev), ev
+
+
+@pytest.mark.parametrize("nets,want", [
+    ([True, {"allow": ["pypi.org"]}], {"allowlist": "allow[2]"}),
+    ([{"allow": ["pypi.org"]}, {"allow": ["x.test"]}], {"allowlist": "allow[1]"}),
+    ([{"allow": ["pypi.org"]}, False], "none"),
+    ([{"allow": ["pypi.org"]}, None], "none"),
+    ([True, True], "host"),
+])
+def test_tightest_admitting_statement_decides_the_network(tmp_path, workspace, nets, want):
+    cfg = config(workspace)
+    base = cfg["policy"]["allow"][1]
+    cfg["policy"]["allow"] = cfg["policy"]["allow"][:1]
+    for n in nets:
+        st = dict(base)
+        if n is not None:
+            st["net"] = n
+        cfg["policy"]["allow"].append(st)
+    r = run_abx(["explain", "--config", _write(tmp_path, cfg), "--principal", "alice", "--op", "commands.run",
+                 "--arg", "command=sh -c true", "--json"])
+    assert json.loads(r.stdout)["net"] == want, r.stdout
