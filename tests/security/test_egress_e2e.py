@@ -6,6 +6,7 @@ Upstream servers run on loopback in the test's (abx's) own namespace and are nam
 the process's namespace (docs/egress.md)."""
 import json
 import os
+import time
 
 import pytest
 
@@ -498,3 +499,28 @@ def test_tightest_admitting_statement_decides_the_network(tmp_path, workspace, n
     r = run_abx(["explain", "--config", _write(tmp_path, cfg), "--principal", "alice", "--op", "commands.run",
                  "--arg", "command=sh -c true", "--json"])
     assert json.loads(r.stdout)["net"] == want, r.stdout
+
+
+def test_terminal_gets_the_proxy(abx, workspace, upstream):
+    import websocket
+    cfg = allow_config(workspace, upstream)
+    st = cfg["policy"]["allow"][1]
+    st["ops"] = ["terminal.*"]
+    st["commands"] = {"allow": ["bash *"]}
+    cfg["terminal_listen"] = "127.0.0.1:0"
+    s = abx(cfg)
+    r = s.post("/terminal", token=ALICE_TOKEN, json_body={"command": "bash --norc --noprofile"})
+    assert r.status_code == 200, r.text
+    j = r.json()
+    ws = websocket.create_connection(j["ws_url"], header=["Authorization: Bearer " + ALICE_TOKEN], timeout=5,
+                                     suppress_origin=True)
+    try:
+        ws.send_binary(b"curl -sS http://up.test:%d/tty; echo END$((1+1))\n" % upstream)
+        buf, deadline = b"", time.time() + 10
+        while b"END2" not in buf and time.time() < deadline:
+            op, data = ws.recv_data()
+            buf += data
+        assert b"hello from up.test:%d /tty" % upstream in buf, buf
+    finally:
+        ws.close()
+        s.request("DELETE", "/terminal/%d" % j["id"], token=ALICE_TOKEN)
