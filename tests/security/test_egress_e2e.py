@@ -524,3 +524,25 @@ def test_terminal_gets_the_proxy(abx, workspace, upstream):
     finally:
         ws.close()
         s.request("DELETE", "/terminal/%d" % j["id"], token=ALICE_TOKEN)
+
+
+def test_kernel_gets_the_proxy(abx, workspace, upstream):
+    cfg = allow_config(workspace, upstream)
+    st = cfg["policy"]["allow"][1]
+    st["ops"] = ["kernels.*"]
+    st["languages"] = ["python"]
+    del st["commands"]
+    s = abx(cfg)
+    r = s.op("kernels.create", {"language": "python"}, token=ALICE_TOKEN)
+    assert r.status_code == 200, r.text
+    kid = r.json()["id"]
+    code = ("import urllib.request\n"
+            "print(urllib.request.urlopen('http://up.test:%d/kernel').read().decode(), end='')\n"
+            "try:\n"
+            "    urllib.request.urlopen('http://evil.test/')\n"
+            "except Exception as e:\n"
+            "    print(e.code, e.read().decode(), end='')\n" % upstream)
+    r = s.post("/ops/kernels.execute", token=ALICE_TOKEN, json_body={"id": kid, "code": code}, timeout=120)
+    assert r.status_code == 200, r.text
+    out = "".join(r.json()["logs"]["stdout"])
+    assert out == "hello from up.test:%d /kernel\n403 abx: egress to evil.test denied by policy\n" % upstream, r.json()
