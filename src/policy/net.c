@@ -82,8 +82,7 @@ static bool add_pin(cctx *c, int line, const char *key, const json_t *v)
         }
     }
     if (!addrs[0]) {
-        abx_diag_add(c->d, "error", "config.bad_value", line, "egress.resolve '%s': an address or a list of them",
-                     key);
+        abx_diag_add(c->d, "error", "config.bad_value", line, "egress.resolve '%s': an address or a list of them", key);
         return false;
     }
     const char *colon = strrchr(key, ':');

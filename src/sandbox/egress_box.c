@@ -84,8 +84,8 @@ abx_egress_box *abx_egress_box_start(int listen_fd, const abx_egress_allow *allo
         box_free(b);
         return NULL;
     }
-    abx_egress_config cfg = {.allow = &b->allow, .resolver = &b->res, .system_dns = true, .record = on_record,
-                             .ctx = b};
+    abx_egress_config cfg = {
+        .allow = &b->allow, .resolver = &b->res, .system_dns = true, .record = on_record, .ctx = b};
     if (!(b->proxy = abx_egress_start(listen_fd, &cfg))) { /* it closed the fd */
         snprintf(err, errlen, "the egress proxy cannot start: %s", strerror(errno));
         box_free(b);

@@ -4,14 +4,15 @@ setting, and `net: {allow: [...]}` gives it abx's egress proxy as its only way o
 Upstream servers run on loopback in the test's (abx's) own namespace and are named through
 `egress.resolve`; the process reaches them only through the proxy abx listens with inside
 the process's namespace (docs/egress.md)."""
+import http.server
 import json
 import os
+import threading
 import time
 
 import pytest
 
-from abxtest import ALICE_TOKEN, pgrep, tokens, wait_for
-from secutil import make_workspace
+from abxtest import ALICE_TOKEN, pgrep, run_abx, tokens, wait_for
 
 
 def config(ws, net=None, top=None, cmds=("sh *",)):
@@ -54,10 +55,6 @@ def test_net_false_has_loopback_but_no_way_out(abx, workspace):
 
 
 # -- the allowlist -------------------------------------------------------------------------
-
-import http.server
-import threading
-
 
 class _Upstream(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -298,8 +295,6 @@ def test_kill_9_of_abx_during_a_transfer_leaves_nothing(abx, workspace, upstream
 
 
 # -- check-config and explain --------------------------------------------------------------
-
-from abxtest import run_abx  # noqa: E402
 
 
 def _write(tmp_path, cfg):
