@@ -541,3 +541,19 @@ def test_kernel_gets_the_proxy(abx, workspace, upstream):
     assert r.status_code == 200, r.text
     out = "".join(r.json()["logs"]["stdout"])
     assert out == "hello from up.test:%d /kernel\n403 abx: egress to evil.test denied by policy\n" % upstream, r.json()
+
+
+def test_listed_name_whose_dns_answer_is_loopback_is_refused(abx, workspace, upstream):
+    """localhost is listed by name but not pinned: the system resolver's answer (127.0.0.1,
+    from /etc/hosts) is loopback, which only a literal entry (or egress.resolve) reaches."""
+    s = abx(allow_config(workspace, upstream, extra_allow=["localhost:%d" % upstream]))
+    curl = "curl -sS --noproxy '' -x \"$HTTP_PROXY\" "
+    j = run(s, curl + "http://localhost:%d/a; echo; " % upstream + curl + "http://127.0.0.1:%d/b" % upstream)
+    assert j["stdout"] == ("abx: egress to localhost denied by policy\n\n"
+                           "abx: egress to 127.0.0.1 denied by policy\n"), j
+    ev = [e["data"] for e in ledger_events(s)["events"] if e["kind"] == "egress"]
+    assert "127.0.0.1 (loopback)" in ev[0]["reason"] and ev[0]["rule"] == "localhost:%d" % upstream, ev
+    # named literally, the same address is reached
+    s2 = abx(allow_config(workspace, upstream, extra_allow=["127.0.0.1:%d" % upstream]))
+    j = run(s2, curl + "http://127.0.0.1:%d/b" % upstream)
+    assert j["stdout"] == "hello from 127.0.0.1:%d /b\n" % upstream, j
