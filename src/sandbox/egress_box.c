@@ -3,6 +3,8 @@
 #include "sandbox/egress_box.h"
 #include "core/util.h"
 #include <errno.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -100,4 +102,86 @@ void abx_egress_box_stop(abx_egress_box *b)
         return;
     abx_egress_stop(b->proxy);
     box_free(b);
+}
+
+/* ---- stopping without blocking the caller for long ----
+ * A connection thread inside getaddrinfo cannot be interrupted, so a stop may take as
+ * long as the system resolver does; the process manager must not. A stopper thread
+ * stops the box; the caller waits for it a bounded time, and abx_egress_box_drain (at
+ * shutdown, before the sinks' ledger closes) waits for every stopper still running. */
+
+static pthread_mutex_t stoppers_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stoppers_cv = PTHREAD_COND_INITIALIZER;
+static int stoppers;
+
+typedef struct stopper {
+    abx_egress_box *b;
+    bool done;
+    int refs; /* the thread's and the waiter's; under stoppers_mu */
+} stopper;
+
+static void stopper_unref(stopper *s)
+{
+    if (--s->refs == 0)
+        abx_free(s);
+}
+
+static void *stopper_main(void *arg)
+{
+    stopper *s = arg;
+    abx_egress_box_stop(s->b);
+    pthread_mutex_lock(&stoppers_mu);
+    s->done = true;
+    stoppers--;
+    stopper_unref(s);
+    pthread_cond_broadcast(&stoppers_cv);
+    pthread_mutex_unlock(&stoppers_mu);
+    return NULL;
+}
+
+void abx_egress_box_stop_within(abx_egress_box *b, int ms)
+{
+    if (!b)
+        return;
+    stopper *s = abx_calloc(1, sizeof *s);
+    pthread_attr_t at;
+    pthread_t t;
+    if (!s) {
+        abx_egress_box_stop(b);
+        return;
+    }
+    *s = (stopper){.b = b, .refs = 2};
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&stoppers_mu);
+    stoppers++;
+    if (pthread_create(&t, &at, stopper_main, s) != 0) {
+        stoppers--;
+        pthread_mutex_unlock(&stoppers_mu);
+        pthread_attr_destroy(&at);
+        abx_free(s);
+        abx_egress_box_stop(b);
+        return;
+    }
+    pthread_attr_destroy(&at);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (!s->done && pthread_cond_timedwait(&stoppers_cv, &stoppers_mu, &until) == 0) {
+    }
+    stopper_unref(s);
+    pthread_mutex_unlock(&stoppers_mu);
+}
+
+void abx_egress_box_drain(void)
+{
+    pthread_mutex_lock(&stoppers_mu);
+    while (stoppers > 0)
+        pthread_cond_wait(&stoppers_cv, &stoppers_mu);
+    pthread_mutex_unlock(&stoppers_mu);
 }

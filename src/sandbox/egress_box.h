@@ -27,6 +27,12 @@ abx_egress_box *abx_egress_box_start(int listen_fd, const abx_egress_allow *allo
                                      abx_egress_sink sink, char *err, size_t errlen);
 /* End every connection, wait for them (their records are made), free. NULL is a no-op. */
 void abx_egress_box_stop(abx_egress_box *b);
+/* The same from a thread of its own, waiting for it at most ms: a connection inside a
+ * system DNS lookup cannot be interrupted, and the caller (the process manager, holding
+ * its lock) must not wait for the resolver. Usually done well within ms. */
+void abx_egress_box_stop_within(abx_egress_box *b, int ms);
+/* Wait for every stop still under way (at shutdown, before their sinks go away). */
+void abx_egress_box_drain(void);
 /* Connections allowed and denied since start, over every box (for /metrics). */
 void abx_egress_counts(uint64_t *allowed, uint64_t *denied);
 

@@ -292,7 +292,9 @@ static void reap(abx_procs *m, abx_proc *p)
             drain(m, p, i);
         }
     abx_child_cleanup(&p->child);
-    abx_egress_box_stop(p->egress); /* its connections end with it (the namespace goes too) */
+    /* its connections end with it (the namespace goes too); their records are made
+     * before the waiter sees the exit, unless a DNS lookup holds one (then soon after) */
+    abx_egress_box_stop_within(p->egress, 1000);
     p->egress = NULL;
     /* an exited record keeps its output, not its descriptors: a record is retained for
      * minutes, and thousands of them holding a pipe or a pty each would exhaust the
@@ -548,6 +550,7 @@ void abx_procs_free(abx_procs *m, int64_t grace_ms)
         abx_proc_unref(p);
     }
     abx_free(m->table);
+    abx_egress_box_drain(); /* stops still under way record into sinks that close after us */
     abx_sandbox_free(m->sb);
     close(m->epfd);
     close(m->evfd);
