@@ -557,3 +557,15 @@ def test_listed_name_whose_dns_answer_is_loopback_is_refused(abx, workspace, ups
     s2 = abx(allow_config(workspace, upstream, extra_allow=["127.0.0.1:%d" % upstream]))
     j = run(s2, curl + "http://127.0.0.1:%d/b" % upstream)
     assert j["stdout"] == "hello from 127.0.0.1:%d /b\n" % upstream, j
+
+
+def test_header_values_and_queries_never_recorded(abx, workspace, upstream):
+    s = abx(allow_config(workspace, upstream))
+    j = run(s, "curl -sS -H 'Authorization: Bearer hdr-secret-4711' -H 'Cookie: c=cookie-secret-4712' "
+               "'http://up.test:%d/q?token=query-secret-4713'" % upstream)
+    assert j["stdout"].startswith("hello from up.test:%d /q?token=" % upstream), j
+    ev = [e["data"] for e in ledger_events(s)["events"] if e["kind"] == "egress"]
+    assert len(ev) == 1 and ev[0]["path"] == "/q", ev
+    for secret in ("hdr-secret-4711", "cookie-secret-4712", "query-secret-4713"):
+        # the call's own arguments are the command line: only the egress events must not have them
+        assert secret not in json.dumps(ev), ev
