@@ -17,6 +17,7 @@ set(ABX_SRC_CORE
 )
 set(ABX_SRC_SANDBOX
   src/sandbox/egress.c
+  src/sandbox/egress_box.c
   src/sandbox/egress_match.c
   src/sandbox/egress_parse.c
   src/sandbox/jail.c
@@ -53,6 +54,7 @@ set(ABX_SRC_POLICY
   src/policy/layout.c
   src/policy/lint.c
   src/policy/match.c
+  src/policy/net.c
   src/policy/paths.c
   src/policy/snapshot.c
   src/policy/stmt.c
@@ -88,6 +90,7 @@ set(ABX_SRC_BUILTIN
   src/builtin/commands.c
   src/builtin/core.c
   src/builtin/exec.c
+  src/builtin/exec_egress.c
   src/builtin/files/archive.c
   src/builtin/files/common.c
   src/builtin/files/files.c

@@ -36,6 +36,8 @@ static void env_set(env_builder *e, const char *k, const char *val)
     e->v[e->n] = NULL;
 }
 
+static void env_set_cb(void *e, const char *k, const char *val) { env_set(e, k, val); }
+
 static void env_free(env_builder *e)
 {
     for (size_t i = 0; i < e->n; i++)
@@ -143,6 +145,8 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
     json_t *val;
     json_object_foreach((json_t *)o->base_env, k, val) env_set(&env, k, json_string_value(val));
     json_object_foreach(json_object_get(args, "env"), k, val) env_set(&env, k, json_string_value(val));
+    if (d->net_allow && !d->net) /* its only way out: set last, a call cannot point it elsewhere */
+        abx_exec_egress_env(env_set_cb, &env);
     if (!env.v) {
         abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
         goto out;
@@ -157,6 +161,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .pins = (const char *const *)v.pins, .n_pins = v.n_pins,
         .net = d->net, .pids_max = pids, .memory_max = mem, .cpu_milli = cpu,
         .set_ids = true, .required = abx_procs_confine_required(procs),
+        .egress_port = d->net_allow && !d->net ? ABX_EGRESS_PORT : 0,
     };
     abx_procs_run_ids(procs, &conf.uid, &conf.gid);
     int64_t kill_after = life > 0 && !o->persistent ? life : 0;
@@ -173,6 +178,9 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .pty = o->pty,
         .cols = o->cols,
         .rows = o->rows,
+        .egress_allow = d->net_allow,
+        .egress_resolve = d->net_resolve,
+        .egress_sink = conf.egress_port ? abx_exec_egress_sink(ctx) : (abx_egress_sink){0},
     };
     record_confinement(ctx, &conf);
     p = abx_proc_start(procs, &spec, why, sizeof why);

@@ -126,9 +126,58 @@ static int cmd_check_config(int argc, char **argv)
     return rc;
 }
 
+/* --net-host HOST[:PORT]: the network decision for that host as the process's egress
+ * proxy would make it (port 443 when not given) */
+static void explain_net_host(const abx_policy *p, json_t *trace, const char *spec)
+{
+    char host[ABX_EGRESS_HOST_MAX];
+    int port = 443;
+    snprintf(host, sizeof host, "%s", spec);
+    char *colon = strrchr(host, ':');
+    if (colon && !strchr(host, ']') && strchr(host, ':') == colon) {
+        *colon = '\0';
+        port = atoi(colon + 1);
+    }
+    json_t *nh = json_pack("{s:s, s:i}", "host", host, "port", port);
+    const json_t *net = json_object_get(trace, "net");
+    if (!net) {
+        json_object_set_new(nh, "decision", json_string("deny"));
+        json_object_set_new(nh, "reason", json_string("the call is not admitted"));
+    } else if (json_is_string(net)) {
+        bool on = strcmp(json_string_value(net), "host") == 0;
+        json_object_set_new(nh, "decision", json_string(on ? "allow" : "deny"));
+        json_object_set_new(nh, "reason", json_string(on ? "net: true" : "no network (net: false)"));
+    } else {
+        const char *label = json_string_value(json_object_get(net, "allowlist"));
+        const abx_stmt *s = NULL;
+        for (size_t i = 0; label && i < p->n_allow && !s; i++)
+            if (strcmp(p->allow[i].label, label) == 0)
+                s = &p->allow[i];
+        abx_egress_decision d;
+        if (!s || !s->net_allow || !abx_egress_host_norm(host)) {
+            json_object_set_new(nh, "decision", json_string("deny"));
+            json_object_set_new(nh, "reason", json_string("not a host name"));
+        } else {
+            abx_egress_decide(s->net_allow, &p->egress_resolve, true, host, port, &d);
+            json_object_set_new(nh, "decision", json_string(d.allow ? "allow" : "deny"));
+            if (d.rule)
+                json_object_set_new(nh, "rule", json_string(d.rule));
+            json_object_set_new(nh, "reason", json_string(d.reason));
+            json_t *addrs = json_array();
+            for (size_t i = 0; i < d.naddrs; i++) {
+                char a[46];
+                abx_ip_format(&d.addrs[i], a);
+                json_array_append_new(addrs, json_string(a));
+            }
+            json_object_set_new(nh, "addrs", addrs);
+        }
+    }
+    json_object_set_new(trace, "net_host", nh);
+}
+
 static int cmd_explain(int argc, char **argv)
 {
-    const char *config = NULL, *op = NULL, *principal = NULL;
+    const char *config = NULL, *op = NULL, *principal = NULL, *net_host = NULL;
     bool as_json = false;
     json_t *args = json_object();
     int rc = 2;
@@ -141,6 +190,8 @@ static int cmd_explain(int argc, char **argv)
             principal = argv[++i];
         else if (strcmp(argv[i], "--json") == 0)
             as_json = true;
+        else if (strcmp(argv[i], "--net-host") == 0 && i + 1 < argc)
+            net_host = argv[++i];
         else if (strcmp(argv[i], "--arg") == 0 && i + 1 < argc) {
             const char *kv = argv[++i], *eq = strchr(kv, '=');
             if (!eq) {
@@ -154,12 +205,12 @@ static int cmd_explain(int argc, char **argv)
                 json_decref(v);
             free(k);
         } else {
-            fprintf(stderr, "usage: abx explain [--config FILE] --op OP [--arg k=v ...] [--principal ID] [--json]\n");
+            fprintf(stderr, "usage: abx explain [--config FILE] --op OP [--arg k=v ...] [--principal ID] [--net-host HOST[:PORT]] [--json]\n");
             goto out;
         }
     }
     if (!op) {
-        fprintf(stderr, "usage: abx explain [--config FILE] --op OP [--arg k=v ...] [--principal ID] [--json]\n");
+        fprintf(stderr, "usage: abx explain [--config FILE] --op OP [--arg k=v ...] [--principal ID] [--net-host HOST[:PORT]] [--json]\n");
         goto out;
     }
     abx_diags d = {0};
@@ -191,6 +242,8 @@ static int cmd_explain(int argc, char **argv)
     }
     json_t *trace = abx_explain(p, abx_server_registry(s), principal ? principal : (config ? NULL : "local"), op, typed);
     json_decref(typed);
+    if (net_host)
+        explain_net_host(p, trace, net_host);
     if (as_json) {
         char *j = json_dumps(trace, JSON_INDENT(2));
         puts(j ? j : "{}");
@@ -407,7 +460,7 @@ static const cli_command commands[] = {
     {"call", abx_cli_call, "OP [k=v ...] [--args '{...}'] [--json] [--raw] [--url URL] [--token T]",
      "call an operation on a running server (--json: compact JSON, SSE events as JSON lines as they arrive)"},
     {"check-config", cmd_check_config, "FILE", "lint a config file (and run its policy tests); exit 1 on errors"},
-    {"explain", cmd_explain, "[--config FILE] --op OP [--arg k=v ...] [--principal ID] [--json]",
+    {"explain", cmd_explain, "[--config FILE] --op OP [--arg k=v ...] [--principal ID] [--net-host HOST[:PORT]] [--json]",
      "the decision trace of a call, without running it"},
     {"ledger", abx_cli_ledger,
      "tail|show GROUP|verify [--anchor H:N]|anchor|export|reset --i-know [--path F | --config F]",

@@ -120,6 +120,8 @@ static const cfg_row rows[] = {
 #undef ABX_CFG_LIMIT
     {"auth", SH_MAP, parse_json, FIELD(auth), .type = "section", .doc = "principals and credentials"},
     {"policy", SH_MAP, parse_json, FIELD(policy), .type = "section", .doc = "allow and deny statements"},
+    {"egress", SH_MAP, parse_json, FIELD(egress), .type = "section",
+     .doc = "the egress proxy: resolve (a static host → address table, like curl's --resolve)"},
     {"terminal_listen", SH_STRING, parse_listen, FIELD(terminal_host), AUX(terminal_port), .type = "host:port",
      .sdef = "127.0.0.1:9001", .choices = "off",
      .doc = "WebSocket terminal listener host:port (port 0 = any; \"off\" = none)"},

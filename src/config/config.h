@@ -47,6 +47,7 @@ typedef struct abx_config {
     bool ledger_off;
     const json_t *auth;         /* borrowed from root */
     const json_t *policy;       /* borrowed from root */
+    const json_t *egress;       /* borrowed from root: the egress proxy's settings */
     const json_t *tests;        /* borrowed from root: policy tests */
     const json_t *custom;       /* borrowed from root: declarative commands (src/ext/custom.c) */
     const json_t *load;         /* borrowed from root: plugins and Python op workers */

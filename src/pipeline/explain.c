@@ -96,5 +96,19 @@ char *abx_explain_text(const json_t *t)
     const char *det = json_string_value(json_object_get(t, "determining"));
     if (det && *det)
         abx_buf_printf(&b, "determining: %s\n", det);
+    const json_t *net = json_object_get(t, "net");
+    if (json_is_string(net))
+        abx_buf_printf(&b, "net: %s\n", json_string_value(net));
+    else if (net)
+        abx_buf_printf(&b, "net: allowlist of %s\n", json_string_value(json_object_get(net, "allowlist")) ?: "?");
+    const json_t *nh = json_object_get(t, "net_host");
+    if (nh) {
+        const char *rule = json_string_value(json_object_get(nh, "rule"));
+        const char *reason = json_string_value(json_object_get(nh, "reason"));
+        abx_buf_printf(&b, "net host %s:%lld: %s%s%s%s%s\n", json_string_value(json_object_get(nh, "host")) ?: "?",
+                       (long long)json_integer_value(json_object_get(nh, "port")),
+                       json_string_value(json_object_get(nh, "decision")) ?: "?", rule ? " by " : "", rule ? rule : "",
+                       reason && *reason ? " — " : "", reason && *reason ? reason : "");
+    }
     return abx_buf_detach(&b);
 }

@@ -2,6 +2,7 @@
  * and status, latency histograms by op, denials by error code, connections in use.
  * Lock-free: relaxed atomic adds into arrays sized when the server starts. */
 #include "pipeline/pipeline.h"
+#include "sandbox/egress_box.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -133,6 +134,14 @@ char *abx_metrics_render(abx_metrics *m, const abx_registry *reg, const abx_conn
                    "abx_connections_refused_total{reason=\"busy\"} %llu\n",
                    cm->unauthenticated, cm->workers_busy, cm->streams, cm->opened, cm->closed, cm->closed_slow,
                    cm->closed_timeout, cm->aborted, cm->refused_address, cm->refused_busy);
+    uint64_t eg_allow, eg_deny;
+    abx_egress_counts(&eg_allow, &eg_deny);
+    abx_buf_printf(&b,
+                   "# HELP abx_egress_connections_total Connections through the egress proxies, by decision.\n"
+                   "# TYPE abx_egress_connections_total counter\n"
+                   "abx_egress_connections_total{decision=\"allow\"} %llu\n"
+                   "abx_egress_connections_total{decision=\"deny\"} %llu\n",
+                   (unsigned long long)eg_allow, (unsigned long long)eg_deny);
     *len = b.len;
     return abx_buf_detach(&b);
 }

@@ -346,7 +346,7 @@ abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags)
             abx_pol_add_protected(p, in->protected_files[i],
                                   in->protected_what ? in->protected_what[i] : "abx's own file");
     json_t *anon = NULL;
-    if (!abx_pol_parse_auth(&c, in->auth, &anon) || !read_policy_block(&c, in->policy) || !add_anonymous(&c, anon) ||
+    if (!abx_pol_parse_auth(&c, in->auth, &anon) || !read_policy_block(&c, in->policy) || !abx_pol_parse_egress(&c, in->egress) || !add_anonymous(&c, anon) ||
         !add_presets(&c, in->policy) || !add_statements(&c, in->policy))
         goto fail;
     abx_pol_lint_scope_required(p, in->allow_lint_errors, diags);

@@ -303,6 +303,10 @@ static void finish_trace(json_t *trace, const abx_decision *d)
         json_array_append_new(paths, json_pack("{s:s, s:s}", "param", d->paths[i].param, "canonical",
                                                d->paths[i].canonical ? d->paths[i].canonical : ""));
     json_object_set_new(trace, "paths", paths);
+    if (!d->err)
+        json_object_set_new(trace, "net", d->net         ? json_string("host")
+                                          : d->net_allow ? json_pack("{s:s}", "allowlist", d->net_stmt)
+                                                         : json_string("none"));
     if (d->argv.n) {
         json_t *a = json_array();
         for (size_t i = 0; i < d->argv.n; i++)
@@ -611,7 +615,7 @@ static bool stmt_admits(const decide_run *r, const abx_stmt *s, json_t *st, abx_
 
 /* An admitting statement: the first one chosen (its argv runs), every one
  * determining, approval if any asks, network only if all grant it, tightest limits. */
-static void take_stmt(decide_run *r, uint16_t idx, json_t *st, abx_argv *av, bool *net_all)
+static void take_stmt(decide_run *r, uint16_t idx, json_t *st, abx_argv *av, bool *net_all, bool *net_none)
 {
     abx_decision *d = r->d;
     const abx_stmt *s = &r->p->allow[idx];
@@ -630,8 +634,16 @@ static void take_stmt(decide_run *r, uint16_t idx, json_t *st, abx_argv *av, boo
     append_label(d->determining, sizeof d->determining, s->label);
     if (s->approval)
         d->approval = true;
+    /* the tightest network over the admitting statements: none < an allowlist (the first
+     * admitting statement's that has one) < the host network */
     if (!s->has_net || !s->net)
         *net_all = false;
+    if (!s->has_net || (!s->net && !s->net_allow))
+        *net_none = true;
+    else if (s->net_allow && !d->net_allow) {
+        d->net_allow = s->net_allow;
+        d->net_stmt = s->label;
+    }
     for (int i = 0; i < ABX_LIM__COUNT; i++)
         if (s->limits[i] >= 0 && (d->limits[i] < 0 || s->limits[i] < d->limits[i]))
             d->limits[i] = s->limits[i];
@@ -642,13 +654,13 @@ static void take_stmt(decide_run *r, uint16_t idx, json_t *st, abx_argv *av, boo
 static bool step_allow(decide_run *r)
 {
     refusal why = {ABX_E_POLICY_SCOPE_REQUIRED, ""};
-    bool net_all = true;
+    bool net_all = true, net_none = false;
     for (size_t m = 0; m < r->cs.n_mounting; m++) {
         const abx_stmt *s = &r->p->allow[r->cs.mounting[m]];
         json_t *st = trace_stmt(r->trace, s);
         abx_argv av = {0};
         if (stmt_admits(r, s, st, &av, &why))
-            take_stmt(r, r->cs.mounting[m], st, &av, &net_all);
+            take_stmt(r, r->cs.mounting[m], st, &av, &net_all, &net_none);
         else
             abx_argv_release(&av);
     }
@@ -657,6 +669,12 @@ static bool step_allow(decide_run *r)
         return false;
     }
     r->d->net = net_all;
+    if (net_none || net_all) {
+        r->d->net_allow = NULL;
+        r->d->net_stmt = NULL;
+    } else {
+        r->d->net_resolve = &r->p->egress_resolve;
+    }
     return true;
 }
 

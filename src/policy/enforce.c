@@ -72,6 +72,8 @@ void abx_policy_check_enforceable(const abx_policy *p, const abx_config *cfg, ab
             need(d, &t, s, ABX_L_MNTNS, "hiding deny targets inside its roots");
         if (!s->net && !abx_tiers_active(&t, ABX_L_NETNS) && !abx_tiers_active(&t, ABX_L_SECCOMP))
             need(d, &t, s, ABX_L_NETNS, "net: false");
+        if (s->net_allow && !abx_tiers_active(&t, ABX_L_NETNS)) /* the proxy listens in the namespace */
+            need(d, &t, s, ABX_L_NETNS, "net: {allow: [...]}");
         if (!cgroup && s->limits[__builtin_ctz(ABX_LIM_MEMORY)] > 0)
             need(d, &t, s, ABX_L_CGROUP, "its memory limit");
         if (!cgroup && s->limits[__builtin_ctz(ABX_LIM_CPU)] > 0)

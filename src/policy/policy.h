@@ -11,6 +11,7 @@
 #include "core/diag.h"
 #include "core/yaml.h"
 #include "policy/command.h"
+#include "sandbox/egress.h"
 #include <jansson.h>
 #include <errno.h>
 #include <stdatomic.h>
@@ -67,6 +68,7 @@ typedef struct abx_stmt {
     size_t n_env;
     bool has_net;
     bool net;                 /* false (default): the process gets an empty network namespace */
+    abx_egress_allow *net_allow; /* owned: net: {allow: [...]} (net is false then), else NULL */
     /* url, language and agent scopes */
     bool has_urls;
     char **urls;
@@ -119,6 +121,7 @@ typedef struct abx_policy {
     atomic_int refs;
     abx_registry *reg;        /* borrowed: the server's frozen registry outlives snapshots */
     char *workspace;          /* canonical anchor for relative paths */
+    abx_egress_resolver egress_resolve; /* the config's egress.resolve */
     abx_principal *principals;
     size_t n_principals;
     abx_stmt *allow, *deny;
@@ -158,6 +161,7 @@ typedef struct abx_policy_input {
     const char *config_path;        /* for messages and the protected list; may be NULL */
     const char *workspace;          /* absolute */
     const char *default_token_sha256_hex; /* embedded default: principal local */
+    const json_t *egress;           /* config "egress" or NULL */
     const char *runtime_dir;        /* private TMPDIRs: no statement may write where it lies; NULL none */
     const char *const *protected_files;
     const char *const *protected_what; /* [n_protected] what each is ("the ledger"); may be NULL */
@@ -201,6 +205,10 @@ typedef struct abx_decision {
     size_t n_paths;
     abx_argv argv;                        /* canonical argv of a command op (program resolved); owned */
     bool net;                             /* the process may use the host network */
+    const abx_egress_allow *net_allow;    /* borrowed from the snapshot: without net, the process
+                                             gets out only through the egress proxy, to these */
+    const abx_egress_resolver *net_resolve; /* borrowed: the config's egress.resolve */
+    const char *net_stmt;                 /* borrowed: the label of the statement net_allow is from */
     int chosen;                           /* the first admitting statement (its scopes shape the jail) */
     uint16_t *admitting;                  /* owned: every allow statement that admitted the call */
     size_t n_admitting;

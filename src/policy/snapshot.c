@@ -27,6 +27,7 @@ void abx_pol_stmt_release(abx_stmt *s)
         abx_cmd_pattern_release(&s->cmds[i]);
     abx_free(s->cmds);
     abx_free(s->cmd_path);
+    abx_pol_net_release(s);
     char **lists[] = {s->env_allow, s->urls, s->languages, s->agents};
     size_t counts[] = {s->n_env, s->n_urls, s->n_languages, s->n_agents};
     for (size_t l = 0; l < 4; l++) {
@@ -45,6 +46,7 @@ void abx_pol_policy_free(abx_policy *p)
         abx_free(p->principals[i].roles);
     }
     abx_free(p->principals);
+    abx_egress_resolver_free(&p->egress_resolve);
     for (size_t i = 0; i < p->n_allow; i++)
         abx_pol_stmt_release(&p->allow[i]);
     for (size_t i = 0; i < p->n_deny; i++)

@@ -508,14 +508,7 @@ bool abx_pol_parse_stmt(cctx *c, abx_stmt *s, const json_t *stmt, bool allow_sid
         if (!parse_name_scope(c, stmt, "languages", &s->has_languages, &s->languages, &s->n_languages) ||
             !parse_name_scope(c, stmt, "agents", &s->has_agents, &s->agents, &s->n_agents))
             return false;
-        const json_t *net = json_object_get(stmt, "net");
-        if (net && !json_is_boolean(net)) {
-            abx_diag_add(c->d, "error", "config.bad_value", abx_pol_line_of(c, stmt, "net"), "'net' must be a boolean");
-            return false;
-        }
-        s->has_net = net != NULL;
-        s->net = json_is_true(net);
-        if (!parse_limits(c, s, stmt))
+        if (!abx_pol_parse_net(c, s, stmt) || !parse_limits(c, s, stmt))
             return false;
         const json_t *ap = json_object_get(stmt, "approval");
         if (ap) {

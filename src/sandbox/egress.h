@@ -70,10 +70,11 @@ void abx_egress_allow_free(abx_egress_allow *a);
  * a wildcard over one label ("*.com", "*.internal"), a CIDR shorter than /8 (v4) or /32 (v6). */
 bool abx_egress_lint(const char *entry, char *msg, size_t msglen);
 
-/* ---- the static resolver table, curl's --resolve: "host:port:addr[,addr...]" ---- */
+/* ---- the static resolver table, curl's --resolve: "host:port:addr[,addr...]" (port "*":
+ * every port; a pin for the exact port wins) ---- */
 typedef struct abx_egress_pin {
     char *host;
-    int port;
+    int port;           /* 0: every port */
     abx_ip addrs[ABX_EGRESS_ADDRS];
     size_t n;
 } abx_egress_pin;

@@ -314,7 +314,9 @@ int abx_egress_resolve_add(abx_egress_resolver *r, const char *spec, char *err, 
         snprintf(err, errlen, "bad resolve host '%s'", t);
         return -1;
     }
-    if ((p.port = parse_port(c1 + 1, err, errlen)) < 0 || pin_addrs(&p, c2 + 1, err, errlen) < 0)
+    /* "*": every port (the config's `egress.resolve: {host: addr}`) */
+    if ((p.port = strcmp(c1 + 1, "*") == 0 ? 0 : parse_port(c1 + 1, err, errlen)) < 0 ||
+        pin_addrs(&p, c2 + 1, err, errlen) < 0)
         return -1;
     abx_egress_pin *grown = abx_realloc(r->pins, (r->n + 1) * sizeof *grown);
     if (grown)
@@ -342,6 +344,9 @@ const abx_egress_pin *abx_egress_pinned(const abx_egress_resolver *r, const char
 {
     for (size_t i = 0; r && i < r->n; i++)
         if (r->pins[i].port == port && strcmp(r->pins[i].host, host) == 0)
+            return &r->pins[i];
+    for (size_t i = 0; r && i < r->n; i++) /* then a pin for every port */
+        if (r->pins[i].port == 0 && strcmp(r->pins[i].host, host) == 0)
             return &r->pins[i];
     return NULL;
 }

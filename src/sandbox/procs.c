@@ -42,6 +42,7 @@ static void proc_free(abx_proc *p)
         close(p->pty_master);
     if (p->stdin_fd >= 0 && p->stdin_fd != p->pty_master)
         close(p->stdin_fd);
+    abx_egress_box_stop(p->egress);
     abx_child_cleanup(&p->child);
     if (p->tmpdir) {
         abx_rm_tree(p->tmpdir);
@@ -155,6 +156,17 @@ static void do_spawn(abx_procs *m, pending *pd)
     if (abx_spawn(m->sb, &req, &p->child, pd->err, sizeof pd->err) != 0)
         goto fail;
     p->pid = p->child.pid;
+    if (p->child.egress_fd >= 0) {
+        int lfd = p->child.egress_fd;
+        p->child.egress_fd = -1;
+        pd->sink_taken = true;
+        p->egress = abx_egress_box_start(lfd, sp->egress_allow, sp->egress_resolve, sp->egress_sink, pd->err,
+                                         sizeof pd->err);
+        if (!p->egress) { /* fail closed: no process whose way out is missing */
+            abx_child_kill(&p->child, SIGKILL);
+            goto fail_spawned;
+        }
+    }
     p->running = true;
     p->started_wall = abx_wall_ms();
     p->started_mono = abx_now_ms();
@@ -280,6 +292,10 @@ static void reap(abx_procs *m, abx_proc *p)
             drain(m, p, i);
         }
     abx_child_cleanup(&p->child);
+    /* its connections end with it (the namespace goes too); their records are made
+     * before the waiter sees the exit, unless a DNS lookup holds one (then soon after) */
+    abx_egress_box_stop_within(p->egress, 1000);
+    p->egress = NULL;
     /* an exited record keeps its output, not its descriptors: a record is retained for
      * minutes, and thousands of them holding a pipe or a pty each would exhaust the
      * server's fds (found by bench/soak.py). Writers dup these under m->mu. */
@@ -534,6 +550,7 @@ void abx_procs_free(abx_procs *m, int64_t grace_ms)
         abx_proc_unref(p);
     }
     abx_free(m->table);
+    abx_egress_box_drain(); /* stops still under way record into sinks that close after us */
     abx_sandbox_free(m->sb);
     close(m->epfd);
     close(m->evfd);
@@ -554,6 +571,8 @@ abx_proc *abx_proc_start(abx_procs *m, const abx_proc_spec *spec, char *err, siz
     while (!pd.done && !m->stop)
         pthread_cond_wait(&m->cond, &m->mu);
     pthread_mutex_unlock(&m->mu);
+    if (!pd.sink_taken && spec->egress_sink.ctx_free)
+        spec->egress_sink.ctx_free(spec->egress_sink.ctx);
     if (!pd.done || pd.rc != 0) {
         snprintf(err, errlen, "%s", pd.done ? pd.err : "the process manager is stopping");
         return NULL;

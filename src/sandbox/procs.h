@@ -13,6 +13,7 @@
 #ifndef ABX_SANDBOX_PROCS_H
 #define ABX_SANDBOX_PROCS_H
 
+#include "sandbox/egress_box.h"
 #include "sandbox/spawn.h"
 #include <jansson.h>
 #include <stdbool.h>
@@ -61,6 +62,11 @@ typedef struct abx_proc_spec {
     bool keep_stdin;           /* keep a pipe to stdin open (process.write) */
     bool pty;                  /* run on a pseudo-terminal (stdout carries both streams) */
     unsigned short cols, rows; /* pty size */
+    /* with spawn.confine->egress_port: the process's egress proxy decides on these
+     * (copied) and reports to egress_sink, whose ctx abx_proc_start takes in every case */
+    const abx_egress_allow *egress_allow;
+    const abx_egress_resolver *egress_resolve;
+    abx_egress_sink egress_sink;
 } abx_proc_spec;
 
 /* Start a process. Returns a reference (release with abx_proc_unref) or NULL with why. */

@@ -38,6 +38,7 @@ struct abx_proc {
     stream_buf s[2];
     bool in_table;
     char *tmpdir;             /* owned; removed with the record */
+    abx_egress_box *egress;   /* owned: its egress proxy, stopped when it is reaped */
 };
 
 typedef struct pending {
@@ -46,6 +47,7 @@ typedef struct pending {
     int rc;
     char err[256];
     bool done;
+    bool sink_taken;          /* the spec's egress sink went to a box */
     struct pending *next;
 } pending;
 

@@ -35,6 +35,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -141,7 +145,9 @@ static int build_ruleset(const abx_sandbox *sb, const abx_spawn_req *req, char *
     const abx_confine *c = req->confine;
     struct ll_ruleset_attr attr = {.handled_access_fs = fs_rights(abi)};
     size_t attr_size = sizeof(uint64_t);
-    if (abi >= 4 && !c->net) { /* belt and braces besides the empty namespace */
+    /* without a namespace of its own (no loopback to keep) Landlock refuses TCP too; with
+     * one, connect() must reach loopback (the process's own servers, the egress proxy) */
+    if (abi >= 4 && !c->net && !sb->caps.netns) {
         attr.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
         attr_size = 2 * sizeof(uint64_t);
     }
@@ -273,6 +279,7 @@ typedef struct child_args {
     int devnull;
     int procs_fd[3];
     int ruleset;
+    int egress_sock;             /* where the child sends the proxy's listening socket, or -1 */
     long nproc;                  /* RLIMIT_NPROC to set; 0 = none (the cgroup holds pids) */
     const abx_seccomp_prog *filter; /* the sandbox's for the statement, or one with the signal guard */
     bool use_netns, use_mntns, use_caps, use_ll, use_seccomp, set_ids;
@@ -283,11 +290,12 @@ typedef struct child_err {
     int err;
 } child_err;
 
-enum { ST_SIG = 1, ST_SETSID, ST_PDEATH, ST_CGROUP, ST_NETNS, ST_MNTNS, ST_MASK, ST_STDIO, ST_CTTY, ST_CWD,
+enum { ST_SIG = 1, ST_SETSID, ST_PDEATH, ST_CGROUP, ST_NETNS, ST_LOOPBACK, ST_EGRESS, ST_MNTNS, ST_MASK, ST_STDIO, ST_CTTY, ST_CWD,
        ST_FDS, ST_SECBITS, ST_BSET, ST_AMBIENT, ST_IDS, ST_CAPS, ST_RLIMIT, ST_NNP, ST_LANDLOCK, ST_SECCOMP,
        ST_EXEC };
 
-static const char *const step_names[] = {"?", "signals", "setsid", "pdeathsig", "cgroup", "netns", "mount namespace",
+static const char *const step_names[] = {"?", "signals", "setsid", "pdeathsig", "cgroup", "netns", "loopback",
+                                         "egress listener", "mount namespace",
                                          "mask", "stdio", "controlling tty", "cwd", "descriptors", "securebits",
                                          "capability bounding set", "ambient capabilities", "uid/gid",
                                          "capabilities", "rlimit", "no_new_privs", "landlock", "seccomp", "execve"};
@@ -298,6 +306,82 @@ static void child_fail(child_args *a, int step)
     ssize_t w = write(a->err_fd, &e, sizeof e);
     (void)w;
     _exit(127);
+}
+
+/* lo up in the child's fresh namespace: system calls only (the child shares abx's memory) */
+static int loopback_up(void)
+{
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -1;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    memcpy(ifr.ifr_name, "lo", 3);
+    int rc = ioctl(s, SIOCGIFFLAGS, &ifr);
+    if (rc == 0) {
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        rc = ioctl(s, SIOCSIFFLAGS, &ifr);
+    }
+    int e = errno;
+    close(s);
+    errno = e;
+    return rc;
+}
+
+/* The egress proxy's listening socket, made inside the child's namespace before exec (so
+ * a client that connects at once is queued, not refused) and sent to abx over sock. */
+static int egress_listener(int sock, int port)
+{
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (l < 0)
+        return -1;
+    int one = 1;
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof u);
+    char tag = 'L';
+    struct iovec iov = {.iov_base = &tag, .iov_len = 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &l, sizeof l);
+    int rc = -1;
+    if (setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+        bind(l, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(l, 128) == 0 && sendmsg(sock, &m, 0) == 1)
+        rc = 0;
+    int e = errno;
+    close(l);
+    errno = e;
+    return rc;
+}
+
+/* The listening socket the child sent, or -1. */
+static int egress_receive(int sock)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    char tag;
+    struct iovec iov = {.iov_base = &tag, .iov_len = 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    if (recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
+        return -1;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int)))
+        return -1;
+    int fd;
+    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+    return fd;
 }
 
 static int child_main(void *arg)
@@ -322,8 +406,13 @@ static int child_main(void *arg)
     for (int i = 0; i < 3; i++)
         if (a->procs_fd[i] >= 0 && write(a->procs_fd[i], "0", 1) != 1)
             child_fail(a, ST_CGROUP);
-    if (a->use_netns && setns(a->sb->netns_fd, CLONE_NEWNET) != 0)
+    /* a network namespace of its own: loopback up and private to this process tree */
+    if (a->use_netns && unshare(CLONE_NEWNET) != 0)
         child_fail(a, ST_NETNS);
+    if (a->use_netns && loopback_up() != 0)
+        child_fail(a, ST_LOOPBACK);
+    if (a->egress_sock >= 0 && egress_listener(a->egress_sock, c->egress_port) != 0)
+        child_fail(a, ST_EGRESS);
     if (a->use_mntns) {
         if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
             child_fail(a, ST_MNTNS);
@@ -455,6 +544,12 @@ static int plan_child(const abx_sandbox *sb, const abx_confine *c, bool required
         return -1;
     }
     a->use_netns = !c->net && sb->caps.netns;
+    if (c->egress_port > 0 && !a->use_netns) { /* an allowlist is only as good as the namespace */
+        snprintf(err, errlen, "confinement required but unavailable: %s", c->net ? "egress allowlist with net" :
+                 "an egress allowlist needs a network namespace");
+        errno = ENOSYS;
+        return -1;
+    }
     /* masks and read-only mounts are needed (the plan refused the spawn without them);
      * pins only keep them on their files */
     a->use_mntns = sb->caps.mntns && (c->n_masks || c->n_readonly || c->n_pins);
@@ -471,15 +566,29 @@ static int plan_child(const abx_sandbox *sb, const abx_confine *c, bool required
     return 0;
 }
 
+/* Kill and reap a child that started but must not run. */
+static void unstart(abx_child *out)
+{
+    abx_child_kill(out, SIGKILL);
+    int st;
+    while (waitpid(out->pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    close(out->pidfd);
+    out->pid = -1;
+    out->pidfd = -1;
+}
+
 int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     out->pid = -1;
     out->pidfd = -1;
+    out->egress_fd = -1;
     const abx_confine *c = req->confine;
     bool required = c->required || sb->required;
-    child_args a = {.req = req, .sb = sb, .err_fd = -1, .devnull = -1, .procs_fd = {-1, -1, -1}, .ruleset = -1};
-    int pipefd[2] = {-1, -1};
+    child_args a = {.req = req, .sb = sb, .err_fd = -1, .devnull = -1, .procs_fd = {-1, -1, -1}, .ruleset = -1,
+                    .egress_sock = -1};
+    int pipefd[2] = {-1, -1}, egress[2] = {-1, -1};
     void *stack = MAP_FAILED;
     const size_t stack_size = 256 * 1024;
     int rc = -1;
@@ -492,6 +601,13 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
         goto out;
     }
     a.err_fd = pipefd[1];
+    if (c->egress_port > 0) {
+        if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, egress) != 0) {
+            snprintf(err, errlen, "cannot prepare the egress listener: %s", strerror(errno));
+            goto out;
+        }
+        a.egress_sock = egress[1];
+    }
     if (a.use_ll && (a.ruleset = build_ruleset(sb, req, err, errlen)) < 0)
         goto out;
     if ((sb->caps.cgroup_pids || sb->caps.cgroup_memory) && make_cgroups(sb, c, out, a.procs_fd, err, errlen) != 0) {
@@ -535,15 +651,15 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     }
     out->pid = pid;
     out->pidfd = pidfd;
+    if (a.egress_sock >= 0 && (out->egress_fd = egress_receive(egress[0])) < 0) {
+        unstart(out);
+        snprintf(err, errlen, "the egress listener did not arrive");
+        errno = EIO;
+        goto out;
+    }
     if (watch(sb, out, req->deadline_ms) != 0 && required) {
         /* confinement required: a process the watchdog does not know could outlive abx */
-        abx_child_kill(out, SIGKILL);
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-        }
-        close(pidfd);
-        out->pid = -1;
-        out->pidfd = -1;
+        unstart(out);
         snprintf(err, errlen, "confinement required but unavailable: the watchdog is not running");
         errno = ENOSYS;
         goto out;
@@ -554,9 +670,16 @@ out:
         UNPOISON(stack, stack_size);
         munmap(stack, stack_size);
     }
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         if (pipefd[i] >= 0)
             close(pipefd[i]);
+        if (egress[i] >= 0)
+            close(egress[i]);
+    }
+    if (rc != 0 && out->egress_fd >= 0) {
+        close(out->egress_fd);
+        out->egress_fd = -1;
+    }
     if (a.devnull >= 0)
         close(a.devnull);
     if (a.ruleset >= 0)
@@ -606,5 +729,9 @@ void abx_child_cleanup(abx_child *c)
     if (c->pidfd >= 0) {
         close(c->pidfd);
         c->pidfd = -1;
+    }
+    if (c->egress_fd > 0) {
+        close(c->egress_fd);
+        c->egress_fd = -1;
     }
 }

@@ -1,7 +1,8 @@
 /* spawn.h — start one confined process. Every process abx starts goes through
  * abx_spawn(): its own session and process group, PDEATHSIG, no_new_privs, all
  * capabilities dropped, run_as uid/gid, seccomp (seccomp.h), Landlock (read roots, write roots, system
- * directories), an empty network namespace unless net is allowed, cgroup pids/memory
+ * directories), a network namespace of its own with only loopback (up) unless net is
+ * allowed, cgroup pids/memory
  * limits, masks over denied paths inside granted roots, no inherited descriptors.
  * The child never runs library code that allocates or locks: it is a vfork-style
  * clone that only makes system calls and then execve()s. */
@@ -55,6 +56,10 @@ typedef struct abx_confine {
                                         can neither rename nor remove a mount point */
     size_t n_pins;
     bool net;                        /* keep the host network */
+    int egress_port;                 /* without net: a listening socket on 127.0.0.1:port is
+                                        made inside the process's own network namespace and
+                                        handed back (abx_child.egress_fd) for abx's egress
+                                        proxy; 0 = none */
     int64_t pids_max;                /* cgroup pids.max; <= 0 → 256 */
     int64_t memory_max;              /* bytes; <= 0 → unlimited */
     int64_t cpu_milli;               /* millicores; <= 0 → unlimited */
@@ -105,6 +110,8 @@ typedef struct abx_child {
     pid_t pid;                       /* also the process group and session id */
     int pidfd;                       /* owned; poll for exit */
     char cgroup[3][256];             /* cgroup directories created for it: pids (v2: all), memory, cpu */
+    int egress_fd;                   /* owned until taken: the proxy's listening socket inside the
+                                        process's namespace (confine.egress_port), else -1 */
 } abx_child;
 
 /* Start the process. 0, or -1 with why (errno-like reason in err). With required

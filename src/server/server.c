@@ -160,6 +160,7 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
         .reg = s->reg,
         .auth = cfg->auth,
         .policy = cfg->policy,
+        .egress = cfg->egress,
         .lines = cfg->lines,
         .config_path = cfg->path,
         .workspace = s->workspace,

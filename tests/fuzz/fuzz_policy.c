@@ -23,7 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_t *root = abx_yaml_load((const char *)data, size, &lines, err, sizeof err, &line);
     if (root && json_is_object(root)) {
         abx_policy_input in = {.reg = reg, .auth = json_object_get(root, "auth"),
-                               .policy = json_object_get(root, "policy"), .lines = lines, .workspace = "/tmp",
+                               .policy = json_object_get(root, "policy"), .egress = json_object_get(root, "egress"),
+                               .lines = lines, .workspace = "/tmp",
                                .default_token_sha256_hex =
                                    "0000000000000000000000000000000000000000000000000000000000000000"};
         abx_diags d = {0};

@@ -85,12 +85,25 @@ SOCKETS = {
     "icmp_dgram": "socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP).sendto(b'\\x08\\0\\0\\0\\0\\0\\0\\0', ('127.0.0.1', 0))",
     "tcp6_connect": "socket.create_connection(('::1', int(sys.argv[1])), timeout=2)",
     "tcp_connect_outside": "socket.create_connection(('1.1.1.1', 443), timeout=2)",
-    "tcp6_bind": "s = socket.socket(socket.AF_INET6); s.bind(('::1', 0)); s.listen(1)",
-    "udp_bind": "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('127.0.0.1', 0)); s.sendto(b'x', ('127.0.0.1', s.getsockname()[1]))",
-    "udp6_send": "socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).sendto(b'x', ('::1', 53))",
     "udp_dns": "socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('8.8.8.8', 53))",
     "sctp": "socket.socket(socket.AF_INET, socket.SOCK_STREAM, 132).connect(('127.0.0.1', int(sys.argv[1])))",
 }
+
+
+# The process's own loopback (issue 25): up and private to it under net: false, so these work
+# where abx gives each process a network namespace (the full tier); tcp6_connect above
+# (to abx's port) still fails: that port is in abx's namespace, not the process's.
+LOOPBACK = {
+    "tcp6_bind": "s = socket.socket(socket.AF_INET6); s.bind(('::1', 0)); s.listen(1)",
+    "udp_bind": "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('127.0.0.1', 0)); s.sendto(b'x', ('127.0.0.1', s.getsockname()[1]))",
+    "udp6_send": "socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).sendto(b'x', ('::1', 53))",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LOOPBACK))
+def test_own_loopback_works(srv, kind):
+    j = py(srv, TRY + "attempt(lambda: exec(%r))\n" % LOOPBACK[kind], srv.port)
+    assert verdict(j) == "ALLOWED", "%s: %s" % (kind, j)
 
 
 @pytest.mark.parametrize("kind", sorted(SOCKETS))

@@ -433,3 +433,40 @@ def test_read_only_root_file_system():
         assert r.status_code == 200 and "WROTE" not in r.json()["stdout"], r.text
     finally:
         t.close()
+
+
+@pytest.mark.parametrize("confine", ["required", "best_effort"])
+def test_egress_allowlist_needs_a_network_namespace(tier, confine):
+    """net: {allow}: the proxy listens inside the process's namespace; without namespaces
+    the call is refused in either mode (an allowlist cannot be approximated)."""
+    ws = tier.workspace()
+    s = tier.server(config(ws, statement=stmt(ws, net={"allow": ["pypi.org"]}), confine=confine))
+    r = run(s, "import os; print(os.environ.get('HTTPS_PROXY'))")
+    if tier.name == "full":
+        assert r.status_code == 200 and r.json()["stdout"] == "http://127.0.0.1:3128\n", r.text
+        return
+    assert r.status_code == 503 and r.json()["error"]["code"] == "sandbox.unavailable", r.text
+    if tier.name == "minimal" and confine == "required":
+        assert "landlock" in r.text, r.text  # refused first for what every statement needs
+    else:
+        assert "an egress allowlist needs a network namespace" in r.text, r.text
+
+
+def test_check_config_warns_an_allowlist_needs_namespaces(tier):
+    import subprocess
+    ws = tier.workspace()
+    path = os.path.join(tier.base, "check-eg-%d.json" % tier.n)
+    with open(path, "w") as f:
+        json.dump(config(ws, statement=stmt(ws, net={"allow": ["pypi.org"]})), f)
+    os.chmod(path, 0o644)
+    home = os.path.join(tier.base, "check-eg-home-%d" % tier.n)
+    os.makedirs(home)
+    tier.own(home)
+    cmd = [tier.bin, "check-config", path]
+    if tier.wrap:
+        cmd = [wrapper()] + tier.wrap + ["--"] + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tier.base, env=dict(os.environ, ABX_HOME=home),
+                       timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    warned = "net: {allow: [...]} needs network namespace" in r.stdout
+    assert warned == (tier.name != "full"), r.stdout

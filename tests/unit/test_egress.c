@@ -202,6 +202,14 @@ static void test_resolver_and_decide(void **state)
     assert_non_null(p);
     assert_int_equal(p->n, 2);
     assert_null(abx_egress_pinned(&r, "pinned.test", 80));
+    /* "*": every port, after an exact pin */
+    assert_int_equal(abx_egress_resolve_add(&r, "any.test:*:10.0.0.7", err, sizeof err), 0);
+    assert_int_equal(abx_egress_resolve_add(&r, "any.test:81:10.0.0.8", err, sizeof err), 0);
+    assert_non_null(p = abx_egress_pinned(&r, "any.test", 4242));
+    assert_int_equal(p->addrs[0].a[3], 7);
+    assert_non_null(p = abx_egress_pinned(&r, "any.test", 81));
+    assert_int_equal(p->addrs[0].a[3], 8);
+    p = abx_egress_pinned(&r, "pinned.test", 8080);
     const char *entries[] = {"pinned.test:8080", "*.wild.test:8080", NULL};
     abx_egress_allow a = allow_of(entries);
     abx_egress_decision d;
