@@ -17,8 +17,11 @@ set(ABX_SRC_CORE
 )
 set(ABX_SRC_SANDBOX
   src/sandbox/egress.c
+  src/sandbox/egress_ca.c
+  src/sandbox/egress_inject.c
   src/sandbox/egress_match.c
   src/sandbox/egress_parse.c
+  src/sandbox/egress_tls.c
   src/sandbox/jail.c
   src/sandbox/plan.c
   src/sandbox/proc.c
