@@ -46,6 +46,7 @@ set(ABX_SRC_HTTP
 )
 set(ABX_SRC_CONFIG
   src/config/config.c
+  src/config/secrets.c
 )
 set(ABX_SRC_POLICY
   src/policy/auth.c
@@ -56,6 +57,7 @@ set(ABX_SRC_POLICY
   src/policy/layout.c
   src/policy/lint.c
   src/policy/match.c
+  src/policy/net_inject.c
   src/policy/paths.c
   src/policy/snapshot.c
   src/policy/stmt.c

@@ -67,6 +67,7 @@ typedef struct abx_stmt {
     size_t n_env;
     bool has_net;
     bool net;                 /* false (default): the process gets an empty network namespace */
+    struct abx_egress_injects *net_inject; /* owned; NULL: none (net.inject, net_inject.c) */
     /* url, language and agent scopes */
     bool has_urls;
     char **urls;
@@ -163,6 +164,7 @@ typedef struct abx_policy_input {
     const char *const *protected_what; /* [n_protected] what each is ("the ledger"); may be NULL */
     size_t n_protected;
     bool allow_lint_errors;         /* unsafe scopes become warnings */
+    const struct abx_secrets *secrets; /* config secrets: ${secret:NAME} in net.inject; may be NULL */
 } abx_policy_input;
 
 abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags);

@@ -515,6 +515,8 @@ bool abx_pol_parse_stmt(cctx *c, abx_stmt *s, const json_t *stmt, bool allow_sid
         }
         s->has_net = net != NULL;
         s->net = json_is_true(net);
+        if (json_is_object(net) && !abx_pol_net_inject(c, s, net))
+            return false;
         if (!parse_limits(c, s, stmt))
             return false;
         const json_t *ap = json_object_get(stmt, "approval");

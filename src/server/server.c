@@ -169,6 +169,7 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
         .protected_what = st.what,
         .n_protected = st.n,
         .allow_lint_errors = cfg->allow_lint_errors,
+        .secrets = &cfg->secrets,
     };
     for (const abx_registry *rg = s->reg; rg; rg = rg->parent) {
         const abx_lint *lints;
