@@ -195,5 +195,9 @@ char *abx_secret_expand(const char *tpl, const abx_secrets *s, void (*used)(cons
         buf_wipe_free(&b);
         return NULL;
     }
-    return b.len ? abx_buf_detach(&b) : abx_strdup("");
+    if (!b.len) {
+        abx_buf_release(&b);
+        return abx_strdup("");
+    }
+    return abx_buf_detach(&b);
 }

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define LEAF_CACHE 64
@@ -251,11 +252,17 @@ bool abx_egress_ca_use_leaf(abx_egress_ca *ca, SSL *ssl, const char *host)
 {
     pthread_mutex_lock(&ca->mu);
     X509 *x = NULL;
-    for (size_t i = 0; i < LEAF_CACHE && !x; i++)
-        if (ca->leafs[i].x && strcmp(ca->leafs[i].host, host) == 0)
-            x = ca->leafs[i].x;
+    time_t soon = time(NULL) + 86400;
+    unsigned s = LEAF_CACHE;
+    for (unsigned i = 0; i < LEAF_CACHE && !x; i++)
+        if (ca->leafs[i].x && strcmp(ca->leafs[i].host, host) == 0) {
+            s = i; /* a leaf within a day of its end is made anew in its slot */
+            if (X509_cmp_time(X509_get0_notAfter(ca->leafs[i].x), &soon) > 0)
+                x = ca->leafs[i].x;
+        }
     if (!x && (x = make_cert(ca->leaf_key, host, 30, ca->cert, ca->key))) {
-        unsigned s = ca->next++ % LEAF_CACHE;
+        if (s == LEAF_CACHE)
+            s = ca->next++ % LEAF_CACHE;
         X509_free(ca->leafs[s].x);
         ca->leafs[s].x = x;
         snprintf(ca->leafs[s].host, sizeof ca->leafs[s].host, "%s", host);

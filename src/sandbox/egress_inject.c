@@ -209,7 +209,7 @@ int abx_egress_chunk_step(abx_chunked *c, const unsigned char *in, size_t len, s
                           size_t *dlen)
 {
     size_t i = 0;
-    *doff = *dlen = 0;
+    *doff = *dlen = *used = 0;
     while (i < len) {
         unsigned char ch = in[i];
         switch (c->state) {
