@@ -27,6 +27,7 @@
 #define SIDE_CAP (ABX_EGRESS_HEAD_MAX + 4096)
 #define WORK_CAP 32768
 #define OUT_CAP 16384
+#define OUT_PRE 16 /* room for a chunk's size line before its data */
 static const char REDACTED[] = "[REDACTED]";
 
 struct abx_egress_tls {
@@ -34,6 +35,7 @@ struct abx_egress_tls {
     const abx_egress_injects *inj;
     SSL_CTX *server, *client;
     size_t maxsecret;
+    bool first[256]; /* the first bytes of the secrets: where a match may start */
 };
 
 typedef struct side {
@@ -49,7 +51,7 @@ typedef struct sess {
     side c, u;
     unsigned char work[WORK_CAP]; /* redaction: held bytes, then new ones */
     size_t wl;
-    unsigned char out[OUT_CAP + sizeof REDACTED + 16];
+    unsigned char out[OUT_PRE + OUT_CAP + sizeof REDACTED + 2]; /* chunk size line, data, CRLF */
     size_t ol;
     char head[ABX_EGRESS_HEAD_MAX + 9000];
 } sess;
@@ -66,8 +68,11 @@ abx_egress_tls *abx_egress_tls_new(abx_egress_ca *ca, const abx_egress_injects *
     t->ca = ca;
     t->inj = inj;
     for (size_t i = 0; i < inj->nsecrets; i++)
+    {
         if (strlen(inj->secrets[i]) > t->maxsecret)
             t->maxsecret = strlen(inj->secrets[i]);
+        t->first[(unsigned char)inj->secrets[i][0]] = true;
+    }
     t->server = SSL_CTX_new(TLS_server_method());
     t->client = SSL_CTX_new(TLS_client_method());
     if (!t->server || !t->client || !SSL_CTX_set_min_proto_version(t->server, TLS1_2_VERSION) ||
@@ -162,9 +167,12 @@ static bool flush_out(sess *x)
 {
     if (!x->ol)
         return true;
-    char hdr[24];
+    char hdr[OUT_PRE];
     int n = snprintf(hdr, sizeof hdr, "%zx\r\n", x->ol);
-    bool ok = put(&x->c, hdr, (size_t)n) && put(&x->c, x->out, x->ol) && put(&x->c, "\r\n", 2);
+    unsigned char *start = x->out + OUT_PRE - n; /* one write: size line, data, CRLF */
+    memcpy(start, hdr, (size_t)n);
+    memcpy(x->out + OUT_PRE + x->ol, "\r\n", 2);
+    bool ok = put(&x->c, start, (size_t)n + x->ol + 2);
     x->s->down += x->ol;
     x->ol = 0;
     return ok;
@@ -205,13 +213,26 @@ static bool redact_scan(sess *x, bool final)
     size_t keep = x->t->maxsecret ? x->t->maxsecret - 1 : 0;
     size_t limit = final ? x->wl : x->wl > keep ? x->wl - keep : 0, i = 0;
     while (i < limit) {
-        size_t k = x->t->maxsecret ? secret_at(x->t, x->work + i, x->wl - i) : 0;
+        size_t j = i; /* a run no secret can start in: copied whole */
+        while (j < limit && !x->t->first[x->work[j]])
+            j++;
+        while (i < j) {
+            size_t k = OUT_CAP - x->ol < j - i ? OUT_CAP - x->ol : j - i;
+            memcpy(x->out + OUT_PRE + x->ol, x->work + i, k);
+            x->ol += k;
+            i += k;
+            if (x->ol >= OUT_CAP && !flush_out(x))
+                return false;
+        }
+        if (i >= limit)
+            break;
+        size_t k = secret_at(x->t, x->work + i, x->wl - i);
         if (k) {
-            memcpy(x->out + x->ol, REDACTED, sizeof REDACTED - 1);
+            memcpy(x->out + OUT_PRE + x->ol, REDACTED, sizeof REDACTED - 1);
             x->ol += sizeof REDACTED - 1;
             i += k;
         } else {
-            x->out[x->ol++] = x->work[i++];
+            x->out[OUT_PRE + x->ol++] = x->work[i++];
         }
         if (x->ol >= OUT_CAP && !flush_out(x))
             return false;
