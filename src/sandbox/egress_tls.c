@@ -54,6 +54,7 @@ typedef struct sess {
     unsigned char out[OUT_PRE + OUT_CAP + sizeof REDACTED + 2]; /* chunk size line, data, CRLF */
     size_t ol;
     char head[ABX_EGRESS_HEAD_MAX + 9000];
+    bool expect; /* the request asked for 100 Continue (answered here: Expect is dropped) */
 } sess;
 
 abx_egress_tls *abx_egress_tls_new(abx_egress_ca *ca, const abx_egress_injects *inj, const char *upstream_ca,
@@ -295,6 +296,8 @@ static bool send_request(sess *x, const abx_http_req *r, size_t head)
     for (size_t i = r->line_len; i + 2 < head;) {
         const char *e = memmem(b + i, head - i, "\r\n", 2);
         size_t ll = (size_t)(e - (b + i)) + 2;
+        if (hdr_is(b + i, ll, "expect"))
+            x->expect = true;
         if (!dropped(x, b + i, ll) && (size_t)n + ll < cap) {
             memcpy(x->head + n, b + i, ll);
             n += (int)ll;
@@ -485,9 +488,13 @@ static void http_loop(sess *x)
             return;
         }
         note(x, &r);
+        x->expect = false;
         if (!send_request(x, &r, (size_t)h))
             return;
         consume(&x->c, (size_t)h);
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        if (x->expect && (r.content_length > 0 || r.chunked) && !put(&x->c, cont, sizeof cont - 1))
+            return;
         if (!send_body(x, &r) || !relay_response(x, &r))
             return;
     }

@@ -427,6 +427,30 @@ static void test_redact_chunked_and_close(void **state)
     assert_null(strstr(out, SECRET));
 }
 
+static void test_request_bodies(void **state)
+{
+    (void)state;
+    char head[512], out[16384], up[8192];
+    /* Expect: 100-continue is answered by the proxy, not sent on */
+    int fd = connect_via("api.test", up_api.port, head, sizeof head);
+    assert_true(https_get(fd, abx_egress_ca_cert_path(ca), "api.test",
+                          "POST /len HTTP/1.1\r\nHost: api.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\nhello",
+                          out, sizeof out));
+    last_seen(up, sizeof up);
+    assert_non_null(strstr(up, "POST /len HTTP/1.1\r\n"));
+    assert_null(strstr(up, "Expect"));
+    assert_true(strncmp(out, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK", 40) == 0);
+    /* a chunked request body goes on as it came */
+    fd = connect_via("api.test", up_api.port, head, sizeof head);
+    assert_true(https_get(fd, abx_egress_ca_cert_path(ca), "api.test",
+                          "POST /len HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+                          "5\r\nhello\r\n0\r\n\r\n", out, sizeof out));
+    last_seen(up, sizeof up);
+    assert_non_null(strstr(up, "Transfer-Encoding: chunked\r\n"));
+    assert_non_null(strstr(out, "200 OK"));
+    assert_null(strstr(out, SECRET));
+}
+
 static void test_untrusted_upstream(void **state)
 {
     (void)state;
@@ -535,7 +559,8 @@ int main(void)
     signal(SIGPIPE, SIG_IGN); /* as abx does (src/cli/main.c): OpenSSL writes with write(2) */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ca_made_once),       cmocka_unit_test(test_inject_https),
-        cmocka_unit_test(test_redact_chunked_and_close), cmocka_unit_test(test_untrusted_upstream),
+        cmocka_unit_test(test_redact_chunked_and_close), cmocka_unit_test(test_request_bodies),
+        cmocka_unit_test(test_untrusted_upstream),
         cmocka_unit_test(test_other_host_untouched), cmocka_unit_test(test_plain_http_inject),
         cmocka_unit_test(test_inject_rules),       cmocka_unit_test(test_resp_parsers),
     };
