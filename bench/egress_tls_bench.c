@@ -249,5 +249,9 @@ int main(int argc, char **argv)
     abx_egress_stop(px);
     abx_egress_tls_free(tls);
     abx_egress_injects_free(&inj);
-    return 0;
+    abx_egress_ca_free(ca);
+    abx_egress_ca_free(test_ca);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", dir, updir);
+    return system(cmd) == 0 ? 0 : 1;
 }
