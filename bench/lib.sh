@@ -174,7 +174,7 @@ bench_cc_libabx() {
         done
     fi
     if [ ${#libs[@]} -eq 0 ]; then
-        read -ra libs < <(pkg-config --libs libmicrohttpd jansson yaml-0.1 sqlite3 zlib)
+        read -ra libs < <(pkg-config --libs libmicrohttpd jansson yaml-0.1 sqlite3 zlib openssl)
         libs+=(-lwslay -ldl)
     fi
     libs+=(-lpthread)

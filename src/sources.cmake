@@ -18,8 +18,11 @@ set(ABX_SRC_CORE
 set(ABX_SRC_SANDBOX
   src/sandbox/egress.c
   src/sandbox/egress_box.c
+  src/sandbox/egress_ca.c
+  src/sandbox/egress_inject.c
   src/sandbox/egress_match.c
   src/sandbox/egress_parse.c
+  src/sandbox/egress_tls.c
   src/sandbox/jail.c
   src/sandbox/plan.c
   src/sandbox/proc.c
@@ -44,6 +47,7 @@ set(ABX_SRC_HTTP
 )
 set(ABX_SRC_CONFIG
   src/config/config.c
+  src/config/secrets.c
 )
 set(ABX_SRC_POLICY
   src/policy/auth.c
@@ -55,6 +59,7 @@ set(ABX_SRC_POLICY
   src/policy/lint.c
   src/policy/match.c
   src/policy/net.c
+  src/policy/net_inject.c
   src/policy/paths.c
   src/policy/snapshot.c
   src/policy/stmt.c

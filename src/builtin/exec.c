@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -89,6 +90,25 @@ static int open_cwd(abx_ctx *ctx, const abx_exec_opts *o, const abx_fs_view *v, 
     return abx_jail_open_root(*path);
 }
 
+/* A process behind the egress proxy: the proxy variables, set last so a call cannot point
+ * them elsewhere, and with inject rules the CA that intercepts (fails closed without it). */
+static bool egress_env(abx_procs *procs, const abx_decision *d, const char *tmpdir, env_builder *env,
+                       abx_reply *r, const char *argv0)
+{
+    abx_exec_egress_env(env_set_cb, env);
+    if (!d->net_inject || !d->net_inject->n)
+        return true;
+    abx_env_pair ca[ABX_EGRESS_CA_ENV];
+    char why[200], bundle[PATH_MAX], cert[PATH_MAX];
+    if (abx_procs_egress_ca_env(procs, tmpdir, bundle, cert, ca, why, sizeof why) != 0) {
+        abx_reply_error(r, ABX_E_SANDBOX_UNAVAILABLE, NULL, "cannot start '%s': %s", argv0, why);
+        return false;
+    }
+    for (size_t i = 0; i < ABX_EGRESS_CA_ENV; i++)
+        env_set(env, ca[i].name, ca[i].value);
+    return true;
+}
+
 abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *o, abx_reply *r)
 {
     abx_procs *procs = abx_ctx_procs(ctx);
@@ -145,8 +165,8 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
     json_t *val;
     json_object_foreach((json_t *)o->base_env, k, val) env_set(&env, k, json_string_value(val));
     json_object_foreach(json_object_get(args, "env"), k, val) env_set(&env, k, json_string_value(val));
-    if (d->net_allow && !d->net) /* its only way out: set last, a call cannot point it elsewhere */
-        abx_exec_egress_env(env_set_cb, &env);
+    if (d->net_allow && !d->net && !egress_env(procs, d, tmpdir, &env, r, argv[0]))
+        goto out;
     if (!env.v) {
         abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
         goto out;
@@ -181,6 +201,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .egress_allow = d->net_allow,
         .egress_resolve = d->net_resolve,
         .egress_sink = conf.egress_port ? abx_exec_egress_sink(ctx) : (abx_egress_sink){0},
+        .egress_inject = conf.egress_port ? d->net_inject : NULL,
     };
     record_confinement(ctx, &conf);
     p = abx_proc_start(procs, &spec, why, sizeof why);

@@ -4,6 +4,7 @@
  * errors; keys of features this build does not have are errors too (never accepted
  * and ignored: a silent no-op in a security config is a lie). */
 #include "config/config.h"
+#include "config/secrets.h"
 #include "core/yaml.h"
 #include "core/util.h"
 #include <errno.h>
@@ -89,7 +90,7 @@ struct cfg_row {
 #define AUX(f) .aux = offsetof(abx_config, f)
 
 static cfg_parse parse_int, parse_size, parse_duration, parse_bool, parse_string, parse_abspath, parse_enum,
-    parse_listen, parse_tls, parse_run_as, parse_strlist, parse_json;
+    parse_listen, parse_tls, parse_run_as, parse_strlist, parse_json, parse_secrets;
 
 #define PARSE_INT parse_int
 #define PARSE_SIZE parse_size
@@ -121,7 +122,7 @@ static const cfg_row rows[] = {
     {"auth", SH_MAP, parse_json, FIELD(auth), .type = "section", .doc = "principals and credentials"},
     {"policy", SH_MAP, parse_json, FIELD(policy), .type = "section", .doc = "allow and deny statements"},
     {"egress", SH_MAP, parse_json, FIELD(egress), .type = "section",
-     .doc = "the egress proxy: resolve (a static host → address table, like curl's --resolve)"},
+     .doc = "the egress proxy (docs/egress.md): resolve (a static host → address table, like curl's --resolve), upstream_ca"},
     {"terminal_listen", SH_STRING, parse_listen, FIELD(terminal_host), AUX(terminal_port), .type = "host:port",
      .sdef = "127.0.0.1:9001", .choices = "off",
      .doc = "WebSocket terminal listener host:port (port 0 = any; \"off\" = none)"},
@@ -157,6 +158,10 @@ static const cfg_row rows[] = {
      .doc = "Python op workers: shared (one confined process per module) or per_call (a fresh one per call)"},
     {"tests", SH_LIST, parse_json, FIELD(tests), .type = "list",
      .doc = "policy tests: [{principal, op, args, expect}]"},
+    {"secrets", SH_MAP, parse_secrets, .type = "map",
+     .doc = "NAME: {env: VARIABLE} | {file: PATH}, read at load; used as ${secret:NAME} in net.inject (docs/egress.md)"},
+    {"egress.upstream_ca", SH_ANY, parse_string, FIELD(egress_upstream_ca), .type = "path",
+     .doc = "a PEM file trusted for intercepted (inject) upstreams besides the system store"},
 };
 
 static void *field_of(abx_config *c, size_t off) { return (char *)c + off; }
@@ -351,6 +356,13 @@ static bool parse_tls(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail
     store_str(c, offsetof(abx_config, tls_cert), abx_strdup(json_string_value(cert)));
     store_str(c, offsetof(abx_config, tls_key), abx_strdup(json_string_value(key)));
     return true;
+}
+
+static bool parse_secrets(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f)
+{
+    (void)r;
+    abx_secrets_free(&c->secrets);
+    return abx_secrets_load(v, &c->secrets, &f->code, f->why, sizeof f->why) == 0;
 }
 
 static bool parse_run_as(abx_config *c, const cfg_row *r, const json_t *v, cfg_fail *f)
@@ -703,5 +715,7 @@ void abx_config_release(abx_config *c)
     for (size_t i = 0; i < c->n_system_env; i++)
         abx_free(c->system_env[i]);
     abx_free(c->system_env);
+    abx_secrets_free(&c->secrets);
+    abx_free(c->egress_upstream_ca);
     memset(c, 0, sizeof *c);
 }

@@ -5,6 +5,7 @@
 #ifndef ABX_CONFIG_CONFIG_H
 #define ABX_CONFIG_CONFIG_H
 
+#include "config/secrets.h"
 #include "core/diag.h"
 #include "core/yaml.h"
 #include <jansson.h>
@@ -57,6 +58,8 @@ typedef struct abx_config {
     bool python_per_call;       /* python_isolation: per_call (a fresh confined process per call) */
     char **system_env;          /* owned: variables system.env.get may reveal */
     size_t n_system_env;
+    abx_secrets secrets;        /* owned: values read at load, never stored or shown elsewhere */
+    char *egress_upstream_ca;   /* owned: egress.upstream_ca */
 } abx_config;
 
 /* Load and validate. path NULL = embedded default. Diagnostics go to diags (with lines).

@@ -643,6 +643,7 @@ static void take_stmt(decide_run *r, uint16_t idx, json_t *st, abx_argv *av, boo
     else if (s->net_allow && !d->net_allow) {
         d->net_allow = s->net_allow;
         d->net_stmt = s->label;
+        d->net_inject = s->net_inject;
     }
     for (int i = 0; i < ABX_LIM__COUNT; i++)
         if (s->limits[i] >= 0 && (d->limits[i] < 0 || s->limits[i] < d->limits[i]))
@@ -672,6 +673,7 @@ static bool step_allow(decide_run *r)
     if (net_none || net_all) {
         r->d->net_allow = NULL;
         r->d->net_stmt = NULL;
+        r->d->net_inject = NULL;
     } else {
         r->d->net_resolve = &r->p->egress_resolve;
     }

@@ -22,6 +22,9 @@ void abx_pol_policy_free(abx_policy *p);
 
 /* stmt.c: reading the config's values into statements */
 int abx_pol_line_of(cctx *c, const json_t *obj, const char *key);
+/* net_inject.c: net.inject of an allow statement (net an object) into s->net_inject */
+bool abx_pol_net_inject(cctx *c, abx_stmt *s, const json_t *net);
+void abx_pol_net_inject_free(abx_stmt *s);
 bool abx_pol_strlist(cctx *c, const json_t *parent, const char *key, char ***out, size_t *n);
 void abx_pol_free_strlist(char **l, size_t n);
 bool abx_pol_check_keys(cctx *c, const json_t *obj, const char *const *allowed, const char *what);

@@ -7,7 +7,7 @@
 
 static bool parse_allowlist(cctx *c, abx_stmt *s, const json_t *stmt, const json_t *net)
 {
-    static const char *const keys[] = {"allow", NULL};
+    static const char *const keys[] = {"allow", "inject", NULL};
     if (!abx_pol_check_keys(c, net, keys, "net"))
         return false;
     const json_t *list = json_object_get(net, "allow");
@@ -38,7 +38,7 @@ static bool parse_allowlist(cctx *c, abx_stmt *s, const json_t *stmt, const json
         if (abx_egress_lint(t, msg, sizeof msg))
             abx_diag_add(c->d, "warning", "config.broad_egress", line, "%s: net.allow '%s': %s", s->label, t, msg);
     }
-    return true;
+    return abx_pol_net_inject(c, s, net); /* net.inject: net_inject.c */
 }
 
 bool abx_pol_parse_net(cctx *c, abx_stmt *s, const json_t *stmt)
@@ -97,7 +97,7 @@ static bool add_pin(cctx *c, int line, const char *key, const json_t *v)
 
 bool abx_pol_parse_egress(cctx *c, const json_t *egress)
 {
-    static const char *const keys[] = {"resolve", NULL};
+    static const char *const keys[] = {"resolve", "upstream_ca", NULL}; /* upstream_ca: a config row (config.c) */
     if (!egress)
         return true;
     if (!json_is_object(egress)) {

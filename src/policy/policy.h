@@ -69,6 +69,7 @@ typedef struct abx_stmt {
     bool has_net;
     bool net;                 /* false (default): the process gets an empty network namespace */
     abx_egress_allow *net_allow; /* owned: net: {allow: [...]} (net is false then), else NULL */
+    struct abx_egress_injects *net_inject; /* owned; NULL: none (net.inject, net_inject.c) */
     /* url, language and agent scopes */
     bool has_urls;
     char **urls;
@@ -167,6 +168,7 @@ typedef struct abx_policy_input {
     const char *const *protected_what; /* [n_protected] what each is ("the ledger"); may be NULL */
     size_t n_protected;
     bool allow_lint_errors;         /* unsafe scopes become warnings */
+    const struct abx_secrets *secrets; /* config secrets: ${secret:NAME} in net.inject; may be NULL */
 } abx_policy_input;
 
 abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags);
@@ -209,6 +211,7 @@ typedef struct abx_decision {
                                              gets out only through the egress proxy, to these */
     const abx_egress_resolver *net_resolve; /* borrowed: the config's egress.resolve */
     const char *net_stmt;                 /* borrowed: the label of the statement net_allow is from */
+    const struct abx_egress_injects *net_inject; /* borrowed: that statement's net.inject, or NULL */
     int chosen;                           /* the first admitting statement (its scopes shape the jail) */
     uint16_t *admitting;                  /* owned: every allow statement that admitted the call */
     size_t n_admitting;

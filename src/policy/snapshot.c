@@ -28,6 +28,7 @@ void abx_pol_stmt_release(abx_stmt *s)
     abx_free(s->cmds);
     abx_free(s->cmd_path);
     abx_pol_net_release(s);
+    abx_pol_net_inject_free(s);
     char **lists[] = {s->env_allow, s->urls, s->languages, s->agents};
     size_t counts[] = {s->n_env, s->n_urls, s->n_languages, s->n_agents};
     for (size_t l = 0; l < 4; l++) {

@@ -13,6 +13,7 @@
  * whose server name is not the host asked for, a malformed one, or a CONNECT request
  * inside the tunnel closes it. */
 #include "sandbox/egress.h"
+#include "sandbox/egress_tls.h"
 
 #include "core/util.h"
 
@@ -425,6 +426,24 @@ static bool scan_client(conn *c)
     return true;
 }
 
+/* A host with inject rules: interception (egress_tls.c) instead of a tunnel or a relay.
+ * false when the host has none. */
+static bool intercepted(conn *c, bool tls)
+{
+    if (!abx_egress_tls_wants(c->e->cfg.tls, c->host))
+        return false;
+    abx_egress_session s = {.cfd = c->cfd, .ufd = c->ufd, .stopfd = c->e->stopfd, .idle_ms = c->e->cfg.idle_ms,
+                            .host = c->host, .port = c->port, .tls = tls, .pre = c->buf, .prelen = c->len};
+    abx_egress_intercept(c->e->cfg.tls, &s);
+    c->up = s.up;
+    c->down = s.down;
+    if (!tls)
+        snprintf(c->method, sizeof c->method, "%s", s.method);
+    snprintf(c->path, sizeof c->path, "%s", s.path);
+    emit(c, !s.refused, s.reason);
+    return true;
+}
+
 static void serve_http(conn *c, const abx_http_req *r)
 {
     begin(c, "http", r->host, r->port);
@@ -442,6 +461,8 @@ static void serve_http(conn *c, const abx_http_req *r)
         http_error(c, 502, "Bad Gateway", "abx: egress upstream unreachable");
         return;
     }
+    if (intercepted(c, false))
+        return;
     if (scan_client(c))
         relay(c, true);
     emit(c, true, NULL);
@@ -536,6 +557,8 @@ static void serve_connect(conn *c, const abx_http_req *r)
         http_error(c, 502, "Bad Gateway", "abx: egress upstream unreachable");
         return;
     }
+    if (intercepted(c, true))
+        return;
     static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
     if (send_all(c->cfd, ok, sizeof ok - 1))
         tunnel(c);

@@ -9,7 +9,7 @@
  * a name an entry names exactly (not by wildcard). So a wildcard never reaches loopback,
  * private, link-local or metadata addresses, and DNS rebinding to them is refused.
  *
- * Not here yet: TLS interception and credential injection (`inject`), the namespace the
+ * Credential injection (`inject`: TLS interception) is egress_tls.h. Not here yet: the namespace the
  * proxy listens in, and the ledger wiring (the proxy reports each connection to a
  * callback; the caller records it). See docs/egress.md. */
 #ifndef ABX_SANDBOX_EGRESS_H
@@ -167,6 +167,7 @@ typedef struct abx_egress_config {
     int connect_ms;                      /* 0: 10 s to reach an upstream */
     abx_egress_record_fn record;         /* may be NULL; called from the proxy's threads */
     void *ctx;
+    const struct abx_egress_tls *tls;    /* borrowed; may be NULL: inject hosts (egress_tls.h) */
 } abx_egress_config;
 
 typedef struct abx_egress abx_egress;

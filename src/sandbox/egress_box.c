@@ -14,6 +14,8 @@ struct abx_egress_box {
     abx_egress_allow allow;
     abx_egress_resolver res;
     abx_egress_sink sink;
+    abx_egress_injects inj;
+    abx_egress_tls *tls; /* NULL: no inject rules */
     abx_egress *proxy;
 };
 
@@ -61,6 +63,8 @@ static void box_free(abx_egress_box *b)
 {
     abx_egress_allow_free(&b->allow);
     abx_egress_resolver_free(&b->res);
+    abx_egress_tls_free(b->tls);
+    abx_egress_injects_free(&b->inj);
     if (b->sink.ctx_free)
         b->sink.ctx_free(b->sink.ctx);
     abx_free(b);
@@ -68,6 +72,30 @@ static void box_free(abx_egress_box *b)
 
 abx_egress_box *abx_egress_box_start(int listen_fd, const abx_egress_allow *allow, const abx_egress_resolver *res,
                                      abx_egress_sink sink, char *err, size_t errlen)
+{
+    return abx_egress_box_start_tls(listen_fd, allow, res, NULL, sink, err, errlen);
+}
+
+/* the box's own copy of the inject rules and its interceptor; 0, or -1 with err */
+static int box_tls(abx_egress_box *b, const abx_egress_box_tls *tls, char *err, size_t errlen)
+{
+    if (!tls || !tls->inj || !tls->inj->n)
+        return 0;
+    if (!tls->ca) {
+        snprintf(err, errlen, "the egress CA is unavailable: inject rules cannot be kept");
+        return -1;
+    }
+    if (abx_egress_injects_copy(&b->inj, tls->inj) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    b->tls = abx_egress_tls_new(tls->ca, &b->inj, tls->upstream_ca, err, errlen);
+    return b->tls ? 0 : -1;
+}
+
+abx_egress_box *abx_egress_box_start_tls(int listen_fd, const abx_egress_allow *allow, const abx_egress_resolver *res,
+                                         const abx_egress_box_tls *tls, abx_egress_sink sink, char *err,
+                                         size_t errlen)
 {
     abx_egress_box *b = abx_calloc(1, sizeof *b);
     if (!b) {
@@ -79,7 +107,8 @@ abx_egress_box *abx_egress_box_start(int listen_fd, const abx_egress_allow *allo
     }
     b->sink = sink;
     err[0] = '\0';
-    if (copy_allow(&b->allow, allow, err, errlen) != 0 || copy_resolver(&b->res, res) != 0) {
+    if (copy_allow(&b->allow, allow, err, errlen) != 0 || copy_resolver(&b->res, res) != 0 ||
+        box_tls(b, tls, err, errlen) != 0) {
         if (!err[0])
             snprintf(err, errlen, "out of memory");
         close(listen_fd);
@@ -87,7 +116,7 @@ abx_egress_box *abx_egress_box_start(int listen_fd, const abx_egress_allow *allo
         return NULL;
     }
     abx_egress_config cfg = {
-        .allow = &b->allow, .resolver = &b->res, .system_dns = true, .record = on_record, .ctx = b};
+        .allow = &b->allow, .resolver = &b->res, .system_dns = true, .record = on_record, .ctx = b, .tls = b->tls};
     if (!(b->proxy = abx_egress_start(listen_fd, &cfg))) { /* it closed the fd */
         snprintf(err, errlen, "the egress proxy cannot start: %s", strerror(errno));
         box_free(b);

@@ -9,6 +9,7 @@
 #define ABX_SANDBOX_EGRESS_BOX_H
 
 #include "sandbox/egress.h"
+#include "sandbox/egress_tls.h"
 
 #define ABX_EGRESS_PORT 3128 /* where the proxy listens inside each process's namespace */
 
@@ -25,6 +26,16 @@ typedef struct abx_egress_sink {
  * (the sink's ctx is freed then too). */
 abx_egress_box *abx_egress_box_start(int listen_fd, const abx_egress_allow *allow, const abx_egress_resolver *res,
                                      abx_egress_sink sink, char *err, size_t errlen);
+/* What a box needs to intercept the hosts of inject rules (copied; ca borrowed: it must
+ * outlive the box, see abx_egress_box_drain). NULL inj or no rules: every host tunneled. */
+typedef struct abx_egress_box_tls {
+    const abx_egress_injects *inj;
+    abx_egress_ca *ca;
+    const char *upstream_ca; /* egress.upstream_ca, or NULL */
+} abx_egress_box_tls;
+abx_egress_box *abx_egress_box_start_tls(int listen_fd, const abx_egress_allow *allow, const abx_egress_resolver *res,
+                                         const abx_egress_box_tls *tls, abx_egress_sink sink, char *err,
+                                         size_t errlen);
 /* End every connection, wait for them (their records are made), free. NULL is a no-op. */
 void abx_egress_box_stop(abx_egress_box *b);
 /* The same from a thread of its own, waiting for it at most ms: a connection inside a

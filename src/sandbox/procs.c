@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <pty.h>
@@ -29,6 +30,8 @@
 
 /* The value types (stream_buf, abx_proc, pending, abx_procs): sandbox/procs_int.h.
  * One process's own API (wait, signal, stdin, output, status) is in proc.c. */
+
+static abx_egress_ca *egress_ca(abx_procs *m, char *why, size_t whylen);
 
 static void proc_free(abx_proc *p)
 {
@@ -160,8 +163,11 @@ static void do_spawn(abx_procs *m, pending *pd)
         int lfd = p->child.egress_fd;
         p->child.egress_fd = -1;
         pd->sink_taken = true;
-        p->egress = abx_egress_box_start(lfd, sp->egress_allow, sp->egress_resolve, sp->egress_sink, pd->err,
-                                         sizeof pd->err);
+        abx_egress_box_tls tls = {.inj = sp->egress_inject, .upstream_ca = m->egress_upstream_ca};
+        if (sp->egress_inject && sp->egress_inject->n)
+            tls.ca = egress_ca(m, pd->err, sizeof pd->err);
+        p->egress = abx_egress_box_start_tls(lfd, sp->egress_allow, sp->egress_resolve, &tls, sp->egress_sink,
+                                             pd->err, sizeof pd->err);
         if (!p->egress) { /* fail closed: no process whose way out is missing */
             abx_child_kill(&p->child, SIGKILL);
             goto fail_spawned;
@@ -436,6 +442,9 @@ abx_procs *abx_procs_new(const abx_procs_opts *o, char *err, size_t errlen)
     m->log = o->log;
     m->ring_cap = o->ring_bytes ? o->ring_bytes : 1024 * 1024;
     m->retention_ms = o->retention_ms > 0 ? o->retention_ms : 10 * 60 * 1000;
+    m->egress_ca_dir = o->egress_ca_dir ? abx_strdup(o->egress_ca_dir) : NULL;
+    m->egress_upstream_ca = o->egress_upstream_ca ? abx_strdup(o->egress_upstream_ca) : NULL;
+    pthread_mutex_init(&m->ca_mu, NULL);
     pthread_mutex_init(&m->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -456,6 +465,62 @@ abx_procs *abx_procs_new(const abx_procs_opts *o, char *err, size_t errlen)
         return NULL;
     }
     return m;
+}
+
+/* the egress CA, made or loaded once (it lives until abx_procs_free); NULL with why */
+static abx_egress_ca *egress_ca(abx_procs *m, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&m->ca_mu);
+    if (!m->egress_ca) {
+        if (!m->egress_ca_dir)
+            snprintf(why, whylen, "no place for the egress CA");
+        else
+            m->egress_ca = abx_egress_ca_open(m->egress_ca_dir, why, whylen);
+    }
+    abx_egress_ca *ca = m->egress_ca;
+    pthread_mutex_unlock(&m->ca_mu);
+    return ca;
+}
+
+/* copy from → to (made 0644, replaced); 0 or -1 with errno */
+static int copy_public_file(const char *from, const char *to)
+{
+    int in = open(from, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -1;
+    int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    int rc = out < 0 || fchmod(out, 0644) != 0 ? -1 : 0; /* whatever the umask: the process reads it */
+    char buf[16384];
+    ssize_t n;
+    while (rc == 0 && (n = read(in, buf, sizeof buf)) != 0) {
+        if (n < 0 || write(out, buf, (size_t)n) != n)
+            rc = -1;
+    }
+    int e = errno;
+    close(in);
+    if (out >= 0 && close(out) != 0)
+        rc = -1;
+    errno = e;
+    return rc;
+}
+
+int abx_procs_egress_ca_env(abx_procs *m, const char *dir, char *bundle, char *cert,
+                            abx_env_pair out[ABX_EGRESS_CA_ENV], char *why, size_t whylen)
+{
+    abx_egress_ca *ca = egress_ca(m, why, whylen);
+    if (!ca)
+        return -1;
+    snprintf(bundle, PATH_MAX, "%s/abx-egress-ca-bundle.pem", dir);
+    snprintf(cert, PATH_MAX, "%s/abx-egress-ca.pem", dir);
+    if (copy_public_file(abx_egress_ca_bundle_path(ca), bundle) != 0 ||
+        copy_public_file(abx_egress_ca_cert_path(ca), cert) != 0) {
+        snprintf(why, whylen, "cannot copy the egress CA into the process's TMPDIR: %s", strerror(errno));
+        return -1;
+    }
+    abx_egress_ca_env(ca, out);
+    for (size_t i = 0; i < ABX_EGRESS_CA_ENV; i++)
+        out[i].value = strcmp(out[i].name, "NODE_EXTRA_CA_CERTS") == 0 ? cert : bundle;
+    return 0;
 }
 
 /* required unless the config says best_effort: on every tier, a statement's promise is kept or fails closed */
@@ -551,6 +616,10 @@ void abx_procs_free(abx_procs *m, int64_t grace_ms)
     }
     abx_free(m->table);
     abx_egress_box_drain(); /* stops still under way record into sinks that close after us */
+    abx_egress_ca_free(m->egress_ca); /* every box that borrowed it is stopped */
+    abx_free(m->egress_ca_dir);
+    abx_free(m->egress_upstream_ca);
+    pthread_mutex_destroy(&m->ca_mu);
     abx_sandbox_free(m->sb);
     close(m->epfd);
     close(m->evfd);

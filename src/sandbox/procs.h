@@ -33,6 +33,8 @@ typedef struct abx_procs_opts {
     bool confine_required;     /*   required, else best effort (unset: see abx_procs_confine_required) */
     size_t ring_bytes;         /* per-stream output ring; 0 = 1 MiB */
     int64_t retention_ms;      /* how long exited records stay; 0 = 10 minutes */
+    const char *egress_ca_dir; /* where the egress CA is kept (copied); NULL: no inject rules can run */
+    const char *egress_upstream_ca; /* egress.upstream_ca (copied), or NULL */
     /* where the tier is logged once the sandbox is built (abx_log's shape); may be NULL */
     void (*log)(const char *level, const char *request_id, const char *fmt, ...);
 } abx_procs_opts;
@@ -50,6 +52,13 @@ void abx_procs_run_ids(const abx_procs *m, uid_t *uid, gid_t *gid);
  * missing), owned by the run ids. 0 with dir filled, or -1 with why. Hand it to the
  * process with abx_proc_set_tmpdir, or remove it with abx_rm_tree. */
 int abx_procs_make_tmpdir(abx_procs *m, char *dir, size_t dirlen, char *why, size_t whylen);
+/* The environment that makes a process trust the egress CA, the CA made or loaded the
+ * first time it is needed. The CA lives in abx's protected state, which a process cannot
+ * read, so its certificate and the bundle (system store + abx CA; never the key) are
+ * copied into dir (the process's private TMPDIR) and out points at bundle and cert, each
+ * PATH_MAX long. 0, or -1 with why (fail closed: no process with inject rules without it). */
+int abx_procs_egress_ca_env(abx_procs *m, const char *dir, char *bundle, char *cert,
+                            abx_env_pair out[ABX_EGRESS_CA_ENV], char *why, size_t whylen);
 /* TERM every process group, wait up to grace_ms, KILL the rest, stop the thread. */
 void abx_procs_free(abx_procs *m, int64_t grace_ms);
 
@@ -67,6 +76,7 @@ typedef struct abx_proc_spec {
     const abx_egress_allow *egress_allow;
     const abx_egress_resolver *egress_resolve;
     abx_egress_sink egress_sink;
+    const abx_egress_injects *egress_inject; /* net.inject of the statement (copied); may be NULL */
 } abx_proc_spec;
 
 /* Start a process. Returns a reference (release with abx_proc_unref) or NULL with why. */

@@ -68,6 +68,9 @@ struct abx_procs {
     abx_proc **table;         /* every known process (one reference each) */
     size_t n, cap;
     pending *queue;
+    char *egress_ca_dir, *egress_upstream_ca; /* owned */
+    abx_egress_ca *egress_ca;                 /* made on first need, under ca_mu */
+    pthread_mutex_t ca_mu;
 };
 
 #endif

@@ -170,6 +170,7 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
         .protected_what = st.what,
         .n_protected = st.n,
         .allow_lint_errors = cfg->allow_lint_errors,
+        .secrets = &cfg->secrets,
     };
     for (const abx_registry *rg = s->reg; rg; rg = rg->parent) {
         const abx_lint *lints;
@@ -281,7 +282,11 @@ static int start_services(abx_server *s, char *errbuf, size_t errlen)
     }
     if (abx_run_as_check(s->cfg.run_as_set, &po.run_uid, &po.run_gid, errbuf, errlen) != 0)
         return -1;
+    char *cadir = abx_server_egress_ca_dir(&s->cfg); /* made there the first time inject rules need it */
+    po.egress_ca_dir = cadir;
+    po.egress_upstream_ca = s->cfg.egress_upstream_ca;
     s->procs = abx_procs_new(&po, errbuf, errlen);
+    abx_free(cadir);
     s->reload.fn = reload_installed;
     s->reload.ud = s;
     s->approvals = abx_approvals_new();

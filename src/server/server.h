@@ -15,6 +15,8 @@
 int abx_server_token(abx_server *s, char *err, size_t errlen, bool *created, char token_out[65]);
 /* Where the ledger lives when ledger.path is not set; mkdirs creates the folder. */
 char *abx_server_ledger_path(bool mcp, const abx_config *cfg, bool mkdirs);
+/* The folder of the egress CA (credential injection): the ledger's folder. Caller frees. */
+char *abx_server_egress_ca_dir(const abx_config *cfg);
 
 /* Everything abx keeps for itself, with what it is: the layout rule (no statement may
  * write where any of it lies) and the protected areas (masked from processes, refused

@@ -104,6 +104,24 @@ char *abx_server_ledger_path(bool mcp, const abx_config *cfg, bool mkdirs)
     return path;
 }
 
+/* Where the egress CA lives (sandbox/egress_tls.h: egress-ca.key, egress-ca.pem and the
+ * bundle): the ledger's folder (.abx beside the config; ABX_HOME for the embedded
+ * default), a protected area. */
+char *abx_server_egress_ca_dir(const abx_config *cfg)
+{
+    char *ledger = abx_server_ledger_path(false, cfg, false);
+    char *slash = ledger ? strrchr(ledger, '/') : NULL;
+    if (!slash) {
+        abx_free(ledger);
+        return abx_strdup(".");
+    }
+    *slash = '\0';
+    if (!*ledger) {
+        abx_free(ledger);
+        return abx_strdup("/");
+    }
+    return ledger;
+}
 
 char *abx_ledger_default_path(const abx_config *cfg, bool mcp) { return abx_server_ledger_path(mcp, cfg, false); }
 
@@ -138,6 +156,10 @@ void abx_state_list_build(abx_server *s, const abx_config *cfg, abx_state_list *
             state_add_owned(l, abx_asprintf("%s%s", ledger, suffix[i]), "the ledger");
         abx_free(ledger);
     }
+    char *cadir = abx_server_egress_ca_dir(cfg);
+    if (cadir)
+        state_add_owned(l, abx_asprintf("%s/egress-ca.key", cadir), "the egress CA key");
+    abx_free(cadir);
     state_add(l, cfg->tls_cert, "the TLS certificate");
     state_add(l, cfg->tls_key, "the TLS key");
     size_t i;

@@ -95,6 +95,9 @@ def ledger_events(s):
     return r.json()
 
 
+TLS_DIR = []   # where tls_upstream keeps its CA and up.test's key and certificate
+
+
 @pytest.fixture(scope="module")
 def tls_upstream(tmp_path_factory):
     """An HTTPS upstream for up.test with a test CA made here (openssl); the CA file is
@@ -102,6 +105,7 @@ def tls_upstream(tmp_path_factory):
     import ssl
     import subprocess
     d = tmp_path_factory.mktemp("ca")
+    TLS_DIR[:] = [d]
     ca_key, ca, key, csr, crt, ext = (str(d / n) for n in ("ca.key", "ca.pem", "up.key", "up.csr", "up.pem", "ext"))
     with open(ext, "w") as f:
         f.write("subjectAltName=DNS:up.test\n")
@@ -569,3 +573,67 @@ def test_header_values_and_queries_never_recorded(abx, workspace, upstream):
     for secret in ("hdr-secret-4711", "cookie-secret-4712", "query-secret-4713"):
         # the call's own arguments are the command line: only the egress events must not have them
         assert secret not in json.dumps(ev), ev
+
+
+# -- credential injection, end to end (net.inject with secrets) ------------------------------
+
+SEEN_AUTH = []
+
+
+class _Echo(_Upstream):
+    """Records the Authorization header it got and echoes it back in the body."""
+
+    def do_GET(self):
+        got = self.headers.get("Authorization") or ""
+        SEEN_AUTH.append(got)
+        body = ("auth=%s\n" % got).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_inject_reaches_upstream_and_never_the_process(abx, workspace, tls_upstream, tmp_path):
+    import ssl
+    _, ca = tls_upstream
+    ca_file = tmp_path / "upstream-ca.pem"
+    ca_file.write_text(ca)
+    crt_dir = TLS_DIR[0]   # tls_upstream's certificate is for up.test: the echo handler uses it
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(crt_dir / "up.pem"), str(crt_dir / "up.key"))
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    secret = "s3cret-%d" % os.getpid()
+    sfile = tmp_path / "tok"
+    sfile.write_text(secret)
+    try:
+        SEEN_AUTH.clear()
+        c = config(workspace, net={"allow": ["up.test:%d" % port],
+                                   "inject": [{"host": "up.test", "header": "Authorization",
+                                               "value": "Bearer ${secret:TOK}"}]},
+                   top={"egress": {"resolve": {"up.test": "127.0.0.1"}, "upstream_ca": str(ca_file)},
+                        "secrets": {"TOK": {"file": str(sfile)}}})
+        s = abx(c)
+        # no --cacert: the process trusts abx's CA through CURL_CA_BUNDLE / SSL_CERT_FILE
+        j = run(s, "curl -sS --max-time 20 https://up.test:%d/x; echo; env; "
+                   "/usr/bin/python3 -c \"import requests; print(requests.get('https://up.test:%d/y').text)\""
+                % (port, port))
+        out = j["stdout"]
+        assert "auth=Bearer [REDACTED]" in out, (out, j.get("stderr"))
+        assert out.count("auth=Bearer [REDACTED]") == 2, j   # curl and requests both
+        assert secret not in out and secret not in j.get("stderr", ""), j
+        assert "SSL_CERT_FILE=" in out and "NODE_EXTRA_CA_CERTS=" in out, out
+        assert SEEN_AUTH and all(a == "Bearer " + secret for a in SEEN_AUTH), SEEN_AUTH
+        # nothing the process can read holds the secret: its workspace, and the ledger
+        for root, _, files in os.walk(workspace):
+            for f in files:
+                with open(os.path.join(root, f), "rb") as fh:
+                    assert secret.encode() not in fh.read(), f
+        ev = json.dumps(ledger_events(s))
+        assert secret not in ev
+        assert "up.test" in ev   # the connection itself is recorded
+    finally:
+        srv.shutdown()
+        srv.server_close()
