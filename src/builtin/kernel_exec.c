@@ -237,6 +237,10 @@ static int cell_step(cell *c, int wait_ms)
             else if (strcmp(m.msg_type, "execute_reply") == 0) {
                 c->replied = true;
                 c->count = (int)json_integer_value(json_object_get(m.content, "execution_count"));
+                const char *st = json_string_value(json_object_get(m.content, "status"));
+                if (st && strncmp(st, "abort", 5) == 0 && !c->error) /* IRkernel's answer to SIGINT */
+                    c->error = json_pack("{s:s, s:s, s:[]}", "name", "Interrupted", "value",
+                                         "the kernel aborted the cell (interrupted)", "traceback");
             }
         }
         abx_jmsg_release(&m);

@@ -94,4 +94,57 @@ static const char kernel_host_py[] =
     "        raise AttributeError(name)\n"
     "    return _Node(name)\n";
 
+/* abx_launch.R: the same for IRkernel — takes the descriptor map and the credential out
+ * of the environment, makes IRkernel's binds (it joins ipc endpoints as ip-port like
+ * ipykernel) use abx's sockets (ZMQ_USE_FD) and refuses any other, binds the host channel
+ * and attaches host_call(op, ...) / host_submit_output(value), then runs IRkernel. */
+static const char kernel_launcher_r[] =
+    "local({\n"
+    "  fds <- jsonlite::fromJSON(Sys.getenv('ABX_KERNEL_FDS', '{}'), simplifyVector = FALSE)\n"
+    "  tok <- Sys.getenv('ABX_KERNEL_CREDENTIAL')\n"
+    "  ep <- Sys.getenv('ABX_KERNEL_HOST')\n"
+    "  Sys.unsetenv(c('ABX_KERNEL_FDS', 'ABX_KERNEL_CREDENTIAL', 'ABX_KERNEL_HOST'))\n"
+    "  zbind <- pbdZMQ::zmq.bind\n"
+    "  abx_bind <- function(socket, endpoint, MC = pbdZMQ::ZMQ.MC()) {\n"
+    "    fd <- fds[[endpoint]]\n"
+    "    if (is.null(fd)) stop('abx: this kernel may not bind ', endpoint)\n"
+    "    pbdZMQ::zmq.setsockopt(socket, pbdZMQ::ZMQ.SO()$USE_FD, as.integer(fd))\n"
+    "    zbind(socket, endpoint, MC)\n"
+    "  }\n"
+    "  imp <- parent.env(asNamespace('IRkernel'))\n"
+    "  unlockBinding('zmq.bind', imp)\n"
+    "  assign('zmq.bind', abx_bind, envir = imp)\n"
+    "  lockBinding('zmq.bind', imp)\n"
+    "  ctx <- pbdZMQ::zmq.ctx.new()\n"
+    "  s <- pbdZMQ::zmq.socket(ctx, pbdZMQ::ZMQ.ST()$REQ)\n"
+    "  so <- pbdZMQ::ZMQ.SO()\n"
+    "  pbdZMQ::zmq.setsockopt(s, so$LINGER, 0L)\n"
+    "  pbdZMQ::zmq.setsockopt(s, so$REQ_RELAXED, 1L)\n"
+    "  pbdZMQ::zmq.setsockopt(s, so$REQ_CORRELATE, 1L)\n"
+    "  abx_bind(s, ep)\n"
+    "  err <- function(code, msg) list(error = list(code = code, message = msg))\n"
+    "  ask <- function(req, timeout_ms = 600000L) tryCatch({\n"
+    "    req$credential <- tok\n"
+    "    js <- jsonlite::toJSON(req, auto_unbox = TRUE, null = 'null', digits = NA)\n"
+    "    pbdZMQ::zmq.msg.send(charToRaw(enc2utf8(as.character(js))), s, serialize = FALSE)\n"
+    "    pbdZMQ::zmq.poll(c(s), c(pbdZMQ::ZMQ.PO()$POLLIN), timeout_ms)\n"
+    "    if (!bitwAnd(pbdZMQ::zmq.poll.get.revents(1), pbdZMQ::ZMQ.PO()$POLLIN))\n"
+    "      return(err('kernel.host_unavailable', 'abx did not answer'))\n"
+    "    raw <- pbdZMQ::zmq.msg.recv(s, unserialize = FALSE)\n"
+    "    jsonlite::fromJSON(rawToChar(raw), simplifyVector = FALSE)\n"
+    "  }, error = function(e) err('kernel.host_unavailable', conditionMessage(e)))\n"
+    "  h <- new.env()\n"
+    "  h$host_call <- function(op, ...) {\n"
+    "    args <- list(...)\n"
+    "    if (!is.character(op) || length(op) != 1) return(err('args.invalid', 'op must be a string'))\n"
+    "    if (length(args) && (is.null(names(args)) || any(names(args) == '')))\n"
+    "      return(err('args.invalid', 'arguments must be named: host_call(\"files.read\", path = \"x\")'))\n"
+    "    if (!length(args)) args <- structure(list(), names = character(0))\n"
+    "    ask(list(op = op, args = args))\n"
+    "  }\n"
+    "  h$host_submit_output <- function(value) ask(list(submit_output = value))\n"
+    "  attach(h, name = 'abx:host')\n"
+    "})\n"
+    "IRkernel::main(commandArgs(TRUE)[[1]])\n";
+
 #endif

@@ -10,6 +10,8 @@ typedef struct kernel {
     char language[8];
     char credential[37];         /* the host channel's kernel-scoped secret */
     char *owner;                 /* the creating principal: host calls run as it */
+    json_t *args;                /* {cwd, env} of kernels.create: a restart reuses them */
+    char *cwd;                   /* the canonical cwd admitted at creation, or NULL */
     char run[20];                /* the run it belongs to (kernels.create run:), "" none */
     abx_proc *proc;              /* one reference; NULL while stopped */
     abx_jconn *conn;

@@ -277,3 +277,17 @@ def test_devtools_code_run_one_shot(ks):
     assert e3["timed_out"] is True
     assert_error(s.op("devtools.code.run", {"language": "r", "code": "1"}, token=ALICE_TOKEN), 403,
                  "policy.language_not_allowed")
+
+
+def test_restart_keeps_cwd_env_and_language(abx, workspace, tmp_path):
+    cfg = config(workspace, str(tmp_path / "l.db"))
+    cfg["policy"]["allow"][0]["commands"] = {"allow": ["true"], "env": ["FOO"]}
+    s = abx(cfg)
+    os.makedirs(os.path.join(workspace, "sub"), exist_ok=True)
+    kid = ok(s.op("kernels.create", {"language": "python", "cwd": "sub", "env": {"FOO": "bar"}},
+                  token=ALICE_TOKEN))["id"]
+    code = "import os\n(os.path.basename(os.getcwd()), os.environ.get('FOO'))"
+    assert ok(run(s, kid, code))["results"][0]["text/plain"] == "('sub', 'bar')"
+    k = ok(s.op("kernels.restart", {"id": kid}, token=ALICE_TOKEN))
+    assert k["language"] == "python" and k["status"] == "idle"
+    assert ok(run(s, kid, code))["results"][0]["text/plain"] == "('sub', 'bar')"
