@@ -15,7 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define KERNEL_IDLE_MS (30LL * 60 * 1000) /* reaped after this long unused */
 #define KERNEL_START_MS 30000
 
 static kstate *state_of(abx_ctx *ctx) { return abx_ctx_ns_state(ctx, &abx_ns_kernels); }
@@ -72,16 +71,18 @@ static void kstate_free(void *p)
     abx_free(st);
 }
 
-/* Unlink kernels idle past the limit (each call of the namespace reaps: no thread). */
-static void reap_idle(kstate *st)
+/* Unlink kernels idle past limits.kernel_idle (each call of the namespace reaps: no thread). */
+static void reap_idle(abx_ctx *ctx, kstate *st)
 {
-    int64_t now = abx_now_ms();
+    abx_server_facts f;
+    abx_ctx_server_facts(ctx, &f);
+    int64_t now = abx_now_ms(), idle_ms = f.kernel_idle_ms > 0 ? f.kernel_idle_ms : 30LL * 60 * 1000;
     kernel *gone = NULL;
     pthread_mutex_lock(&st->mu);
     for (kernel **pp = &st->list; *pp;) {
         kernel *k = *pp;
         pthread_mutex_lock(&k->mu);
-        bool idle = k->serving == k->next_ticket && now - k->last_used > KERNEL_IDLE_MS;
+        bool idle = k->serving == k->next_ticket && now - k->last_used > idle_ms;
         pthread_mutex_unlock(&k->mu);
         if (idle) {
             *pp = k->next;
@@ -119,7 +120,7 @@ static bool kernel_unlink(kstate *st, kernel *k)
 kernel *abx_kernel_find(abx_ctx *ctx, const json_t *args, abx_reply *r, bool unlink)
 {
     kstate *st = state_of(ctx);
-    reap_idle(st);
+    reap_idle(ctx, st);
     const char *id = json_string_value(json_object_get(args, "id"));
     kernel *found = NULL;
     pthread_mutex_lock(&st->mu);
@@ -305,7 +306,7 @@ json_t *abx_kernel_json(kernel *k)
 static kernel *kernel_new(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     kstate *st = state_of(ctx);
-    reap_idle(st);
+    reap_idle(ctx, st);
     const char *lang = json_string_value(json_object_get(args, "language"));
     const char *k_;
     json_t *v;
@@ -395,7 +396,7 @@ static abx_err code_run(abx_ctx *ctx, const json_t *args, abx_reply *r)
 static abx_err kernels_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     kstate *st = state_of(ctx);
-    reap_idle(st);
+    reap_idle(ctx, st);
     json_t *arr = json_array();
     pthread_mutex_lock(&st->mu);
     for (kernel *k = st->list; k; k = k->next)

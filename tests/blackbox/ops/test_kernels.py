@@ -291,3 +291,20 @@ def test_restart_keeps_cwd_env_and_language(abx, workspace, tmp_path):
     k = ok(s.op("kernels.restart", {"id": kid}, token=ALICE_TOKEN))
     assert k["language"] == "python" and k["status"] == "idle"
     assert ok(run(s, kid, code))["results"][0]["text/plain"] == "('sub', 'bar')"
+
+
+def test_idle_kernel_reaped_after_limits_kernel_idle(abx, workspace, tmp_path):
+    cfg = config(workspace, str(tmp_path / "l.db"))
+    cfg["limits"] = {"kernel_idle": "2s"}
+    s = abx(cfg)
+    k = ok(s.op("kernels.create", {"language": "python"}, token=ALICE_TOKEN))
+    time.sleep(1)
+    ok(run(s, k["id"], "1"))  # a cell counts as use
+    time.sleep(1.2)
+    assert ok(s.op("kernels.get", {"id": k["id"]}, token=ALICE_TOKEN))["status"] == "idle"
+    time.sleep(2.5)
+    assert_error(s.op("kernels.get", {"id": k["id"]}, token=ALICE_TOKEN), 404, "kernel.not_found")
+    deadline = time.time() + 5
+    while os.path.exists("/proc/%d" % k["pid"]) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists("/proc/%d" % k["pid"])
