@@ -73,6 +73,9 @@ int abx_jconn_recv(abx_jconn *c, unsigned mask, int timeout_ms, enum abx_jchan *
 int abx_jconn_host_recv(abx_jconn *c, int timeout_ms, json_t **req);
 int abx_jconn_host_reply(abx_jconn *c, const json_t *reply);
 uint64_t abx_jconn_dropped(const abx_jconn *c);
+/* A descriptor abx_jconn_recv watches too (events: ZMQ_POLLIN / ZMQ_POLLPRI): when it is
+ * ready the wait returns 1 with *ch = ABX_J_N and *m empty. fd -1: none. */
+void abx_jconn_watch_fd(abx_jconn *c, int fd, short events);
 void abx_jconn_free(abx_jconn *c);
 
 #endif

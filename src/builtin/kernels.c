@@ -37,6 +37,7 @@ static void kernel_stop(kernel *k)
     }
     abx_jconn_free(k->conn);
     k->conn = NULL;
+    abx_kmem_disarm(k);
 }
 
 void abx_kernel_unref(kstate *st, kernel *k)
@@ -215,6 +216,10 @@ static int kernel_files(kernel *k, const char *dir, kspawn *p)
     free(fdmap);
     if (!p->env)
         return -1;
+    /* big blocks come from mmap and go back to the system when freed (glibc would
+     * otherwise raise its threshold after the first free and keep them in its heap):
+     * memory an interrupted cell let go of stops counting against the limit */
+    json_object_set_new(p->env, "MALLOC_MMAP_THRESHOLD_", json_string("1048576"));
     if (r_lang) {
         char *argv[] = {"/usr/lib/R/bin/R", "--no-echo", "--no-save", "--no-restore", "--no-init-file",
                         "-f", p->launch, "--args", p->kjson, NULL};
@@ -226,7 +231,7 @@ static int kernel_files(kernel *k, const char *dir, kspawn *p)
     json_object_set_new(p->env, "MPLCONFIGDIR", json_string(p->mpl));
     json_object_set_new(p->env, "MPLBACKEND", json_string("module://matplotlib_inline.backend_inline"));
     char *argv[] = {"/usr/bin/python3", "-s", p->launch, "-f", p->kjson, "--HistoryManager.enabled=False",
-                    "--IPKernelApp.exec_lines=import host", NULL};
+                    "--IPKernelApp.exec_lines=import host; host._hook()", NULL};
     memcpy(p->argv, argv, sizeof argv);
     return write_file(dir, "abx_launch.py", kernel_launcher_py) || write_file(dir, "host.py", kernel_host_py);
 }
@@ -285,6 +290,8 @@ static abx_err kernel_spawn(abx_ctx *ctx, kernel *k, abx_reply *r)
         abx_free(err);
         return ABX_E_KERNEL_START_FAILED;
     }
+    if (abx_kmem_arm(k, abx_proc_pid(k->proc), abx_ctx_limit(ctx, ABX_LIM_MEMORY)) > 0)
+        abx_jconn_watch_fd(k->conn, k->mem_fd, abx_kmem_events(k));
     k->exec_count = 0;
     k->last_used = abx_now_ms();
     return ABX_OK;
@@ -341,6 +348,7 @@ static kernel *kernel_new(abx_ctx *ctx, const json_t *args, abx_reply *r)
     pthread_mutex_init(&k->mu, NULL);
     pthread_cond_init(&k->cv, NULL);
     k->refs = 1;
+    k->mem_fd = -1;
     const char *cwd = abx_ctx_path(ctx, "cwd"); /* canonical, admitted by the path scope */
     if (cwd && !(k->cwd = abx_strdup(cwd))) {
         abx_kernel_unref(st, k);
@@ -531,12 +539,12 @@ static const abx_op_def kernels_ops[] = {
      .summary = "Run a cell; returns the Execution (results as MIME bundles, logs, error), close to E2B's.",
      .http = {"POST /kernels/{id}/execute"}, .params = exec_params,
      .limits = ABX_LIM_TIMEOUT | ABX_LIM_RATE | ABX_LIM_CONCURRENCY | ABX_LIM_MAX_OUTPUT_BYTES, .since = "0.2",
-     .errors = "kernel.not_found kernel.busy kernel.died", .handler = abx_kernels_execute},
+     .errors = "kernel.not_found kernel.busy kernel.died kernel.memory_pressure", .handler = abx_kernels_execute},
     {.id = "kernels.stream", .effects = ABX_EFF_EXEC,
      .summary = "Run a cell, its outputs as SSE events while they happen: stdout, stderr, result, error, end.",
      .http = {"POST /kernels/{id}/stream"}, .params = exec_params, .stream = ABX_STREAM_SSE,
      .limits = ABX_LIM_TIMEOUT | ABX_LIM_RATE | ABX_LIM_CONCURRENCY | ABX_LIM_MAX_OUTPUT_BYTES, .since = "0.2",
-     .errors = "kernel.not_found kernel.busy", .handler = abx_kernels_stream},
+     .errors = "kernel.not_found kernel.busy kernel.memory_pressure", .handler = abx_kernels_stream},
     {0},
 };
 
@@ -553,7 +561,8 @@ static const abx_op_def devtools_ops[] = {
      .summary = "Run code once in a fresh confined interpreter; returns the Execution of kernels.execute.",
      .http = {"POST /devtools/code/run"}, .params = code_params,
      .limits = KLIMITS | ABX_LIM_MAX_OUTPUT_BYTES, .since = "0.2",
-     .errors = "kernel.start_failed kernel.died process.spawn_failed sandbox.unavailable", .handler = code_run},
+     .errors = "kernel.start_failed kernel.died kernel.memory_pressure process.spawn_failed sandbox.unavailable",
+     .handler = code_run},
     {0},
 };
 

@@ -132,3 +132,20 @@ def test_r_death_and_restart_keeps_language(rk):
     k = ok(s.op("kernels.restart", {"id": kid}, token=ALICE_TOKEN))
     assert k["language"] == "r" and k["status"] == "idle"
     assert ok(run(s, kid, "exists('z')"))["results"][0]["text/plain"] == "[1] FALSE"
+
+
+@pytest.mark.skipif(not (os.path.exists("/sys/fs/cgroup/memory/cgroup.procs") or
+                         (os.path.exists("/sys/fs/cgroup/cgroup.controllers") and
+                          "memory" in open("/sys/fs/cgroup/cgroup.controllers").read())),
+                    reason="no memory cgroup abx could delegate to itself: a kernel's memory limit cannot be watched")
+def test_r_memory_pressure_interrupts_and_keeps_state(abx, workspace, tmp_path):
+    s = abx(config(workspace, str(tmp_path / "l.db"), limits={"memory": "384MiB"}))
+    kid = ok(s.op("kernels.create", {"language": "r"}, token=ALICE_TOKEN))["id"]
+    ok(run(s, kid, "keep <- 'still here'"))
+    # R acts on SIGINT only at its interrupt checks (every ~1000 evaluations of a tight
+    # loop, or in Sys.sleep and I/O): the cell grows by 4 MB steps with a pause between
+    r = run(s, kid, "grow <- function() { l <- list(); repeat { l[[length(l) + 1]] <- numeric(5e5); "
+                    "Sys.sleep(0.005) } }\ngrow()")
+    assert_error(r, 507, "kernel.memory_pressure")
+    assert r.json()["error"]["details"]["memory_limit"] == 384 << 20
+    assert ok(run(s, kid, "keep"))["results"][0]["text/plain"] == '[1] "still here"'
