@@ -6,7 +6,8 @@
 /* abx_launch.py: takes the descriptor map and the host credential out of the environment
  * (so cells never see them there), makes every ZeroMQ bind use the socket abx made for
  * that endpoint (ZMQ_USE_FD) and refuses any other bind but in-process ones (ipykernel's
- * TCP IOPub pipe then stays off), binds the host channel, and runs ipykernel. */
+ * TCP IOPub pipe then stays off), binds the host channel, skips ipykernel's flushes of
+ * empty output streams (each a thread round trip, several per cell), and runs ipykernel. */
 static const char kernel_launcher_py[] =
     "import errno, json, os, sys\n"
     "_fds = json.loads(os.environ.pop('ABX_KERNEL_FDS', '{}'))\n"
@@ -23,6 +24,18 @@ static const char kernel_launcher_py[] =
     "    self.setsockopt(zmq.USE_FD, fd)\n"
     "    return _bind(self, addr)\n"
     "zmq.Socket.bind = _abx_bind\n"
+    "from ipykernel import iostream as _io\n"
+    "_oflush = _io.OutStream.flush\n"
+    "def _abx_flush(self):\n"
+    "    # ipykernel flushes stdout and stderr several times per cell, each a round trip\n"
+    "    # to its IOPub thread even when nothing was written: skip those (what was written\n"
+    "    # is already queued on that thread, ahead of the cell's later messages)\n"
+    "    if not self._flush_pending and not self._subprocess_flush_pending:\n"
+    "        with self._buffer_lock:\n"
+    "            if not self._buffer.tell():\n"
+    "                return\n"
+    "    return _oflush(self)\n"
+    "_io.OutStream.flush = _abx_flush\n"
     "import host\n"
     "host._setup(_host, _tok)\n"
     "del _tok\n"

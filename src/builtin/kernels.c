@@ -196,7 +196,7 @@ static int handshake(kernel *k, char *why, size_t whylen)
  * caller: argv[] points into paths). -1 with errno. */
 typedef struct kspawn {
     char launch[160], kjson[160], host_ep[160], ipy[160], mpl[160];
-    char *argv[10];
+    char *argv[12];
     json_t *env;
 } kspawn;
 
@@ -231,6 +231,7 @@ static int kernel_files(kernel *k, const char *dir, kspawn *p)
     json_object_set_new(p->env, "MPLCONFIGDIR", json_string(p->mpl));
     json_object_set_new(p->env, "MPLBACKEND", json_string("module://matplotlib_inline.backend_inline"));
     char *argv[] = {"/usr/bin/python3", "-s", p->launch, "-f", p->kjson, "--HistoryManager.enabled=False",
+                    "--IPythonKernel._execute_sleep=0", /* ipykernel sleeps 0.5 ms per cell by default */
                     "--IPKernelApp.exec_lines=import host; host._hook()", NULL};
     memcpy(p->argv, argv, sizeof argv);
     return write_file(dir, "abx_launch.py", kernel_launcher_py) || write_file(dir, "host.py", kernel_host_py);
