@@ -50,8 +50,9 @@ enum abx_jchan { ABX_J_SHELL, ABX_J_IOPUB, ABX_J_CONTROL, ABX_J_STDIN, ABX_J_HB,
 
 typedef struct abx_jconn abx_jconn;
 
-/* Make the listening sockets below dir (named <dir>/k<sep><n>: ipykernel joins ip and
- * port with '-', IRkernel with ':'), a fresh key, and the connection file <dir>/kernel.json.
+/* Make the listening sockets below dir (named <dir>/k<sep><n>: ipykernel and IRkernel
+ * 1.3 both join an ipc ip and port with '-'), a fresh key, and the connection file
+ * <dir>/kernel.json.
  * NULL with why. */
 abx_jconn *abx_jconn_new(const char *dir, char sep, char *why, size_t whylen);
 const char *abx_jconn_file(const abx_jconn *c);
