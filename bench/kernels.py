@@ -7,6 +7,7 @@ Starts `abx serve` on a free port with a policy mounting kernels.* and files.* (
 then measures in the same run, side by side:
   - `python3 -c pass` start time (the floor), p50 of BENCH_K_START runs;
   - kernels.create (a confined ipykernel, until it answered kernel_info and iopub), p50;
+  - kernels.get, the same HTTP call path without the kernel (the call floor), p50;
   - kernels.execute of `1+1`, client-side round trip p50/p99 over BENCH_K_N cells
     (target: p50 <= 3 ms);
   - host.files.stat from inside a cell, per call, timed in the cell over BENCH_K_N calls.
@@ -32,6 +33,22 @@ TOKEN = "bench-token-0123456789abcdef"
 def pct(v, p):
     v = sorted(v)
     return v[min(len(v) - 1, int(len(v) * p))]
+
+
+def cpu_of(pid):
+    """(CPU ms, context switches) of all threads of pid so far: the work a cell costs,
+    which the load of a shared machine changes far less than the wall clock."""
+    ms, cs = 0.0, 0
+    try:
+        for t in os.listdir("/proc/%d/task" % pid):
+            st = open("/proc/%d/task/%s/stat" % (pid, t)).read().rsplit(")", 1)[1].split()
+            ms += (int(st[11]) + int(st[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+            for line in open("/proc/%d/task/%s/status" % (pid, t)):
+                if "ctxt_switches" in line:
+                    cs += int(line.split()[1])
+    except OSError:
+        pass
+    return ms, cs
 
 
 def main():
@@ -80,12 +97,22 @@ def main():
                 sess.post(url + "kernels.delete", json={"id": r.json()["id"]}, headers=h).raise_for_status()
             else:
                 kid = r.json()["id"]
+        floor_call = []  # an abx call that does not reach the kernel: HTTP + pipeline + ledger
+        g0 = cpu_of(srv.pid)
+        for _ in range(N):
+            t = time.perf_counter()
+            sess.post(url + "kernels.get", json={"id": kid}, headers=h, timeout=30).raise_for_status()
+            floor_call.append((time.perf_counter() - t) * 1000)
+        g1 = cpu_of(srv.pid)
+        kpid = sess.post(url + "kernels.get", json={"id": kid}, headers=h).json()["pid"]
+        k0, a0 = cpu_of(kpid), cpu_of(srv.pid)
         rt = []
         for _ in range(N):
             t = time.perf_counter()
             r = sess.post(url + "kernels.execute", json={"id": kid, "code": "1+1"}, headers=h, timeout=30)
             rt.append((time.perf_counter() - t) * 1000)
             assert r.json()["results"][0]["text/plain"] == "2", r.text
+        k1, a1 = cpu_of(kpid), cpu_of(srv.pid)
         code = ("import time\nts = []\nfor _ in range(%d):\n    t = time.perf_counter()\n"
                 "    assert host.files.stat(path='a.txt')['size'] == 2\n"
                 "    ts.append((time.perf_counter() - t) * 1000)\nts.sort()\n(ts[len(ts)//2], ts[int(len(ts)*0.99)])" % N)
@@ -95,7 +122,12 @@ def main():
         print("  python3 -c pass start   p50 %8.1f ms   (floor)" % statistics.median(floor))
         print("  kernels.create          p50 %8.1f ms   = %.1f x floor" % (statistics.median(starts),
                                                                           statistics.median(starts) / statistics.median(floor)))
+        print("  kernels.get (no kernel) p50 %8.2f ms   p99 %.2f ms   (the call floor)" % (pct(floor_call, 0.5),
+                                                                                      pct(floor_call, 0.99)))
         print("  execute 1+1 round trip  p50 %8.2f ms   p99 %.2f ms   (target p50 <= 3 ms)" % (pct(rt, 0.5), pct(rt, 0.99)))
+        print("  per 1+1 cell: kernel cpu %.2f ms, %.1f context switches; abx cpu %.2f ms, %.1f context switches"
+              % ((k1[0] - k0[0]) / N, (k1[1] - k0[1]) / N, (a1[0] - a0[0]) / N, (a1[1] - a0[1]) / N))
+        print("  per kernels.get:  abx cpu %.2f ms, %.1f context switches" % ((g1[0] - g0[0]) / N, (g1[1] - g0[1]) / N))
         print("  host.files.stat in cell p50 %8.2f ms   p99 %.2f ms" % (hp50, hp99))
     finally:
         srv.terminate()

@@ -111,6 +111,7 @@ set(ABX_SRC_BUILTIN
   src/builtin/gitcfg.c
   src/builtin/jupyter.c
   src/builtin/kernel_exec.c
+  src/builtin/kernel_mem.c
   src/builtin/kernels.c
   src/builtin/ledger_ops.c
   src/builtin/process.c

@@ -131,6 +131,8 @@ struct abx_jconn {
     char keyhex[65];
     char session[33];
     uint64_t seq, dropped;
+    int watch_fd;
+    short watch_events;
 };
 
 static int listen_unix(const char *path)
@@ -176,6 +178,7 @@ abx_jconn *abx_jconn_new(const char *dir, char sep, char *why, size_t whylen)
     }
     for (int i = 0; i < ABX_J_N; i++)
         c->listen_fd[i] = -1;
+    c->watch_fd = -1;
     unsigned char sess[16];
     if (abx_random(c->key, sizeof c->key) != 0 || abx_random(sess, sizeof sess) != 0) {
         snprintf(why, whylen, "no randomness");
@@ -207,6 +210,12 @@ abx_jconn *abx_jconn_new(const char *dir, char sep, char *why, size_t whylen)
 const char *abx_jconn_file(const abx_jconn *c) { return c->file; }
 const int *abx_jconn_listen_fds(const abx_jconn *c) { return c->listen_fd; }
 uint64_t abx_jconn_dropped(const abx_jconn *c) { return c->dropped; }
+
+void abx_jconn_watch_fd(abx_jconn *c, int fd, short events)
+{
+    c->watch_fd = fd;
+    c->watch_events = events;
+}
 
 json_t *abx_jconn_fd_map(const abx_jconn *c)
 {
@@ -326,22 +335,26 @@ int abx_jconn_recv(abx_jconn *c, unsigned mask, int timeout_ms, enum abx_jchan *
 {
     int64_t deadline = abx_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     for (;;) {
-        zmq_pollitem_t items[ABX_J_N];
-        int idx[ABX_J_N], n = 0;
+        zmq_pollitem_t items[ABX_J_N + 1];
+        int idx[ABX_J_N + 1], n = 0;
         for (int i = 0; i < ABX_J_N; i++)
             if ((mask & (1u << i)) && c->sock[i]) {
                 items[n] = (zmq_pollitem_t){.socket = c->sock[i], .events = ZMQ_POLLIN};
                 idx[n++] = i;
             }
+        if (c->watch_fd >= 0) {
+            items[n] = (zmq_pollitem_t){.fd = c->watch_fd, .events = c->watch_events};
+            idx[n++] = ABX_J_N;
+        }
         int64_t left = deadline - abx_now_ms();
         int rc = zmq_poll(items, n, left > 0 ? (long)left : 0);
         if (rc < 0 && errno != EINTR)
             return 0;
         for (int k = 0; rc > 0 && k < n; k++) {
-            if (!(items[k].revents & ZMQ_POLLIN))
+            if (!items[k].revents)
                 continue;
             *ch = (enum abx_jchan)idx[k];
-            if (idx[k] == ABX_J_HOST) {
+            if (idx[k] == ABX_J_HOST || idx[k] == ABX_J_N) {
                 memset(m, 0, sizeof *m);
                 return 1;
             }

@@ -50,8 +50,9 @@ enum abx_jchan { ABX_J_SHELL, ABX_J_IOPUB, ABX_J_CONTROL, ABX_J_STDIN, ABX_J_HB,
 
 typedef struct abx_jconn abx_jconn;
 
-/* Make the listening sockets below dir (named <dir>/k<sep><n>: ipykernel joins ip and
- * port with '-', IRkernel with ':'), a fresh key, and the connection file <dir>/kernel.json.
+/* Make the listening sockets below dir (named <dir>/k<sep><n>: ipykernel and IRkernel
+ * 1.3 both join an ipc ip and port with '-'), a fresh key, and the connection file
+ * <dir>/kernel.json.
  * NULL with why. */
 abx_jconn *abx_jconn_new(const char *dir, char sep, char *why, size_t whylen);
 const char *abx_jconn_file(const abx_jconn *c);
@@ -73,6 +74,9 @@ int abx_jconn_recv(abx_jconn *c, unsigned mask, int timeout_ms, enum abx_jchan *
 int abx_jconn_host_recv(abx_jconn *c, int timeout_ms, json_t **req);
 int abx_jconn_host_reply(abx_jconn *c, const json_t *reply);
 uint64_t abx_jconn_dropped(const abx_jconn *c);
+/* A descriptor abx_jconn_recv watches too (events: ZMQ_POLLIN / ZMQ_POLLPRI): when it is
+ * ready the wait returns 1 with *ch = ABX_J_N and *m empty. fd -1: none. */
+void abx_jconn_watch_fd(abx_jconn *c, int fd, short events);
 void abx_jconn_free(abx_jconn *c);
 
 #endif

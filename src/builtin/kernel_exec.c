@@ -85,7 +85,7 @@ typedef struct cell {
     outcap out[2];
     json_t *results, *error;
     int count;
-    bool idle, replied, timed_out;
+    bool idle, replied, timed_out, mem_pressure;
     int64_t deadline;
     size_t result_bytes, result_cap;
     bool results_cut;
@@ -230,6 +230,14 @@ static int cell_step(cell *c, int wait_ms)
         serve_host(c);
         return 0;
     }
+    if (got == 1 && ch == ABX_J_N) { /* the memory watch (kernel_mem.c) */
+        if (abx_kmem_fired(c->k) && !c->mem_pressure && !c->timed_out) {
+            c->mem_pressure = true;
+            abx_proc_signal(c->k->proc, SIGINT);
+            c->deadline = abx_now_ms() + INTERRUPT_GRACE_MS;
+        }
+        return 0;
+    }
     if (got == 1) {
         if (strcmp(m.parent_id, c->msg_id) == 0) {
             if (ch == ABX_J_IOPUB)
@@ -237,6 +245,10 @@ static int cell_step(cell *c, int wait_ms)
             else if (strcmp(m.msg_type, "execute_reply") == 0) {
                 c->replied = true;
                 c->count = (int)json_integer_value(json_object_get(m.content, "execution_count"));
+                const char *st = json_string_value(json_object_get(m.content, "status"));
+                if (st && strncmp(st, "abort", 5) == 0 && !c->error) /* IRkernel's answer to SIGINT */
+                    c->error = json_pack("{s:s, s:s, s:[]}", "name", "Interrupted", "value",
+                                         "the kernel aborted the cell (interrupted)", "traceback");
             }
         }
         abx_jmsg_release(&m);
@@ -245,7 +257,7 @@ static int cell_step(cell *c, int wait_ms)
     if (!abx_proc_running(c->k->proc))
         return -1;
     if (abx_now_ms() >= c->deadline) {
-        if (c->timed_out) /* the interrupt was not honoured in the grace either */
+        if (c->timed_out || c->mem_pressure) /* the interrupt was not honoured in the grace either */
             return 1;
         c->timed_out = true;
         abx_proc_signal(c->k->proc, SIGINT);
@@ -282,6 +294,7 @@ static abx_err cell_begin(abx_ctx *ctx, const json_t *args, cell *c, abx_reply *
     cap_init(&c->out[0], (size_t)cap);
     cap_init(&c->out[1], (size_t)cap);
     c->sent = false;
+    abx_kmem_reset(k);
     if (k->proc && abx_proc_running(k->proc)) {
         /* stop_on_error off: ipykernel would otherwise abort the next cell that arrives
          * soon after an error (an interrupted cell is one) */
@@ -326,7 +339,13 @@ abx_err abx_kernels_execute(abx_ctx *ctx, const json_t *args, abx_reply *r)
                                 c.error ? c.error : json_null(), "truncated", cut || c.results_cut, "timed_out",
                                 c.timed_out, "stdout_bytes", (json_int_t)c.out[0].total, "stderr_bytes",
                                 (json_int_t)c.out[1].total);
-        if (out) {
+        if (out && c.mem_pressure) {
+            json_t *d = abx_kmem_json(c.k);
+            json_object_set_new(d, "execution", out);
+            e = abx_reply_error(r, ABX_E_KERNEL_MEMORY_PRESSURE, d,
+                                "the cell neared the kernel's memory limit and was interrupted; the kernel and its "
+                                "state are kept");
+        } else if (out) {
             abx_reply_json(r, out);
             e = ABX_OK;
         } else {
@@ -365,6 +384,10 @@ static long sse_read(void *state, char *buf, size_t max)
             json_t *d = death_of(&s->c, msg, sizeof msg);
             emit(&s->c, "error", json_pack("{s:s, s:s, s:o?}", "code", "kernel.died", "message", msg, "details", d));
         }
+        if (rc > 0 && s->c.mem_pressure)
+            emit(&s->c, "error", json_pack("{s:s, s:s, s:o?}", "code", "kernel.memory_pressure", "message",
+                                           "the cell neared the kernel's memory limit and was interrupted",
+                                           "details", abx_kmem_json(s->c.k)));
         if (rc != 0) {
             emit(&s->c, "end", json_pack("{s:i, s:b, s:b, s:I, s:I}", "execution_count", s->c.count, "timed_out",
                                          s->c.timed_out, "truncated",

@@ -15,7 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define KERNEL_IDLE_MS (30LL * 60 * 1000) /* reaped after this long unused */
 #define KERNEL_START_MS 30000
 
 static kstate *state_of(abx_ctx *ctx) { return abx_ctx_ns_state(ctx, &abx_ns_kernels); }
@@ -38,6 +37,7 @@ static void kernel_stop(kernel *k)
     }
     abx_jconn_free(k->conn);
     k->conn = NULL;
+    abx_kmem_disarm(k);
 }
 
 void abx_kernel_unref(kstate *st, kernel *k)
@@ -50,6 +50,8 @@ void abx_kernel_unref(kstate *st, kernel *k)
     kernel_stop(k);
     pthread_cond_destroy(&k->cv);
     pthread_mutex_destroy(&k->mu);
+    json_decref(k->args);
+    abx_free(k->cwd);
     abx_free(k->owner);
     abx_free(k);
 }
@@ -70,16 +72,18 @@ static void kstate_free(void *p)
     abx_free(st);
 }
 
-/* Unlink kernels idle past the limit (each call of the namespace reaps: no thread). */
-static void reap_idle(kstate *st)
+/* Unlink kernels idle past limits.kernel_idle (each call of the namespace reaps: no thread). */
+static void reap_idle(abx_ctx *ctx, kstate *st)
 {
-    int64_t now = abx_now_ms();
+    abx_server_facts f;
+    abx_ctx_server_facts(ctx, &f);
+    int64_t now = abx_now_ms(), idle_ms = f.kernel_idle_ms > 0 ? f.kernel_idle_ms : 30LL * 60 * 1000;
     kernel *gone = NULL;
     pthread_mutex_lock(&st->mu);
     for (kernel **pp = &st->list; *pp;) {
         kernel *k = *pp;
         pthread_mutex_lock(&k->mu);
-        bool idle = k->serving == k->next_ticket && now - k->last_used > KERNEL_IDLE_MS;
+        bool idle = k->serving == k->next_ticket && now - k->last_used > idle_ms;
         pthread_mutex_unlock(&k->mu);
         if (idle) {
             *pp = k->next;
@@ -117,7 +121,7 @@ static bool kernel_unlink(kstate *st, kernel *k)
 kernel *abx_kernel_find(abx_ctx *ctx, const json_t *args, abx_reply *r, bool unlink)
 {
     kstate *st = state_of(ctx);
-    reap_idle(st);
+    reap_idle(ctx, st);
     const char *id = json_string_value(json_object_get(args, "id"));
     kernel *found = NULL;
     pthread_mutex_lock(&st->mu);
@@ -136,7 +140,7 @@ kernel *abx_kernel_find(abx_ctx *ctx, const json_t *args, abx_reply *r, bool unl
     return found;
 }
 
-static int write_file(const char *dir, const char *name, const char *text, uid_t uid, gid_t gid)
+static int write_file(const char *dir, const char *name, const char *text)
 {
     char path[160];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -188,10 +192,57 @@ static int handshake(kernel *k, char *why, size_t whylen)
     return 0;
 }
 
-/* Start (or restart) k's process: a fresh private directory with its sockets, connection
- * file, launcher and host module; the kernel confined like a command. */
-static abx_err kernel_spawn(abx_ctx *ctx, const json_t *args, kernel *k, abx_reply *r)
+/* The language's files in dir and its command line and environment (both owned by the
+ * caller: argv[] points into paths). -1 with errno. */
+typedef struct kspawn {
+    char launch[160], kjson[160], host_ep[160], ipy[160], mpl[160];
+    char *argv[12];
+    json_t *env;
+} kspawn;
+
+static int kernel_files(kernel *k, const char *dir, kspawn *p)
 {
+    bool r_lang = strcmp(k->language, "r") == 0;
+    snprintf(p->kjson, sizeof p->kjson, "%s/kernel.json", dir);
+    snprintf(p->launch, sizeof p->launch, "%s/abx_launch.%s", dir, r_lang ? "R" : "py");
+    snprintf(p->host_ep, sizeof p->host_ep, "ipc://%s/k-%d", dir, ABX_J_HOST + 1);
+    snprintf(p->ipy, sizeof p->ipy, "%s/ipython", dir);
+    snprintf(p->mpl, sizeof p->mpl, "%s/mpl", dir);
+    json_t *fds = abx_jconn_fd_map(k->conn);
+    char *fdmap = json_dumps(fds, JSON_COMPACT);
+    json_decref(fds);
+    p->env = json_pack("{s:s, s:s, s:s}", "ABX_KERNEL_FDS", fdmap ? fdmap : "{}", "ABX_KERNEL_CREDENTIAL",
+                       k->credential, "ABX_KERNEL_HOST", p->host_ep);
+    free(fdmap);
+    if (!p->env)
+        return -1;
+    /* big blocks come from mmap and go back to the system when freed (glibc would
+     * otherwise raise its threshold after the first free and keep them in its heap):
+     * memory an interrupted cell let go of stops counting against the limit */
+    json_object_set_new(p->env, "MALLOC_MMAP_THRESHOLD_", json_string("1048576"));
+    if (r_lang) {
+        char *argv[] = {"/usr/lib/R/bin/R", "--no-echo", "--no-save", "--no-restore", "--no-init-file",
+                        "-f", p->launch, "--args", p->kjson, NULL};
+        memcpy(p->argv, argv, sizeof argv);
+        return write_file(dir, "abx_launch.R", kernel_launcher_r);
+    }
+    json_object_set_new(p->env, "PYTHONPATH", json_string(dir));
+    json_object_set_new(p->env, "IPYTHONDIR", json_string(p->ipy));
+    json_object_set_new(p->env, "MPLCONFIGDIR", json_string(p->mpl));
+    json_object_set_new(p->env, "MPLBACKEND", json_string("module://matplotlib_inline.backend_inline"));
+    char *argv[] = {"/usr/bin/python3", "-s", p->launch, "-f", p->kjson, "--HistoryManager.enabled=False",
+                    "--IPythonKernel._execute_sleep=0", /* ipykernel sleeps 0.5 ms per cell by default */
+                    "--IPKernelApp.exec_lines=import host; host._hook()", NULL};
+    memcpy(p->argv, argv, sizeof argv);
+    return write_file(dir, "abx_launch.py", kernel_launcher_py) || write_file(dir, "host.py", kernel_host_py);
+}
+
+/* Start (or restart) k's process from its creation arguments (k->args: cwd, env): a
+ * fresh private directory with its sockets, connection file and the language's launcher;
+ * the kernel confined like a command. */
+static abx_err kernel_spawn(abx_ctx *ctx, kernel *k, abx_reply *r)
+{
+    const json_t *args = k->args;
     abx_procs *procs = abx_ctx_procs(ctx);
     char dir[128], why[300];
     if (abx_procs_make_tmpdir(procs, dir, sizeof dir, why, sizeof why) != 0)
@@ -200,34 +251,20 @@ static abx_err kernel_spawn(abx_ctx *ctx, const json_t *args, kernel *k, abx_rep
     gid_t gid;
     abx_procs_run_ids(procs, &uid, &gid);
     k->conn = abx_jconn_new(dir, '-', why, sizeof why);
-    char kjson[160];
-    snprintf(kjson, sizeof kjson, "%s/kernel.json", dir);
-    if (!k->conn || chown(kjson, uid, gid) != 0 || write_file(dir, "abx_launch.py", kernel_launcher_py, uid, gid) ||
-        write_file(dir, "host.py", kernel_host_py, uid, gid)) {
+    kspawn p = {0};
+    if (!k->conn || chown(abx_jconn_file(k->conn), uid, gid) != 0 || kernel_files(k, dir, &p) != 0) {
         if (k->conn)
             snprintf(why, sizeof why, "cannot prepare %s: %s", dir, strerror(errno));
+        json_decref(p.env);
         abx_jconn_free(k->conn);
         k->conn = NULL;
         abx_rm_tree(dir);
         return abx_reply_error(r, ABX_E_KERNEL_START_FAILED, NULL, "%s", why);
     }
-    json_t *fds = abx_jconn_fd_map(k->conn);
-    char *fdmap = json_dumps(fds, JSON_COMPACT);
-    json_decref(fds);
-    char host_ep[160], launch[160], ipy[160], mpl[160];
-    snprintf(host_ep, sizeof host_ep, "ipc://%s/k-%d", dir, ABX_J_HOST + 1);
-    snprintf(launch, sizeof launch, "%s/abx_launch.py", dir);
-    snprintf(ipy, sizeof ipy, "%s/ipython", dir);
-    snprintf(mpl, sizeof mpl, "%s/mpl", dir);
-    json_t *env = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "PYTHONPATH", dir, "IPYTHONDIR", ipy,
-                            "MPLCONFIGDIR", mpl, "MPLBACKEND", "module://matplotlib_inline.backend_inline",
-                            "ABX_KERNEL_FDS", fdmap ? fdmap : "{}", "ABX_KERNEL_CREDENTIAL", k->credential,
-                            "ABX_KERNEL_HOST", host_ep);
-    free(fdmap);
-    char *argv[] = {"/usr/bin/python3", "-s", launch, "-f", kjson, "--HistoryManager.enabled=False",
-                    "--IPKernelApp.exec_lines=import host", NULL};
+    json_t *env = p.env;
     abx_exec_opts o = {.tag = "kernel", .tmpdir = dir, .keep_fds = abx_jconn_listen_fds(k->conn),
-                       .n_keep_fds = ABX_J_N, .persistent = true, .base_env = env, .argv = argv};
+                       .n_keep_fds = ABX_J_N, .persistent = true, .base_env = env, .argv = p.argv,
+                       .cwd = k->cwd}; /* a restart: the directory admitted at creation */
     json_t *no_env = json_deep_copy(args);
     json_object_del(no_env, "env"); /* the call's env joins base_env below */
     json_t *call_env = json_object_get(args, "env");
@@ -254,6 +291,8 @@ static abx_err kernel_spawn(abx_ctx *ctx, const json_t *args, kernel *k, abx_rep
         abx_free(err);
         return ABX_E_KERNEL_START_FAILED;
     }
+    if (abx_kmem_arm(k, abx_proc_pid(k->proc), abx_ctx_limit(ctx, ABX_LIM_MEMORY)) > 0)
+        abx_jconn_watch_fd(k->conn, k->mem_fd, abx_kmem_events(k));
     k->exec_count = 0;
     k->last_used = abx_now_ms();
     return ABX_OK;
@@ -275,18 +314,14 @@ json_t *abx_kernel_json(kernel *k)
 static kernel *kernel_new(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     kstate *st = state_of(ctx);
-    reap_idle(st);
+    reap_idle(ctx, st);
     const char *lang = json_string_value(json_object_get(args, "language"));
-    if (strcmp(lang, "python") != 0) {
-        abx_reply_error(r, ABX_E_KERNEL_START_FAILED, NULL, "language '%s': only python kernels are implemented so far",
-                        lang);
-        return NULL;
-    }
     const char *k_;
     json_t *v;
     json_object_foreach(json_object_get(args, "env"), k_, v) if (strncmp(k_, "ABX_", 4) == 0 ||
                                                                  strncmp(k_, "LD_", 3) == 0 ||
-                                                                 strncmp(k_, "PYTHON", 6) == 0) {
+                                                                 strncmp(k_, "PYTHON", 6) == 0 ||
+                                                                 strncmp(k_, "R_", 2) == 0) {
         abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "env: %s is reserved", k_);
         return NULL;
     }
@@ -314,7 +349,19 @@ static kernel *kernel_new(abx_ctx *ctx, const json_t *args, abx_reply *r)
     pthread_mutex_init(&k->mu, NULL);
     pthread_cond_init(&k->cv, NULL);
     k->refs = 1;
-    if (kernel_spawn(ctx, args, k, r) != ABX_OK) {
+    k->mem_fd = -1;
+    const char *cwd = abx_ctx_path(ctx, "cwd"); /* canonical, admitted by the path scope */
+    if (cwd && !(k->cwd = abx_strdup(cwd))) {
+        abx_kernel_unref(st, k);
+        abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+        return NULL;
+    }
+    k->args = json_object();
+    if (k->args && json_object_get(args, "cwd"))
+        json_object_set(k->args, "cwd", json_object_get(args, "cwd"));
+    if (k->args && json_object_get(args, "env"))
+        json_object_set(k->args, "env", json_object_get(args, "env"));
+    if (!k->args || kernel_spawn(ctx, k, r) != ABX_OK) {
         abx_kernel_unref(st, k);
         return NULL;
     }
@@ -358,7 +405,7 @@ static abx_err code_run(abx_ctx *ctx, const json_t *args, abx_reply *r)
 static abx_err kernels_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     kstate *st = state_of(ctx);
-    reap_idle(st);
+    reap_idle(ctx, st);
     json_t *arr = json_array();
     pthread_mutex_lock(&st->mu);
     for (kernel *k = st->list; k; k = k->next)
@@ -404,7 +451,7 @@ static abx_err kernels_restart(abx_ctx *ctx, const json_t *args, abx_reply *r)
     abx_err e = abx_kernel_acquire(k, true, r); /* after the cells already queued */
     if (e == ABX_OK) {
         kernel_stop(k);
-        e = kernel_spawn(ctx, args, k, r);
+        e = kernel_spawn(ctx, k, r); /* the cwd, env and language it was created with */
         abx_kernel_release(k);
         if (e == ABX_OK)
             abx_reply_json(r, abx_kernel_json(k));
@@ -454,7 +501,7 @@ static const abx_param create_params[] = {
     {"language", ABX_T_ENUM, .required = true, .choices = "python|r", .kind = ABX_KIND_LANGUAGE,
      .doc = "The kernel's language (checked by the statement's languages scope)"},
     {"cwd", ABX_T_STRING, .kind = ABX_KIND_PATH, .access = ABX_ACC_READ, .doc = "Working directory"},
-    {"env", ABX_T_MAP, .item = ABX_T_STRING, .doc = "Extra environment (ABX_*, LD_*, PYTHON* are reserved)"},
+    {"env", ABX_T_MAP, .item = ABX_T_STRING, .doc = "Extra environment (ABX_*, LD_*, PYTHON*, R_* are reserved)"},
     {"run", ABX_T_STRING, .doc = "A run of the caller's (runs.create) that host.submit_output completes"},
     {0},
 };
@@ -493,12 +540,12 @@ static const abx_op_def kernels_ops[] = {
      .summary = "Run a cell; returns the Execution (results as MIME bundles, logs, error), close to E2B's.",
      .http = {"POST /kernels/{id}/execute"}, .params = exec_params,
      .limits = ABX_LIM_TIMEOUT | ABX_LIM_RATE | ABX_LIM_CONCURRENCY | ABX_LIM_MAX_OUTPUT_BYTES, .since = "0.2",
-     .errors = "kernel.not_found kernel.busy kernel.died", .handler = abx_kernels_execute},
+     .errors = "kernel.not_found kernel.busy kernel.died kernel.memory_pressure", .handler = abx_kernels_execute},
     {.id = "kernels.stream", .effects = ABX_EFF_EXEC,
      .summary = "Run a cell, its outputs as SSE events while they happen: stdout, stderr, result, error, end.",
      .http = {"POST /kernels/{id}/stream"}, .params = exec_params, .stream = ABX_STREAM_SSE,
      .limits = ABX_LIM_TIMEOUT | ABX_LIM_RATE | ABX_LIM_CONCURRENCY | ABX_LIM_MAX_OUTPUT_BYTES, .since = "0.2",
-     .errors = "kernel.not_found kernel.busy", .handler = abx_kernels_stream},
+     .errors = "kernel.not_found kernel.busy kernel.memory_pressure", .handler = abx_kernels_stream},
     {0},
 };
 
@@ -515,7 +562,8 @@ static const abx_op_def devtools_ops[] = {
      .summary = "Run code once in a fresh confined interpreter; returns the Execution of kernels.execute.",
      .http = {"POST /devtools/code/run"}, .params = code_params,
      .limits = KLIMITS | ABX_LIM_MAX_OUTPUT_BYTES, .since = "0.2",
-     .errors = "kernel.start_failed kernel.died process.spawn_failed sandbox.unavailable", .handler = code_run},
+     .errors = "kernel.start_failed kernel.died kernel.memory_pressure process.spawn_failed sandbox.unavailable",
+     .handler = code_run},
     {0},
 };
 

@@ -10,6 +10,8 @@ typedef struct kernel {
     char language[8];
     char credential[37];         /* the host channel's kernel-scoped secret */
     char *owner;                 /* the creating principal: host calls run as it */
+    json_t *args;                /* {cwd, env} of kernels.create: a restart reuses them */
+    char *cwd;                   /* the canonical cwd admitted at creation, or NULL */
     char run[20];                /* the run it belongs to (kernels.create run:), "" none */
     abx_proc *proc;              /* one reference; NULL while stopped */
     abx_jconn *conn;
@@ -19,6 +21,10 @@ typedef struct kernel {
     int64_t last_used;
     int exec_count;
     int refs;                    /* under the namespace state's mu */
+    int mem_fd, mem_ver;         /* kernel_mem.c: the watch (eventfd v1, memory.events v2), -1 none */
+    uint64_t mem_high;           /* v2: memory.events' high count last seen */
+    int64_t mem_limit, mem_threshold;
+    char mem_dir[256];
     struct kernel *next;
 } kernel;
 
@@ -43,5 +49,15 @@ abx_err abx_kernel_acquire(kernel *k, bool wait, abx_reply *r);
 void abx_kernel_release(kernel *k);
 abx_err abx_kernels_execute(abx_ctx *ctx, const json_t *args, abx_reply *r);
 abx_err abx_kernels_stream(abx_ctx *ctx, const json_t *args, abx_reply *r);
+
+/* kernel_mem.c: watch the kernel's memory cgroup (pid) near its limit (bytes, 0 none);
+ * 1 watching, 0 nothing to watch, -1 the cgroup refused. */
+int abx_kmem_arm(kernel *k, pid_t pid, int64_t limit);
+void abx_kmem_disarm(kernel *k);
+short abx_kmem_events(const kernel *k);
+void abx_kmem_reset(kernel *k);
+/* After the watch fired: true when the cell is over the threshold now. */
+bool abx_kmem_fired(kernel *k);
+json_t *abx_kmem_json(const kernel *k);
 
 #endif

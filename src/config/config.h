@@ -29,6 +29,7 @@ typedef struct abx_config {
     bool allow_plaintext;
     bool allow_lint_errors;
     int64_t request_max_bytes;
+    int64_t kernel_idle_ms;              /* an unused kernel is reaped after this long (30 min) */
     int64_t approval_ttl_ms;             /* a held call expires this long after it was requested (15 min) */
     int auth_failures;                   /* failed authentications per minute, all addresses together (100) */
     int64_t upload_max_bytes;

@@ -79,6 +79,7 @@ void abx_ctx_server_facts(const abx_ctx *ctx, abx_server_facts *out)
         .tls = s->cfg.tls_cert != NULL,
         .request_max_bytes = s->cfg.request_max_bytes,
         .upload_max_bytes = s->cfg.upload_max_bytes,
+        .kernel_idle_ms = s->cfg.kernel_idle_ms,
         .connections = s->cfg.connections,
         .open_connections = atomic_load(&s->conns),
         .system_env = s->cfg.system_env,

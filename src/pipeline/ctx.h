@@ -94,6 +94,7 @@ typedef struct abx_server_facts {
     int terminal_port;            /* 0 when the terminal listener is off */
     bool tls;                     /* the listener speaks https */
     int64_t request_max_bytes, upload_max_bytes;
+    int64_t kernel_idle_ms;       /* limits.kernel_idle */
     int connections;              /* the connection limit */
     int open_connections;         /* now */
     char *const *system_env;      /* variables system.env.get may reveal */

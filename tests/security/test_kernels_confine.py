@@ -92,3 +92,51 @@ def test_credential_useless_outside_and_checked_inside(kern):
     assert v == "'auth.invalid_token'", v
     # the environment does not carry it
     assert cell(s, kid, "import os\n[k for k in os.environ if k.startswith('ABX_')]") == "[]"
+
+
+@pytest.fixture
+def rkern(abx, workspace):
+    if not os.path.exists("/usr/lib/R/site-library/IRkernel"):
+        pytest.skip("r-cran-irkernel is not installed (scripts/deps.sh installs it)")
+    cfg = {"workspace": workspace, "terminal_listen": "off",
+           "auth": {"tokens": [{"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)}]},
+           "policy": {"allow": [
+               {"ops": ["kernels.*"], "principals": ["alice"], "paths": [workspace + "/**"], "languages": ["r"]},
+               {"ops": ["files.*", "core.*"], "principals": ["alice"], "paths": [workspace + "/**"]}]}}
+    s = abx(cfg)
+    kid = ok(s.op("kernels.create", {"language": "r"}, token=ALICE_TOKEN))["id"]
+    return s, kid
+
+
+R_TRY = "attempt <- function(f) tryCatch({ f(); 'ALLOWED' }, error = function(e) 'refused', warning = function(w) 'refused')\n"
+
+
+def test_r_cell_cannot_reach_host_tcp_or_bind_unix_sockets(rkern, tmp_path):
+    s, kid = rkern
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(1)
+    port = lst.getsockname()[1]
+    try:
+        v = cell(s, kid, R_TRY + "attempt(function() socketConnection('127.0.0.1', %d, timeout = 2))" % port)
+        assert v == '[1] "refused"', v
+    finally:
+        lst.close()
+    # a ZeroMQ socket of its own (pbdZMQ directly, not IRkernel's routed binds) is refused
+    path = str(world_readable_dir(tmp_path, "rsock") / "z")
+    v = cell(s, kid, R_TRY + "attempt(function() { z <- pbdZMQ::zmq.socket(pbdZMQ::zmq.ctx.new(), "
+                             "pbdZMQ::ZMQ.ST()$REP); if (pbdZMQ::zmq.bind(z, 'ipc://%s') != 0) stop('no') })" % path)
+    assert v == '[1] "refused"', v
+    assert not os.path.exists(path)
+    # the host channel still works
+    assert cell(s, kid, "host_call('files.stat', path = 'a.txt')$size") == "[1] 6"
+
+
+def test_r_credential_useless_outside_and_not_in_env(rkern):
+    s, kid = rkern
+    cred = cell(s, kid, "get('tok', environment(host_call))")
+    cred = cred.split('"')[1]
+    assert len(cred) == 36
+    r = s.op("core.whoami", {}, token=cred)
+    assert r.status_code == 401, r.text
+    assert cell(s, kid, "grep('^ABX_', names(Sys.getenv()), value = TRUE)") == "character(0)"

@@ -277,3 +277,74 @@ def test_devtools_code_run_one_shot(ks):
     assert e3["timed_out"] is True
     assert_error(s.op("devtools.code.run", {"language": "r", "code": "1"}, token=ALICE_TOKEN), 403,
                  "policy.language_not_allowed")
+
+
+def test_restart_keeps_cwd_env_and_language(abx, workspace, tmp_path):
+    cfg = config(workspace, str(tmp_path / "l.db"))
+    cfg["policy"]["allow"][0]["commands"] = {"allow": ["true"], "env": ["FOO"]}
+    s = abx(cfg)
+    os.makedirs(os.path.join(workspace, "sub"), exist_ok=True)
+    kid = ok(s.op("kernels.create", {"language": "python", "cwd": "sub", "env": {"FOO": "bar"}},
+                  token=ALICE_TOKEN))["id"]
+    code = "import os\n(os.path.basename(os.getcwd()), os.environ.get('FOO'))"
+    assert ok(run(s, kid, code))["results"][0]["text/plain"] == "('sub', 'bar')"
+    k = ok(s.op("kernels.restart", {"id": kid}, token=ALICE_TOKEN))
+    assert k["language"] == "python" and k["status"] == "idle"
+    assert ok(run(s, kid, code))["results"][0]["text/plain"] == "('sub', 'bar')"
+
+
+def test_idle_kernel_reaped_after_limits_kernel_idle(abx, workspace, tmp_path):
+    cfg = config(workspace, str(tmp_path / "l.db"))
+    cfg["limits"] = {"kernel_idle": "2s"}
+    s = abx(cfg)
+    k = ok(s.op("kernels.create", {"language": "python"}, token=ALICE_TOKEN))
+    time.sleep(1)
+    ok(run(s, k["id"], "1"))  # a cell counts as use
+    time.sleep(1.2)
+    assert ok(s.op("kernels.get", {"id": k["id"]}, token=ALICE_TOKEN))["status"] == "idle"
+    time.sleep(2.5)
+    assert_error(s.op("kernels.get", {"id": k["id"]}, token=ALICE_TOKEN), 404, "kernel.not_found")
+    deadline = time.time() + 5
+    while os.path.exists("/proc/%d" % k["pid"]) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists("/proc/%d" % k["pid"])
+
+
+def cgroup_memory_watchable():
+    """abx can watch a kernel's memory cgroup: v1 memory (usage threshold eventfd) or v2
+    with memory delegated (memory.high). Else the test is skipped with the reason."""
+    if os.path.exists("/sys/fs/cgroup/memory/cgroup.event_control") or \
+            os.path.exists("/sys/fs/cgroup/memory/cgroup.procs"):
+        return True
+    ctl = "/sys/fs/cgroup/cgroup.controllers"
+    return os.path.exists(ctl) and "memory" in open(ctl).read()
+
+
+@pytest.mark.skipif(not cgroup_memory_watchable(),
+                    reason="no memory cgroup abx could delegate to itself (neither cgroup v1 memory nor v2 with "
+                           "the memory controller): a kernel's memory limit cannot be watched here")
+def test_memory_pressure_interrupts_and_keeps_state(abx, workspace, tmp_path):
+    s = abx(config(workspace, str(tmp_path / "l.db"), limits={"memory": "384MiB"}))
+    kid = ok(s.op("kernels.create", {"language": "python"}, token=ALICE_TOKEN))["id"]
+    ok(run(s, kid, "keep = 'still here'"))
+    code = ("def grow():\n    l = []\n    while True:\n        l.append(b'x' * (4 << 20))\n"
+            "print('growing', flush=True)\ngrow()")
+    r = run(s, kid, code)
+    assert_error(r, 507, "kernel.memory_pressure")
+    d = r.json()["error"]["details"]
+    assert d["memory_limit"] == 384 << 20 and d["threshold"] < d["memory_limit"], d
+    assert "growing" in "".join(d["execution"]["logs"]["stdout"]), d
+    assert d["execution"]["error"]["name"] == "KeyboardInterrupt", d
+    # the kernel and its state survive, and the memory came back
+    e = ok(run(s, kid, "keep"))
+    assert e["results"][0]["text/plain"] == "'still here'"
+    assert ok(run(s, kid, "len(b'y' * (16 << 20))"))["results"][0]["text/plain"] == str(16 << 20)
+    # kernels.stream says it as an error event before the end
+    pid = ok(s.op("kernels.get", {"id": kid}, token=ALICE_TOKEN))["pid"]
+    rss = [int(l.split()[1]) for l in open("/proc/%d/status" % pid) if l.startswith("VmRSS")][0]
+    assert rss < 200 << 10, "the interrupted cell's memory is still held: %d KiB" % rss
+    r = s.post("/ops/kernels.stream", token=ALICE_TOKEN, stream=True, timeout=60, json_body={"id": kid, "code": code})
+    events = sse_events(r)
+    codes = [d.get("code") or d.get("name") for ev, d in events if ev == "error"]
+    assert "kernel.memory_pressure" in codes and events[-1][0] == "end", events
+    assert ok(run(s, kid, "keep"))["results"][0]["text/plain"] == "'still here'"
