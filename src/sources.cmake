@@ -122,6 +122,7 @@ set(ABX_SRC_DOORS
   src/doors/doors.c
   src/doors/legacy.c
   src/doors/mcp.c
+  src/doors/mcp_call.c
   src/doors/mcp_http.c
   src/doors/mcp_stdio.c
   src/doors/toolcall.c
