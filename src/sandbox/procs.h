@@ -51,6 +51,8 @@ void abx_procs_run_ids(const abx_procs *m, uid_t *uid, gid_t *gid);
 int abx_procs_make_tmpdir(abx_procs *m, char *dir, size_t dirlen, char *why, size_t whylen);
 /* TERM every process group, wait up to grace_ms, KILL the rest, stop the thread. */
 void abx_procs_free(abx_procs *m, int64_t grace_ms);
+/* Signal every running process group (stop: TERM at once, KILL when the grace is over). */
+void abx_procs_kill_all(abx_procs *m, int sig);
 
 typedef struct abx_proc_spec {
     abx_spawn_req spawn;       /* fds are filled in by the manager */
