@@ -72,6 +72,7 @@ set(ABX_SRC_PIPELINE
   src/pipeline/audit.c
   src/pipeline/auth.c
   src/pipeline/call.c
+  src/pipeline/tickets.c
   src/pipeline/ctx.c
   src/pipeline/dispatch.c
   src/pipeline/explain.c

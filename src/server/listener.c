@@ -543,8 +543,16 @@ static bool host_allowed(abx_server *s, const char *host)
     return false;
 }
 
-static bool origin_allowed(abx_server *s, const char *origin)
+/* allowed_origins, or the request's own origin: a page served from the origin this
+ * request names in Host (already checked against the allowed hosts, so a rebound name
+ * never gets here) may call it, as browsers' same-origin rule intends; its WebSocket
+ * authenticates with a ticket (terminal.ticket). */
+static bool origin_allowed(abx_server *s, const char *origin, const char *host)
 {
+    const char *scheme = s->cfg.tls_cert ? "https://" : "http://";
+    size_t sl = strlen(scheme);
+    if (host && *host && strncasecmp(origin, scheme, sl) == 0 && strcasecmp(origin + sl, host) == 0)
+        return true;
     for (size_t i = 0; i < s->cfg.n_allowed_origins; i++)
         if (strcmp(s->cfg.allowed_origins[i], origin) == 0)
             return true;
@@ -599,7 +607,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
     /* step 0c: Host and Origin */
     if (!host_allowed(s, h->host))
         return reject(c, cr, ABX_E_REQUEST_HOST_DENIED, "the Host header is not allowed");
-    if (h->origin && !origin_allowed(s, h->origin))
+    if (h->origin && !origin_allowed(s, h->origin, h->host))
         return reject(c, cr, ABX_E_REQUEST_ORIGIN_DENIED, "the Origin header is not allowed");
     /* step 2 early (pure trie walk): the busy slot and the body rules depend on the op */
     abx_doors_route(r);
