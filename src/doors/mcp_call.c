@@ -358,6 +358,7 @@ void abx_mcp_call_free(abx_mcp_call *c)
     json_decref(c->queue);
     json_decref(c->args);
     abx_free(c->client);
+    abx_free(c->name);
     abx_buf_release(&c->line);
     abx_buf_release(&c->data);
     abx_buf_release(&c->bytes);
@@ -430,15 +431,14 @@ static abx_mcp_call *call_new(const abx_mcp_in *in, const abx_op *op, const char
 {
     abx_server *s = in->server;
     abx_mcp_call *c = abx_calloc(1, sizeof *c);
-    if (!c) {
+    if (!c || !(c->name = abx_strdup(name))) {
+        abx_free(c);
         json_decref(args);
         return NULL;
     }
     c->m = s->mcp;
     c->server = s;
     c->op = op;
-    c->name = op->id;
-    (void)name;
     c->conv = in->conv;
     c->id = json_deep_copy(id);
     c->token = token ? json_deep_copy(token) : NULL;

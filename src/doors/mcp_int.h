@@ -62,7 +62,7 @@ struct abx_mcp_call {
     int progress;
     abx_server *server;
     const abx_op *op;
-    const char *name;           /* the op id (for "unknown tool") */
+    char *name;                 /* owned: the tool's name as asked (for "unknown tool") */
     json_t *args;               /* owned: the arguments passed to the pipeline */
     char *client;               /* owned copy for the worker, or NULL */
     int64_t deadline_ms;        /* a stream answers what it collected by then (0 = none) */

@@ -27,6 +27,7 @@ const client = new Client({ name: "abx-long-test", version: "1.0.0" });
 const report = {};
 try {
   await client.connect(transport);
+  report.step = "soft timeout";
   // 1. past the soft timeout: status running, then poll with process__wait
   let t0 = Date.now();
   const first = text(await client.callTool({ name: "commands__run", arguments: { command: "sh -c 'sleep 4; echo built'" } }));
@@ -38,6 +39,7 @@ try {
   }
   const out = text(await client.callTool({ name: "process__output", arguments: { pid: first.pid } }));
   report.waited = { status: waited.status, exit_code: waited.exit_code, polls, stdout: out.stdout };
+  report.step = "progress";
   // 2. longer than the client's timeout, kept alive by progress
   const progress = [];
   t0 = Date.now();
@@ -47,6 +49,7 @@ try {
     { timeout: 1500, resetTimeoutOnProgress: true, onprogress: (p) => progress.push(p) },
   );
   report.kept = { isError: kept.isError === true, result: text(kept), progress: progress.length, ms: Date.now() - t0 };
+  report.step = "control";
   // 3. the same without resetTimeoutOnProgress: the client gives up (the control)
   try {
     await client.callTool(
@@ -58,7 +61,9 @@ try {
   } catch (e) {
     report.control = String(e.code ?? e);
   }
+  report.step = "close";
   await client.close();
+  delete report.step;
   console.log(JSON.stringify(report));
 } catch (e) {
   report.failure = String(e && e.stack ? e.stack : e);

@@ -132,7 +132,7 @@ def run_long(args, env=None):
                        timeout=120, env=e)
     assert r.stdout.strip(), "no report from the SDK client:\n" + r.stderr[-3000:]
     rep = json.loads(r.stdout.strip().splitlines()[-1])
-    assert r.returncode == 0 and "failure" not in rep, rep.get("failure", r.stderr[-3000:])
+    assert r.returncode == 0 and "failure" not in rep, json.dumps(rep)[-3000:]
     return rep
 
 
