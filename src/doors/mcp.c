@@ -34,7 +34,11 @@ static const char instructions[] =
     "Each tool is an abx operation this principal may call; the dotted operation id is the tool's title. "
     "Every call goes through abx's policy: a refused call comes back as an error result naming the code "
     "(policy.*, args.*) and why; a call held for human approval says so with its approval id "
-    "(check it with approvals__get).";
+    "(check it with approvals__get). A command still running at the soft timeout (50 s unless the call gives "
+    "timeout) answers status running with its pid: wait for it with process__wait {pid, timeout} or read it with "
+    "process__output. Streaming tools (files__watch, commands__stream, process__stream) answer with what they "
+    "collected within duration seconds or max_events. A terminal is a process: type with process__write, read "
+    "with process__output.";
 
 /* ---- small helpers ---- */
 

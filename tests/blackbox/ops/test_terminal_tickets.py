@@ -9,6 +9,7 @@ import sqlite3
 import time
 
 import pytest
+import requests
 import websocket
 
 from abxtest import ALICE_TOKEN, CAROL_TOKEN, tokens, wait_for
@@ -107,3 +108,18 @@ def test_tool_agent_drives_a_terminal_with_process_write_and_output(abx, workspa
         assert wait_for(seen, timeout=8), "the terminal's output never showed the command's result"
     finally:
         c.call("terminal__delete", {"id": tid})
+
+
+def test_outstanding_tickets_are_bounded(abx, workspace, tmp_path):
+    s = abx(make_config(workspace, str(tmp_path)))
+    a = create(s)["id"]
+    try:
+        sess = requests.Session()
+        hdr = {"Authorization": "Bearer " + ALICE_TOKEN, "Content-Type": "application/json"}
+        codes = [sess.post(s.url + "/terminal/%d/ticket" % a, headers=hdr, data="{}").status_code
+                 for _ in range(1024)]
+        assert codes == [200] * 1024, set(codes)
+        r = sess.post(s.url + "/terminal/%d/ticket" % a, headers=hdr, data="{}")
+        assert r.status_code == 429 and r.json()["error"]["code"] == "limit.concurrency", r.text
+    finally:
+        delete(s, a)
