@@ -183,7 +183,7 @@ def test_sigterm_with_an_abandoned_stream_stops_within_grace(abx, workspace, tmp
     body = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
                        "params": {"name": "commands__stream", "arguments": {"command": "sleep " + tag},
                                   "_meta": {"progressToken": 1}}}).encode()
-    sock = socket.create_connection(("127.0.0.1", int(s.url.rsplit(":", 1)[1])))
+    sock = socket.create_connection(("127.0.0.1", s.port))
     sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + ALICE_TOKEN.encode() +
                  b"\r\nMcp-Session-Id: " + c.sid.encode() + b"\r\nContent-Type: application/json\r\nAccept: " +
                  ACCEPT.encode() + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
@@ -193,11 +193,37 @@ def test_sigterm_with_an_abandoned_stream_stops_within_grace(abx, workspace, tmp
     threading.Thread(target=lambda: requests.get(s.url + "/process/%d/output?wait=60" % p["pid"],
                                                  headers={"Authorization": "Bearer " + ALICE_TOKEN},
                                                  timeout=70), daemon=True).start()
+    # and a files.watch stream whose client stays connected and never reads
+    held = socket.create_connection(("127.0.0.1", s.port))
+    held.sendall(b"GET /files/watch?path=. HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " +
+                 ALICE_TOKEN.encode() + b"\r\n\r\n")
     time.sleep(0.3)
     sock.close()
     t0 = time.time()
     s.proc.send_signal(signal.SIGTERM)
     s.proc.wait(10)
     took = time.time() - t0
+    print("SIGTERM to exit with an abandoned stream, a long poll and a held watch: %.2f s (grace 2 s)" % took)
     assert took < 2 + 1, took
     assert wait_for(lambda: not pgrep("sleep " + tag), timeout=2), pgrep("sleep " + tag)
+    held.close()
+
+
+def test_the_grace_cuts_a_slow_stop_short(abx, workspace, tmp_path):
+    """A held files.watch keeps a normal stop busy for about 2 s (its poll); with a 300 ms grace
+    the timer ends abx first, kills what it started and says so in the log."""
+    s = abx(make_config(workspace, str(tmp_path), {"shutdown_grace": "300ms"}))
+    tag = uniq_sleep()
+    s.op("process.start", {"command": "sleep " + tag}, token=ALICE_TOKEN)
+    held = socket.create_connection(("127.0.0.1", s.port))
+    held.sendall(b"GET /files/watch?path=. HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " +
+                 ALICE_TOKEN.encode() + b"\r\n\r\n")
+    assert held.recv(12).startswith(b"HTTP/1.1 200")
+    t0 = time.time()
+    s.proc.send_signal(signal.SIGTERM)
+    s.proc.wait(10)
+    took = time.time() - t0
+    held.close()
+    assert took < 1.3, took
+    assert wait_for(lambda: not pgrep("sleep " + tag), timeout=2), pgrep("sleep " + tag)
+    assert "longer than limits.shutdown_grace" in s.stderr(), s.stderr()[-2000:]
