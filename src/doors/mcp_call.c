@@ -251,10 +251,14 @@ static void worker_join(abx_mcp_call *c)
 static bool answer(abx_mcp_call *c, abx_mcp_out *out);
 static void stream_bounds(abx_mcp_call *c, const abx_server *s, const json_t *args);
 
-/* The worker has not finished: wait up to one progress interval, then say it still runs. */
+/* The worker has not finished: wait (a second at most, so a stopping transport is not held
+ * up), and when a progress interval has passed say it still runs; NULL: nothing yet. */
 static json_t *worker_wait(abx_mcp_call *c, bool *final)
 {
-    int64_t until = abx_now_ms() + c->interval_ms;
+    int64_t now = abx_now_ms();
+    if (!c->next_progress_ms)
+        c->next_progress_ms = c->started_ms + c->interval_ms;
+    int64_t until = c->next_progress_ms < now + 1000 ? c->next_progress_ms : now + 1000;
     pthread_mutex_lock(&c->wmu);
     while (!c->worker_done) {
         int64_t left = until - abx_now_ms();
@@ -273,7 +277,10 @@ static json_t *worker_wait(abx_mcp_call *c, bool *final)
     }
     bool done = c->worker_done;
     pthread_mutex_unlock(&c->wmu);
+    if (!done && abx_now_ms() < c->next_progress_ms)
+        return NULL;
     if (!done) {
+        c->next_progress_ms = abx_now_ms() + c->interval_ms;
         char msg[96];
         snprintf(msg, sizeof msg, "%s: still running after %lld s", c->op->id,
                  (long long)((abx_now_ms() - c->started_ms) / 1000));
@@ -296,7 +303,7 @@ json_t *abx_mcp_call_next(abx_mcp_call *c, bool *final)
     *final = false;
     if (c->threaded && !c->joined) {
         json_t *m = worker_wait(c, final);
-        if (m || *final)
+        if (m || *final || !c->joined)
             return m;
     }
     for (;;) {

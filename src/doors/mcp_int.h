@@ -74,7 +74,7 @@ struct abx_mcp_call {
     pthread_mutex_t wmu;
     pthread_cond_t wcv;
     int worker_fd;
-    int64_t interval_ms, started_ms;
+    int64_t interval_ms, started_ms, next_progress_ms;
 };
 
 void abx__mcp_conv_unref(abx_mcp *m, abx_mcp_conv *c);
