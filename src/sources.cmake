@@ -79,6 +79,7 @@ set(ABX_SRC_PIPELINE
   src/pipeline/audit.c
   src/pipeline/auth.c
   src/pipeline/call.c
+  src/pipeline/tickets.c
   src/pipeline/ctx.c
   src/pipeline/dispatch.c
   src/pipeline/explain.c
@@ -131,6 +132,7 @@ set(ABX_SRC_DOORS
   src/doors/doors.c
   src/doors/legacy.c
   src/doors/mcp.c
+  src/doors/mcp_call.c
   src/doors/mcp_http.c
   src/doors/mcp_stdio.c
   src/doors/toolcall.c

@@ -268,6 +268,10 @@ typedef abx_err (*abx_policy_hook)(void *udata, const char *principal, const cha
                                    int64_t limits[ABX_LIM__COUNT], char *why, size_t whylen);
 int abx_server_add_hook(abx_server *s, abx_policy_hook hook, void *udata, char *errbuf, size_t errlen);
 void abx_server_stop(abx_server *s);
+/* Stop on a signal and free: confined processes are sent TERM at once, and past the
+ * config's limits.shutdown_grace (10 s) whatever is left is killed and the process exits
+ * (_exit), whatever connection is still open. */
+void abx_server_shutdown(abx_server *s);
 void abx_server_free(abx_server *s);
 /* Run an op in-process through the same pipeline (steps 4–10). principal NULL =
  * anonymous. args is borrowed. Returns the HTTP status; *body (owned) is the reply. */

@@ -14,6 +14,16 @@ extern const abx_namespace abx_ns_core, abx_ns_files, abx_ns_system, abx_ns_comm
  * default registry holds their ops, and every server starts their states. */
 extern const abx_namespace *const abx_builtin_namespaces[];
 
+/* The bound every streaming op takes for the tool doors (MCP tools/call, /tools/call,
+ * /batch): they answer with what the stream gave by then. An HTTP stream runs until its
+ * client leaves and ignores them. */
+#define ABX_TOOL_STREAM_PARAMS                                                                                        \
+    {"duration", ABX_T_NUMBER, ABX_RANGE(0, 600),                                                                     \
+     .doc = "Tool doors (MCP, /tools/call, /batch): answer with the events collected after this many seconds "       \
+            "(default: the server's limits.tool_stream_duration, 10 s); plain HTTP streams ignore it"},              \
+        {"max_events", ABX_T_INT, ABX_RANGE(1, 100000),                                                               \
+         .doc = "Tool doors: answer once this many events came (default: limits.tool_stream_events, 1000)"}
+
 int abx_landlock_abi(void); /* 0 when Landlock is unavailable */
 
 /* Identity checks (policy.h) for what a handler meets beyond abx_ctx_open: a file

@@ -234,12 +234,13 @@ static abx_err sessions_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
 static const abx_param run_params[] = {
     COMMAND_PARAMS,
     {"timeout", ABX_T_NUMBER, ABX_MIN(0),
-     .doc = "Soft timeout in seconds: answer status running with the pid; the process goes on in the background"},
+     .doc = "Soft timeout in seconds: answer status running with the pid; the process goes on in the background "
+            "(wait for it with process.wait). MCP and /tools/call default to limits.tool_soft_timeout (50 s); 0 = none"},
     {"max_output_bytes", ABX_T_INT, ABX_MIN(1), .doc = "Keep at most this many bytes of each stream (truncated flag)"},
     {0},
 };
 
-static const abx_param stream_params[] = {COMMAND_PARAMS, {0}};
+static const abx_param stream_params[] = {COMMAND_PARAMS, ABX_TOOL_STREAM_PARAMS, {0}};
 
 static const abx_param session_create_params[] = {
     {"cwd", ABX_T_STRING, .kind = ABX_KIND_PATH, .access = ABX_ACC_READ, .doc = "Working directory of the session"},
@@ -263,14 +264,15 @@ static const abx_param session_id_params[] = {{"id", ABX_T_STRING, .required = t
 
 static const abx_op_def commands_ops[] = {
     {.id = "commands.run", .effects = ABX_EFF_EXEC,
-     .summary = "Run a command confined; answer its exit code, stdout and stderr (or status running at the soft "
-                "timeout).",
+     .summary = "Run a command confined; answer its exit code, stdout and stderr, or status running with the pid at "
+                "the soft timeout (then process.wait {pid, timeout} waits for the exit).",
      .http = {"POST /commands/run"}, .params = run_params, .one_of = "command|argv", .limits = EXEC_LIMITS,
      .since = "0.1",
      .errors = "files.not_found files.not_a_directory files.access files.io process.spawn_failed sandbox.unavailable",
      .handler = commands_run},
     {.id = "commands.stream", .effects = ABX_EFF_EXEC,
-     .summary = "Run a command confined and stream stdout, stderr and exit as server-sent events.",
+     .summary = "Run a command confined and stream stdout, stderr and exit as server-sent events (on tool doors: "
+                "bounded by duration and max_events; the command is killed at the bound).",
      .http = {"POST /commands/stream"}, .params = stream_params, .one_of = "command|argv", .limits = EXEC_LIMITS,
      .stream = ABX_STREAM_SSE, .since = "0.1",
      .errors = "files.not_found files.not_a_directory files.access files.io process.spawn_failed sandbox.unavailable",

@@ -107,6 +107,23 @@ static abx_err process_output(abx_ctx *ctx, const json_t *args, abx_reply *r)
     return ABX_OK;
 }
 
+static bool wait_cancelled(void *ud) { return abx_ctx_cancelled(ud); }
+
+/* Wait (bounded) for the process to exit: its state then, with running true at the timeout. */
+static abx_err process_wait(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_proc *p = own_proc(ctx, args, r);
+    if (!p)
+        return ABX_E_PROCESS_NOT_FOUND;
+    double t = json_number_value(json_object_get(args, "timeout"));
+    int w = abx_proc_wait(p, abx_now_ms() + (int64_t)(t * 1000), wait_cancelled, ctx);
+    json_t *out = abx_proc_json(p);
+    abx_proc_unref(p);
+    json_object_set_new(out, "timed_out_waiting", json_boolean(w == 0));
+    abx_reply_json(r, out);
+    return ABX_OK;
+}
+
 static abx_err process_stream(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     abx_proc *p = own_proc(ctx, args, r);
@@ -178,10 +195,17 @@ static const abx_param output_params[] = {
     {"wait", ABX_T_NUMBER, .dflt = "0", ABX_RANGE(0, 60), .doc = "Long-poll: seconds to wait for new output"},
     {0},
 };
+static const abx_param wait_params[] = {
+    {"pid", ABX_T_INT, .required = true, ABX_MIN(1), .doc = "Process id"},
+    {"timeout", ABX_T_NUMBER, .dflt = "30", ABX_RANGE(0, 50),
+     .doc = "Seconds to wait for the exit (at most 50, under an MCP client's 60 s timeout); then status running"},
+    {0},
+};
 static const abx_param stream_params[] = {
     {"pid", ABX_T_INT, .required = true, ABX_MIN(1), .doc = "Process id"},
     {"offset", ABX_T_INT, .dflt = "0", ABX_MIN(0), .doc = "Start at this stdout offset (Last-Event-ID wins)"},
     {"stderr_offset", ABX_T_INT, .dflt = "0", ABX_MIN(0), .doc = "Start at this stderr offset"},
+    ABX_TOOL_STREAM_PARAMS,
     {0},
 };
 static const abx_param write_params[] = {
@@ -213,6 +237,10 @@ static const abx_op_def process_ops[] = {
      .summary = "Output by byte offset (with optional long-poll); says when the offset fell off the ring.",
      .http = {"GET /process/{pid}/output"}, .params = output_params, .limits = ABX_LIM_MAX_BYTES, .since = "0.1",
      .errors = "process.not_found", .handler = process_output},
+    {.id = "process.wait", .effects = ABX_EFF_READ,
+     .summary = "Wait (at most timeout seconds) for a process to exit: its exit code and status, or status running.",
+     .http = {"POST /process/{pid}/wait"}, .params = wait_params, .since = "0.2",
+     .errors = "process.not_found", .handler = process_wait},
     {.id = "process.stream", .effects = ABX_EFF_READ,
      .summary = "Output as server-sent events; resumable with Last-Event-ID.", .http = {"GET /process/{pid}/stream"},
      .params = stream_params, .stream = ABX_STREAM_SSE, .since = "0.1",

@@ -160,6 +160,9 @@ static abx_err terminal_connect(abx_ctx *ctx, const json_t *args, abx_reply *r)
     if (!abx_ctx_ws_requested(ctx))
         return abx_reply_error(r, ABX_E_ARGS_INVALID, NULL,
                                "terminal.connect is a WebSocket: send Upgrade: websocket with a Sec-WebSocket-Key");
+    int bound = abx_ctx_ticket_target(ctx);
+    if (bound >= 0 && bound != (int)json_integer_value(json_object_get(args, "id")))
+        return abx_reply_error(r, ABX_E_AUTH_INVALID_TOKEN, NULL, "the ticket is for another terminal");
     abx_proc *p = own_terminal(ctx, args, r);
     if (!p)
         return ABX_E_PROCESS_NOT_FOUND;
@@ -178,6 +181,25 @@ static abx_err terminal_connect(abx_ctx *ctx, const json_t *args, abx_reply *r)
     return ABX_OK;
 }
 
+/* A single-use ticket for one WebSocket upgrade to this terminal within limits.ticket_ttl
+ * (30 s), for a page
+ * whose WebSocket API cannot send Authorization: GET /terminal/{id}?ticket=... */
+static abx_err terminal_ticket(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_proc *p = own_terminal(ctx, args, r);
+    if (!p)
+        return ABX_E_PROCESS_NOT_FOUND;
+    int id = abx_proc_pid(p);
+    abx_proc_unref(p);
+    char tk[65];
+    int64_t ttl = 0;
+    if (abx_ctx_ticket_issue(ctx, id, tk, &ttl) != 0)
+        return abx_reply_error(r, ABX_E_LIMIT_CONCURRENCY, NULL, "too many tickets outstanding; retry shortly");
+    abx_reply_json(r, json_pack("{s:i, s:s, s:i, s:o}", "id", id, "ticket", tk, "expires_in", (int)(ttl / 1000),
+                                "ws_path", json_sprintf("/terminal/%d?ticket=%s", id, tk)));
+    return ABX_OK;
+}
+
 static const abx_param create_params[] = {
     {"command", ABX_T_STRING, .kind = ABX_KIND_COMMAND, .dflt = "\"bash -l\"",
      .doc = "Program to run on the terminal (default: a login shell)"},
@@ -188,6 +210,13 @@ static const abx_param create_params[] = {
     {0},
 };
 static const abx_param id_params[] = {{"id", ABX_T_INT, .required = true, ABX_MIN(1), .doc = "Terminal id"}, {0}};
+static const abx_param connect_params[] = {
+    {"id", ABX_T_INT, .required = true, ABX_MIN(1), .doc = "Terminal id"},
+    {"ticket", ABX_T_STRING,
+     .doc = "A ticket from terminal.ticket instead of Authorization (a browser's WebSocket cannot send headers); "
+            "single use, 30 s, this terminal only; the ledger keeps only its digest"},
+    {0},
+};
 static const abx_param resize_params[] = {
     {"id", ABX_T_INT, .required = true, ABX_MIN(1), .doc = "Terminal id"},
     {"cols", ABX_T_INT, .required = true, ABX_RANGE(1, 1000), .doc = "Columns"},
@@ -205,8 +234,13 @@ static const abx_op_def terminal_ops[] = {
      .handler = terminal_create},
     {.id = "terminal.connect", .effects = ABX_EFF_EXEC,
      .summary = "WebSocket to a terminal: binary frames carry its bytes; recent output is replayed on (re)connect.",
-     .http = {"GET /terminal/{id}"}, .params = id_params, .stream = ABX_STREAM_WS, .since = "0.1",
-     .errors = "process.not_found", .handler = terminal_connect},
+     .http = {"GET /terminal/{id}"}, .params = connect_params, .stream = ABX_STREAM_WS, .since = "0.1",
+     .errors = "process.not_found auth.invalid_token", .handler = terminal_connect},
+    {.id = "terminal.ticket", .effects = ABX_EFF_EXEC,
+     .summary = "A single-use ticket for one WebSocket upgrade to the caller's terminal within 30 s "
+                "(GET /terminal/{id}?ticket=...), for pages that cannot send Authorization.",
+     .http = {"POST /terminal/{id}/ticket"}, .params = id_params, .since = "0.2",
+     .errors = "process.not_found limit.concurrency", .handler = terminal_ticket},
     {.id = "terminal.resize", .effects = ABX_EFF_EXEC, .summary = "Resize a terminal.",
      .http = {"POST /terminal/{id}/resize"}, .params = resize_params, .since = "0.1",
      .errors = "process.not_found process.not_running", .handler = terminal_resize},

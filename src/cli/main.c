@@ -79,7 +79,7 @@ static int cmd_serve(int argc, char **argv)
         abx_diags_release(&d);
     }
     abx_log("info", NULL, "signal %d: stopping", sig);
-    abx_server_free(s);
+    abx_server_shutdown(s); /* bounded by limits.shutdown_grace */
     return 0;
 }
 

@@ -39,6 +39,8 @@ typedef struct abx_config {
     int64_t header_bytes; /* request line + headers, bytes (431 past it) */
     int header_count;     /* headers per request (431 past it) */
     int64_t read_timeout_ms;
+    int64_t tool_soft_timeout_ms, progress_interval_ms, tool_stream_duration_ms, shutdown_grace_ms, ticket_ttl_ms;
+    int tool_stream_events;
     bool confine_set, confine_required;  /* unset: required where the kernel has Landlock */
     bool run_as_set;                     /* unset: auto (the workspace's owner) */
     unsigned run_uid, run_gid;

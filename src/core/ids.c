@@ -70,7 +70,7 @@ static const char *const verbs[] = {"list", "get", "create", "update", "delete",
                                     "mkdir", "copy", "find", "archive", "exec", "close", "output", "resize",
                                     "connect", "info", "reload", "explain", "timeline", "decide", "execute",
                                     "send", "cancel", "verify", "grade", "metrics", "env", "interrupt", "restart",
-                                    "finalize"};
+                                    "finalize", "wait", "ticket"};
 
 bool abx_id_known_verb(const char *id)
 {

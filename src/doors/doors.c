@@ -106,3 +106,16 @@ void abx_doors_dispatch(abx_request *r)
         abx_body_end(r);
     abx_audit(r); /* step 10: always */
 }
+
+json_t *abx_door_tool_args(const abx_server *s, const char *op_id, const json_t *args)
+{
+    if (!op_id || (strcmp(op_id, "commands.run") != 0 && strcmp(op_id, "commands.sessions.exec") != 0))
+        return NULL;
+    const json_t *t = json_is_object(args) ? json_object_get(args, "timeout") : NULL;
+    if (t && !json_is_null(t))
+        return NULL; /* the caller's own soft timeout (0 = none) wins */
+    json_t *a = json_is_object(args) ? json_deep_copy(args) : json_object();
+    if (a)
+        json_object_set_new(a, "timeout", json_real((double)s->cfg.tool_soft_timeout_ms / 1000.0));
+    return a;
+}

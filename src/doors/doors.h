@@ -26,6 +26,12 @@ void abx_batch_run(abx_request *r);
 /* GET /commands (batch.c's sibling front door): the caller's mounted declarative commands */
 void abx_commands_list(abx_request *r);
 
+/* The arguments a tool door (MCP, /tools/call) passes for op: commands.run and
+ * commands.sessions.exec without `timeout` get the door's soft timeout (limits:
+ * tool_soft_timeout), so a long command answers status running before an agent's client
+ * gives up. A new reference (args copied), or NULL: use args as they are. */
+json_t *abx_door_tool_args(const abx_server *s, const char *op_id, const json_t *args);
+
 /* LLM provider tool formats (toolcall.c): GET /tools, POST /tools/call */
 void abx_tools_run(abx_request *r);
 /* MCP (mcp.c): the Model Context Protocol, Streamable HTTP at /mcp and stdio (abx mcp).

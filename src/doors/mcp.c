@@ -34,7 +34,11 @@ static const char instructions[] =
     "Each tool is an abx operation this principal may call; the dotted operation id is the tool's title. "
     "Every call goes through abx's policy: a refused call comes back as an error result naming the code "
     "(policy.*, args.*) and why; a call held for human approval says so with its approval id "
-    "(check it with approvals__get).";
+    "(check it with approvals__get). A command still running at the soft timeout (50 s unless the call gives "
+    "timeout) answers status running with its pid: wait for it with process__wait {pid, timeout} or read it with "
+    "process__output. Streaming tools (files__watch, commands__stream, process__stream) answer with what they "
+    "collected within duration seconds or max_events. A terminal is a process: type with process__write, read "
+    "with process__output.";
 
 /* ---- small helpers ---- */
 
@@ -47,7 +51,7 @@ bool abx__mcp_version_supported(const char *v)
 }
 
 /* How many bytes of s to quote so that at most max are shown and no character is cut. */
-static int utf8_prefix(const char *s, size_t max)
+int abx__mcp_utf8_prefix(const char *s, size_t max)
 {
     return (int)abx_utf8_complete_prefix(s, strnlen(s, max));
 }
@@ -62,7 +66,7 @@ json_t *abx_mcp_error(const json_t *id, int code, const char *message, abx_err a
     return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? (json_t *)id : json_null(), "error", err);
 }
 
-static json_t *rpc_result(const json_t *id, json_t *result)
+json_t *abx__mcp_result(const json_t *id, json_t *result)
 {
     return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", (json_t *)id, "result", result);
 }
@@ -232,7 +236,7 @@ void abx__mcp_session_end(abx_mcp *m, abx_mcp_conv *c)
     pthread_mutex_unlock(&m->mu);
 }
 
-static inflight *inflight_add(abx_mcp *m, abx_mcp_conv *c, const json_t *id)
+inflight *abx__mcp_inflight_add(abx_mcp *m, abx_mcp_conv *c, const json_t *id)
 {
     inflight *f = abx_calloc(1, sizeof *f);
     if (!f)
@@ -246,7 +250,7 @@ static inflight *inflight_add(abx_mcp *m, abx_mcp_conv *c, const json_t *id)
     return f;
 }
 
-static void inflight_remove(abx_mcp *m, abx_mcp_conv *c, inflight *f)
+void abx__mcp_inflight_remove(abx_mcp *m, abx_mcp_conv *c, inflight *f)
 {
     if (!f)
         return;
@@ -337,374 +341,7 @@ static json_t *tools_list(const abx_mcp_in *in, const json_t *id, const json_t *
     if ((size_t)offset + MCP_PAGE < n)
         json_object_set_new(result, "nextCursor", cursor_encode((size_t)offset + MCP_PAGE));
     json_decref(tools);
-    return rpc_result(id, result);
-}
-
-/* ---- tools/call: results ---- */
-
-static json_t *text_block(const char *text, size_t n)
-{
-    return json_pack("{s:s, s:s%}", "type", "text", "text", text, n);
-}
-
-/* A CallToolResult; _meta names the pipeline's request (the ledger and the logs use it). */
-static json_t *tool_result(const abx_request *inner, json_t *content, bool is_error, json_t *meta)
-{
-    if (!meta)
-        meta = json_object();
-    json_object_set_new(meta, "abx/request_id", json_string(inner->id));
-    return json_pack("{s:o, s:b, s:o}", "content", content, "isError", is_error, "_meta", meta);
-}
-
-static bool textual_type(const char *ct)
-{
-    return ct && (strncasecmp(ct, "text/", 5) == 0 || strstr(ct, "json") || strstr(ct, "xml") || strstr(ct, "yaml"));
-}
-
-/* Bytes for the model: text when the type is textual and the bytes are UTF-8, else an
- * embedded resource with the bytes in base64. */
-static json_t *bytes_content(const abx_request *inner, const char *ct, const char *data, size_t n, bool truncated)
-{
-    json_t *content = json_array();
-    if (!ct)
-        ct = "application/octet-stream";
-    if (textual_type(ct) && abx_utf8_valid(data, n)) {
-        json_array_append_new(content, text_block(data, n));
-    } else {
-        char *b64 = abx_base64_encode(data, n, NULL);
-        char uri[96];
-        snprintf(uri, sizeof uri, "abx://results/%s", inner->id);
-        json_array_append_new(content, json_pack("{s:s, s:{s:s, s:s, s:s}}", "type", "resource", "resource", "uri",
-                                                 uri, "mimeType", ct, "blob", b64 ? b64 : ""));
-        abx_free(b64);
-    }
-    if (truncated) {
-        char note[96];
-        int k = snprintf(note, sizeof note, "[truncated: only the first %u bytes are shown]", MCP_RESULT_MAX);
-        json_array_append_new(content, text_block(note, (size_t)k));
-    }
-    return content;
-}
-
-static json_t *json_text_content(const json_t *v)
-{
-    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    json_t *content = json_array();
-    json_array_append_new(content, text_block(s ? s : "null", s ? strlen(s) : 4));
-    free(s);
-    return content;
-}
-
-/* A refused or failed call as a result the model can read: "code: message". */
-static json_t *error_result(const abx_request *inner, int status)
-{
-    const abx_reply *rep = &inner->reply;
-    const char *code = abx_err_code(rep->err), *msg = rep->message ? rep->message : abx_err_meaning(rep->err);
-    char *det = rep->details ? json_dumps(rep->details, JSON_COMPACT) : NULL;
-    char *text = abx_asprintf("%s: %s%s%s", code, msg, det ? " " : "", det ? det : "");
-    free(det);
-    json_t *content = json_array();
-    json_array_append_new(content, text_block(text ? text : code, text ? strlen(text) : strlen(code)));
-    abx_free(text);
-    return tool_result(inner, content, true, json_pack("{s:i, s:s}", "abx/status", status, "abx/code", code));
-}
-
-/* A call held for human approval (202): not a result yet, so an error the model reads. */
-static json_t *held_result(const abx_request *inner)
-{
-    const char *aid = json_string_value(json_object_get(inner->reply.body, "approval_id"));
-    char *text = abx_asprintf("held for human approval (approval id %s): nothing has run yet; an approver decides "
-                              "it, then it runs once. Check its state with approvals__get {\"id\": \"%s\"}.",
-                              aid ? aid : "?", aid ? aid : "?");
-    json_t *content = json_array();
-    json_array_append_new(content, text_block(text ? text : "held for approval", text ? strlen(text) : 17));
-    abx_free(text);
-    json_t *meta = json_pack("{s:i, s:s?}", "abx/status", 202, "abx/approval_id", aid);
-    return tool_result(inner, content, true, meta);
-}
-
-static json_t *final_result(abx_mcp_call *c)
-{
-    if (c->cancelled)
-        return tool_result(c->inner, json_pack("[{s:s, s:s}]", "type", "text", "text", "cancelled by the client"),
-                           true, NULL);
-    const abx_reply *rep = &c->inner->reply;
-    json_t *content;
-    if (c->framing == ABX_STREAM_SSE || c->framing == ABX_STREAM_NDJSON) {
-        json_t *doc = json_pack("{s:O, s:b}", "events", c->events, "truncated", c->truncated);
-        content = json_text_content(doc);
-        json_decref(doc);
-    } else {
-        content = bytes_content(c->inner, rep->content_type, c->bytes.data ? c->bytes.data : "", c->bytes.len,
-                                c->truncated);
-    }
-    if (c->failed) {
-        json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text",
-                                                 "[the stream ended with an error before its end]"));
-    }
-    return tool_result(c->inner, content, c->failed, NULL);
-}
-
-/* ---- tools/call: streams ---- */
-
-static void queue_progress(abx_mcp_call *c, const char *name, const json_t *data)
-{
-    if (!c->token)
-        return;
-    const json_t *inner = json_is_object(data) ? json_object_get(data, "data") : NULL;
-    char *dumped = NULL;
-    const char *text = json_string_value(inner);
-    if (!text) {
-        dumped = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
-        text = dumped ? dumped : "";
-    }
-    char *msg = abx_asprintf("%s: %s", name, text);
-    free(dumped);
-    json_t *n = json_pack("{s:s, s:s, s:{s:O, s:i, s:s}}", "jsonrpc", "2.0", "method", "notifications/progress",
-                          "params", "progressToken", c->token, "progress", ++c->progress, "message", msg ? msg : name);
-    abx_free(msg);
-    json_array_append_new(c->queue, n);
-}
-
-static void on_event(abx_mcp_call *c, const char *name, const char *data, size_t n)
-{
-    if (c->kept + n + strlen(name) > MCP_RESULT_MAX) {
-        c->truncated = true;
-        return;
-    }
-    c->kept += n + strlen(name);
-    json_t *d = json_loadb(data, n, JSON_DECODE_ANY, NULL);
-    if (!d) /* not JSON: the text as it is, when it is text */
-        d = json_stringn(data, n);
-    if (!d)
-        d = json_string("(data that is not UTF-8 text)");
-    queue_progress(c, name, d);
-    json_array_append_new(c->events, json_pack("{s:s, s:o}", "event", name, "data", d));
-}
-
-/* One line of an SSE or NDJSON stream (without its newline). */
-static void on_line(abx_mcp_call *c, char *ln, size_t n)
-{
-    if (n && ln[n - 1] == '\r')
-        ln[--n] = '\0';
-    if (c->framing == ABX_STREAM_NDJSON) {
-        if (n)
-            on_event(c, "message", ln, n);
-        return;
-    }
-    if (n == 0) { /* the end of an event */
-        if (c->has_data)
-            on_event(c, c->event[0] ? c->event : "message", c->data.data ? c->data.data : "", c->data.len);
-        c->event[0] = '\0';
-        c->data.len = 0;
-        c->has_data = false;
-        return;
-    }
-    if (ln[0] == ':') /* a comment (keepalive) */
-        return;
-    char *colon = memchr(ln, ':', n);
-    size_t fl = colon ? (size_t)(colon - ln) : n;
-    const char *v = colon ? colon + 1 : ln + n;
-    if (*v == ' ')
-        v++;
-    size_t vl = (size_t)(ln + n - v);
-    if (fl == 5 && memcmp(ln, "event", 5) == 0) {
-        snprintf(c->event, sizeof c->event, "%.*s", (int)vl, v);
-    } else if (fl == 4 && memcmp(ln, "data", 4) == 0) {
-        if (c->has_data)
-            abx_buf_putc(&c->data, '\n');
-        abx_buf_append(&c->data, v, vl);
-        c->has_data = true;
-        if (c->data.failed)
-            c->truncated = true;
-    }
-}
-
-static void feed(abx_mcp_call *c, const char *p, size_t n)
-{
-    if (c->framing != ABX_STREAM_SSE && c->framing != ABX_STREAM_NDJSON) {
-        size_t room = MCP_RESULT_MAX - c->bytes.len;
-        if (!abx_buf_append(&c->bytes, p, n < room ? n : room) || n > room)
-            c->truncated = true;
-        return;
-    }
-    for (size_t i = 0; i < n && !c->truncated; i++) {
-        if (p[i] != '\n') {
-            if (!abx_buf_putc(&c->line, p[i]))
-                c->truncated = true;
-            continue;
-        }
-        char empty[1] = "";
-        on_line(c, c->line.len ? c->line.data : empty, c->line.len);
-        c->line.len = 0;
-    }
-}
-
-static bool hung_up(int fd)
-{
-    if (fd < 0)
-        return false;
-    struct pollfd pf = {.fd = fd, .events = POLLRDHUP};
-    return poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
-json_t *abx_mcp_call_next(abx_mcp_call *c, bool *final)
-{
-    *final = false;
-    for (;;) {
-        if (json_array_size(c->queue)) {
-            json_t *n = json_incref(json_array_get(c->queue, 0));
-            json_array_remove(c->queue, 0);
-            return n;
-        }
-        if (c->done) {
-            *final = true;
-            return rpc_result(c->id, final_result(c));
-        }
-        if ((c->fl && atomic_load(&c->fl->cancel)) || hung_up(c->conn_fd)) {
-            c->cancelled = true;
-            c->done = true;
-            continue;
-        }
-        char buf[16384];
-        const abx_reply *rep = &c->inner->reply;
-        long n = rep->stream_read(rep->stream_state, buf, sizeof buf);
-        if (n <= 0) {
-            c->failed = n < 0;
-            c->done = true;
-            continue;
-        }
-        feed(c, buf, (size_t)n);
-        if (c->truncated) /* kept what the model can use: stop (the stream's free ends its work) */
-            c->done = true;
-        if (!json_array_size(c->queue) && !c->done)
-            return NULL;
-    }
-}
-
-bool abx_mcp_call_cancelled(const abx_mcp_call *c) { return c->cancelled; }
-
-void abx_mcp_call_free(abx_mcp_call *c)
-{
-    if (!c)
-        return;
-    abx_request_free(c->inner); /* a stream still running ends here (commands.stream kills its command) */
-    inflight_remove(c->m, c->conv, c->fl);
-    json_decref(c->id);
-    json_decref(c->token);
-    json_decref(c->events);
-    json_decref(c->queue);
-    abx_buf_release(&c->line);
-    abx_buf_release(&c->data);
-    abx_buf_release(&c->bytes);
-    abx_free(c);
-}
-
-/* ---- tools/call ---- */
-
-static json_t *unknown_tool(const json_t *id, const char *name)
-{
-    char msg[200];
-    snprintf(msg, sizeof msg, "Unknown tool: %.*s", utf8_prefix(name, 120), name);
-    return abx_mcp_error(id, RPC_INVALID_PARAMS, msg, ABX_E_OP_NOT_ENABLED);
-}
-
-static void tools_call(const abx_mcp_in *in, const json_t *id, const json_t *params, abx_mcp_out *out)
-{
-    abx_server *s = in->server;
-    const char *name = json_string_value(json_object_get(params, "name"));
-    const json_t *args = json_object_get(params, "arguments");
-    if (!name) {
-        out->reply = abx_mcp_error(id, RPC_INVALID_PARAMS, "Invalid params: tools/call needs params.name",
-                                   ABX_E_ARGS_MISSING);
-        return;
-    }
-    if (args && !json_is_object(args) && !json_is_null(args)) {
-        out->reply = abx_mcp_error(id, RPC_INVALID_PARAMS, "Invalid params: arguments must be an object",
-                                   ABX_E_ARGS_INVALID);
-        return;
-    }
-    const abx_op *op = abx_registry_resolve_tool(s->reg, name);
-    if (!op || !abx_tool_offered(op)) {
-        out->reply = unknown_tool(id, name);
-        return;
-    }
-    const json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
-    if (token && !json_is_string(token) && !json_is_integer(token))
-        token = NULL;
-    abx_mcp_call *c = abx_calloc(1, sizeof *c);
-    if (!c) {
-        out->reply = abx_mcp_error(id, RPC_INTERNAL, "out of memory", ABX_E_SERVER_UNAVAILABLE);
-        return;
-    }
-    c->m = s->mcp;
-    c->conv = in->conv;
-    c->id = json_deep_copy(id);
-    c->token = token ? json_deep_copy(token) : NULL;
-    c->framing = op->def->stream;
-    c->conn_fd = in->conn_fd;
-    c->events = json_array();
-    c->queue = json_array();
-    abx_buf_init(&c->line, MCP_RESULT_MAX);
-    abx_buf_init(&c->data, MCP_RESULT_MAX);
-    abx_buf_init(&c->bytes, MCP_RESULT_MAX);
-    c->fl = inflight_add(s->mcp, in->conv, id); /* before the handler: a cancel can reach it */
-    json_t *empty = args && json_is_object(args) ? NULL : json_object();
-    abx_call_in ci = {.door = ABX_DOOR_MCP, .principal = in->conv->principal, .op = op->id,
-                      .args = empty ? empty : args, .cancel = c->fl ? &c->fl->cancel : NULL, .conn_fd = in->conn_fd,
-                      .client = in->client};
-    c->inner = c->fl ? abx_call_begin(s, &ci) : NULL;
-    json_decref(empty);
-    if (!c->inner) {
-        out->reply = abx_mcp_error(id, RPC_INTERNAL, "out of memory", ABX_E_SERVER_UNAVAILABLE);
-        abx_mcp_call_free(c);
-        return;
-    }
-    abx_request *r = c->inner;
-    int status = abx_reply_http_status(&r->reply);
-    if (r->reply.err == ABX_E_OP_NOT_ENABLED) { /* unmounted reads like unknown, as everywhere */
-        out->reply = unknown_tool(id, name);
-    } else if (r->reply.err) {
-        out->reply = rpc_result(id, error_result(r, status));
-    } else if (status == 202 && (r->decision.approval || op->def->requires_approval)) { /* held at step 8 */
-        out->reply = rpc_result(id, held_result(r));
-    } else if (r->reply.stream_read) {
-        if (c->token && in->can_stream) { /* progress as the output arrives: the transport pulls */
-            c->conn_fd = -1;               /* the transport watches its own connection */
-            out->call = c;
-            return;
-        }
-        bool final = false;
-        json_t *msg;
-        while (!final) { /* collect (bounded) into one result */
-            msg = abx_mcp_call_next(c, &final);
-            if (!final)
-                json_decref(msg);
-        }
-        out->reply = msg;
-    } else if (r->reply.raw) {
-        size_t n = r->reply.raw_len < MCP_RESULT_MAX ? r->reply.raw_len : MCP_RESULT_MAX;
-        out->reply = rpc_result(id, tool_result(r, bytes_content(r, r->reply.content_type, r->reply.raw, n,
-                                                                 n < r->reply.raw_len),
-                                                false, NULL));
-    } else if (r->reply.fd >= 0) {
-        size_t n = r->reply.length < MCP_RESULT_MAX ? (size_t)r->reply.length : MCP_RESULT_MAX;
-        char *buf = abx_malloc(n + 1);
-        ssize_t got = buf ? pread(r->reply.fd, buf, n, (off_t)r->reply.offset) : -1;
-        if (got < 0)
-            out->reply = abx_mcp_error(id, RPC_INTERNAL, "cannot read the result", ABX_E_FILES_IO);
-        else
-            out->reply = rpc_result(id, tool_result(r, bytes_content(r, r->reply.content_type, buf, (size_t)got,
-                                                                     (uint64_t)got < r->reply.length),
-                                                    false, NULL));
-        abx_free(buf);
-    } else {
-        out->reply = rpc_result(id, tool_result(r, json_text_content(r->reply.body ? r->reply.body : json_null()),
-                                                false, NULL));
-    }
-    if (c->fl && atomic_load(&c->fl->cancel))
-        out->cancelled = true;
-    abx_mcp_call_free(c);
+    return abx__mcp_result(id, result);
 }
 
 /* ---- the core: one message ---- */
@@ -720,7 +357,7 @@ static json_t *initialize(const abx_mcp_in *in, const json_t *id, const json_t *
     json_t *result = json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", in->conv->version,
                                "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "abx", "title", "abx",
                                "version", ABX_VERSION, "instructions", instructions);
-    return rpc_result(id, result);
+    return abx__mcp_result(id, result);
 }
 
 static void notification(const abx_mcp_in *in, const char *method, const json_t *params)
@@ -775,14 +412,14 @@ void abx_mcp_handle(const abx_mcp_in *in, const json_t *msg, abx_mcp_out *out)
     if (strcmp(name, "initialize") == 0)
         out->reply = initialize(in, id, params);
     else if (strcmp(name, "ping") == 0)
-        out->reply = rpc_result(id, json_object());
+        out->reply = abx__mcp_result(id, json_object());
     else if (strcmp(name, "tools/list") == 0)
         out->reply = tools_list(in, id, params);
     else if (strcmp(name, "tools/call") == 0)
-        tools_call(in, id, params, out);
+        abx__mcp_tools_call(in, id, params, out);
     else {
         char m[200];
-        snprintf(m, sizeof m, "Method not found: %.*s", utf8_prefix(name, 120), name);
+        snprintf(m, sizeof m, "Method not found: %.*s", abx__mcp_utf8_prefix(name, 120), name);
         out->reply = abx_mcp_error(id, RPC_METHOD_NOT_FOUND, m, ABX_E_OP_NOT_ENABLED);
     }
 }

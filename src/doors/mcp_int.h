@@ -60,6 +60,21 @@ struct abx_mcp_call {
     bool truncated, done, cancelled, failed;
     json_t *queue;              /* owned: progress notifications not handed out yet */
     int progress;
+    abx_server *server;
+    const abx_op *op;
+    char *name;                 /* owned: the tool's name as asked (for "unknown tool") */
+    json_t *args;               /* owned: the arguments passed to the pipeline */
+    char *client;               /* owned copy for the worker, or NULL */
+    int64_t deadline_ms;        /* a stream answers what it collected by then (0 = none) */
+    size_t max_events, n_events;
+    const char *ended_by;       /* "duration", "max_events"; NULL = the stream's end */
+    /* a plain call on a worker thread (a progress token on a streaming transport) */
+    bool threaded, worker_done, joined;
+    pthread_t worker;
+    pthread_mutex_t wmu;
+    pthread_cond_t wcv;
+    int worker_fd;
+    int64_t interval_ms, started_ms, next_progress_ms;
 };
 
 void abx__mcp_conv_unref(abx_mcp *m, abx_mcp_conv *c);
@@ -67,5 +82,10 @@ void abx__mcp_session_end(abx_mcp *m, abx_mcp_conv *c);
 abx_mcp_conv *abx__mcp_session_find(abx_mcp *m, const char *id, const char *principal);
 bool abx__mcp_session_insert(abx_mcp *m, abx_mcp_conv *c);
 bool abx__mcp_version_supported(const char *v);
+json_t *abx__mcp_result(const json_t *id, json_t *result);
+inflight *abx__mcp_inflight_add(abx_mcp *m, abx_mcp_conv *c, const json_t *id);
+void abx__mcp_inflight_remove(abx_mcp *m, abx_mcp_conv *c, inflight *f);
+int abx__mcp_utf8_prefix(const char *s, size_t max);
+void abx__mcp_tools_call(const abx_mcp_in *in, const json_t *id, const json_t *params, abx_mcp_out *out);
 
 #endif

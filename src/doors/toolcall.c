@@ -410,6 +410,11 @@ static void tools_call(abx_request *r, abx_tool_format f)
         } else {
             if (op && (f == ABX_TOOLS_OPENAI || f == ABX_TOOLS_RESPONSES))
                 strip_optional_nulls(op->def->params, c->args);
+            json_t *own_args = op ? abx_door_tool_args(r->server, op->id, c->args) : NULL;
+            if (own_args) { /* the door's soft timeout for commands */
+                json_decref(c->args);
+                c->args = own_args;
+            }
             /* unknown names go in as asked: the pipeline answers (and records) its 404 */
             lane[m] = (abx_lane_call){.op = op ? op->id : c->name, .args = c->args};
             which[m++] = i;

@@ -289,7 +289,7 @@ static json_t *digest_of(const json_t *v)
 json_t *abx_ledger_redact(const json_t *args)
 {
     static const char *const secret[] = {"token", "password", "secret", "credential", "authorization", "api_key",
-                                         NULL};
+                                         "ticket", NULL};
     static const char *const contents[] = {"content", "data", "stdin", "old", "new", NULL};
     json_t *out = json_object();
     const char *k;

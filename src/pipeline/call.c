@@ -45,6 +45,72 @@ abx_request *abx_call_begin(abx_server *s, const abx_call_in *in)
     return r;
 }
 
+/* Events complete in what was read so far: SSE blocks with a data line, or NDJSON lines. */
+typedef struct ev_count {
+    bool sse, line_start, has_data;
+    char prev;
+    size_t n;
+} ev_count;
+
+static void count_events(ev_count *ec, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char ch = p[i];
+        if (!ec->sse) {
+            if (ch == '\n' && ec->prev != '\n')
+                ec->n++;
+        } else if (ch == '\n') {
+            if (ec->prev == '\n') { /* a blank line ends an event */
+                ec->n += ec->has_data;
+                ec->has_data = false;
+            }
+        } else if (ec->prev == '\n' || ec->line_start) {
+            ec->has_data = ec->has_data || ch == 'd'; /* "data:" (comments start with ':') */
+        }
+        ec->line_start = false;
+        ec->prev = ch;
+    }
+}
+
+/* in-process: drain the stream, bounded by the call's duration and max_events (else the
+ * server's tool_stream_duration and tool_stream_events) and 16 MiB, and return it as
+ * text with why it ended */
+static json_t *drain_stream(abx_server *s, abx_request *r, const json_t *args)
+{
+    const json_t *d = json_object_get(args, "duration"), *e = json_object_get(args, "max_events");
+    int64_t ms = json_is_number(d) ? (int64_t)(json_number_value(d) * 1000) : s->cfg.tool_stream_duration_ms;
+    size_t max_ev = json_is_integer(e) ? (size_t)json_integer_value(e) : (size_t)s->cfg.tool_stream_events;
+    int64_t until = abx_now_ms() + (ms > 0 ? ms : 1);
+    const char *ct = r->reply.content_type ? r->reply.content_type : "text/event-stream";
+    ev_count ec = {.sse = strstr(ct, "event-stream") != NULL, .line_start = true, .prev = '\n'};
+    const char *ended = "end";
+    abx_buf b;
+    abx_buf_init(&b, 16 * 1024 * 1024);
+    char chunk[16384];
+    for (;;) {
+        if (max_ev && ec.n >= max_ev) {
+            ended = "max_events";
+            break;
+        }
+        if (abx_now_ms() >= until) { /* a stream reads at least every 2 s (keepalives) */
+            ended = "duration";
+            break;
+        }
+        long n = r->reply.stream_read(r->reply.stream_state, chunk, sizeof chunk);
+        if (n <= 0)
+            break;
+        count_events(&ec, chunk, (size_t)n);
+        if (!abx_buf_append(&b, chunk, (size_t)n)) {
+            ended = "truncated";
+            break;
+        }
+    }
+    json_t *body = json_pack("{s:s, s:s%, s:b, s:s, s:I}", "content_type", ct, "text", b.data ? b.data : "", b.len,
+                             "truncated", b.failed, "ended", ended, "events", (json_int_t)ec.n);
+    abx_buf_release(&b);
+    return body;
+}
+
 int abx_call_internal(abx_server *s, abx_door door, const char *principal, const char *op_id, const json_t *args,
                       uint64_t batch_group, abx_approval *approved, json_t **body)
 {
@@ -61,18 +127,7 @@ int abx_call_internal(abx_server *s, abx_door door, const char *principal, const
     if (r->reply.err) {
         *body = abx_error_json(r->reply.err, r->reply.message ? r->reply.message : "", r->reply.details);
     } else if (r->reply.stream_read) {
-        /* in-process: drain the stream (bounded) and return it as text */
-        abx_buf b;
-        abx_buf_init(&b, 16 * 1024 * 1024);
-        char chunk[16384];
-        long n;
-        while ((n = r->reply.stream_read(r->reply.stream_state, chunk, sizeof chunk)) > 0)
-            if (!abx_buf_append(&b, chunk, (size_t)n))
-                break;
-        *body = json_pack("{s:s, s:s%, s:b}", "content_type",
-                          r->reply.content_type ? r->reply.content_type : "text/event-stream", "text",
-                          b.data ? b.data : "", b.len, "truncated", b.failed);
-        abx_buf_release(&b);
+        *body = drain_stream(s, r, args);
     } else if (r->reply.raw && r->reply.content_type && strncmp(r->reply.content_type, "application/json", 16) == 0 &&
                (*body = json_loadb(r->reply.raw, r->reply.raw_len, 0, NULL)) != NULL) {
         /* a JSON result served pre-rendered (the discovery cache): hand it back as JSON */

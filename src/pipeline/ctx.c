@@ -60,6 +60,12 @@ bool abx_ctx_has_role(const abx_ctx *ctx, const char *role)
 }
 
 bool abx_ctx_ws_requested(const abx_ctx *ctx) { return req_of(ctx)->ws_upgrade && req_of(ctx)->ws_key; }
+int abx_ctx_ticket_issue(abx_ctx *ctx, int target, char out[65], int64_t *ttl_ms)
+{
+    *ttl_ms = server_of(ctx)->cfg.ticket_ttl_ms;
+    return abx_tickets_issue(server_of(ctx)->tickets, abx_ctx_principal(ctx), target, *ttl_ms, out);
+}
+int abx_ctx_ticket_target(const abx_ctx *ctx) { return req_of(ctx)->ticket_target; }
 abx_err abx_reply_err(const abx_reply *r) { return r->err; }
 json_t *abx_reply_body(abx_reply *r) { return r->body; }
 

@@ -66,6 +66,11 @@ bool abx_ctx_has_role(const abx_ctx *ctx, const char *role);
 /* The request asks for a WebSocket upgrade (Upgrade: websocket with a key): a ws op
  * answers with abx_reply_websocket only then. */
 bool abx_ctx_ws_requested(const abx_ctx *ctx);
+/* A single-use ticket for one WebSocket upgrade to terminal target by the caller within
+ * limits.ticket_ttl (out: 64 hex + NUL; *ttl_ms its lifetime); 0, or -1 when the table is full. */
+int abx_ctx_ticket_issue(abx_ctx *ctx, int target, char out[65], int64_t *ttl_ms);
+/* The terminal the request's ticket opens, or -1 when it authenticated otherwise. */
+int abx_ctx_ticket_target(const abx_ctx *ctx);
 /* A WebSocket result (ws ops): the handler hands over state; the transport answers
  * 101, then runs abx_ws_run on its own thread. */
 void abx_reply_websocket(abx_reply *r, const abx_ws_ops *ops, void *state);

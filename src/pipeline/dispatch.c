@@ -256,6 +256,61 @@ void abx_route_op(abx_request *r)
     r->route = abx_router_match(r->server->router, r->method, r->path, r->path_len, &r->match);
 }
 
+/* A WebSocket ticket in the query (?ticket=...): only a terminal.connect upgrade without
+ * other credentials redeems one. */
+typedef struct ticket_q {
+    char value[80];
+    size_t len;
+} ticket_q;
+
+static int find_ticket(void *ud, const char *name, size_t nlen, const char *val, size_t vlen)
+{
+    ticket_q *q = ud;
+    if (nlen == 6 && memcmp(name, "ticket", 6) == 0) {
+        q->len = vlen < sizeof q->value ? vlen : sizeof q->value - 1;
+        memcpy(q->value, val, q->len);
+        q->value[q->len] = '\0';
+        return 1;
+    }
+    return 0;
+}
+
+static bool ticket_wanted(const abx_request *r)
+{
+    return r->ws_upgrade && r->query && r->route == ABX_ROUTE_FOUND && r->match.op &&
+           strcmp(r->match.op->id, "terminal.connect") == 0;
+}
+
+static abx_step redeem_ticket(abx_request *r, int64_t now)
+{
+    ticket_q q = {.len = 0};
+    if (abx_query_each(r->query, r->query_len, find_ticket, &q) != 1) {
+        r->slot = (int)r->policy->n_principals; /* no ticket: anonymous, as without one */
+        return ABX_STEP_NEXT;
+    }
+    char fp[65];
+    abx_sha256_hex(q.value, q.len, fp);
+    fp[16] = '\0';
+    int wait = abx_auth_limited(r->server->limiter, fp, r->client, now);
+    if (wait > 0) {
+        r->reply.retry_after = wait;
+        abx_fail(r, ABX_E_AUTH_RATE_LIMITED, "too many failed attempts; retry in %d s", wait);
+        return ABX_STEP_FAIL;
+    }
+    int target = -1;
+    char *principal = abx_tickets_redeem(r->server->tickets, q.value, q.len, &target);
+    r->slot = principal ? abx_policy_principal_slot(r->policy, principal) : -1;
+    abx_free(principal);
+    if (r->slot < 0) {
+        abx_auth_failed(r->server->limiter, fp, r->client, now);
+        abx_fail(r, ABX_E_AUTH_INVALID_TOKEN, "the ticket is unknown, already used or expired");
+        return ABX_STEP_FAIL;
+    }
+    r->ticket_target = target;
+    abx_auth_succeeded(r->server->limiter, r->client, now);
+    return ABX_STEP_NEXT;
+}
+
 /* Step 3: credentials → principal. Bearer wins; X-Access-Token is the legacy alias. */
 static abx_step step3_authenticate(abx_request *r)
 {
@@ -274,6 +329,8 @@ static abx_step step3_authenticate(abx_request *r)
         return ABX_STEP_FAIL;
     }
     int64_t now = abx_now_ms();
+    if (!tok && ticket_wanted(r))
+        return redeem_ticket(r, now);
     if (!tok) {
         r->slot = (int)p->n_principals; /* anonymous: may still be mounted (core.health) */
         if (r->auth_bad_scheme) {

@@ -131,6 +131,7 @@ struct abx_server {
     int n_hooks;
     struct abx_idem *idem;      /* owned: Idempotency-Key results */
     struct abx_mcp *mcp;        /* owned: MCP sessions and the tools/list cache */
+    struct abx_tickets *tickets; /* owned: single-use WebSocket tickets (tickets.c) */
     bool no_listen;             /* in-process only (abx mcp over stdio): start opens no socket */
     int64_t started_ms;
     bool started;
@@ -168,6 +169,7 @@ typedef struct abx_request {
     const char *ws_key;         /* Sec-WebSocket-Key, when the request asks for an upgrade */
     bool ws_upgrade;            /* Upgrade: websocket and Connection: upgrade */
     bool terminal_listener;     /* arrived on the terminal listener */
+    int ticket_target;          /* authenticated by a WebSocket ticket: the terminal it opens; -1 not */
     uint64_t group_id;          /* ledger group, once recorded durably (mutating calls) */
     abx_approval *approved;     /* the approval this run executes (door approval), borrowed */
     int prefer_wait;            /* Prefer: wait=N seconds (held calls) */
@@ -316,6 +318,15 @@ void abx_idem_free(struct abx_idem *i);
 bool abx_idem_begin(abx_request *r);
 /* Step 10: remember the result of the key's first call. */
 void abx_idem_end(abx_request *r);
+
+/* single-use WebSocket tickets (tickets.c): issue → out (64 hex, NUL) bound to principal
+ * and target, valid ttl_ms; redeem → the principal (malloc'd) and *target, once, or NULL
+ * (unknown, used or expired). */
+typedef struct abx_tickets abx_tickets;
+abx_tickets *abx_tickets_new(void);
+void abx_tickets_free(abx_tickets *t);
+int abx_tickets_issue(abx_tickets *t, const char *principal, int target, int64_t ttl_ms, char out[65]);
+char *abx_tickets_redeem(abx_tickets *t, const char *ticket, size_t len, int *target);
 
 /* multi-call front doors (lanes.c): at most this many calls in one request */
 #define ABX_FRONT_MAX_CALLS 100

@@ -45,6 +45,7 @@ abx_request *abx_request_new(abx_server *s, abx_door door)
     r->server = s;
     r->door = door;
     r->slot = -1;
+    r->ticket_target = -1;
     r->reply.fd = -1;
     r->conn_fd = -1;
     r->start_us = abx_now_us();

@@ -558,6 +558,17 @@ int abx_procs_make_tmpdir(abx_procs *m, char *dir, size_t dirlen, char *why, siz
     return 0;
 }
 
+void abx_procs_kill_all(abx_procs *m, int sig)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->n; i++)
+        if (m->table[i]->running)
+            abx_child_kill(&m->table[i]->child, sig);
+    pthread_mutex_unlock(&m->mu);
+}
+
 void abx_procs_free(abx_procs *m, int64_t grace_ms)
 {
     if (!m)

@@ -61,6 +61,8 @@ int abx_procs_egress_ca_env(abx_procs *m, const char *dir, char *bundle, char *c
                             abx_env_pair out[ABX_EGRESS_CA_ENV], char *why, size_t whylen);
 /* TERM every process group, wait up to grace_ms, KILL the rest, stop the thread. */
 void abx_procs_free(abx_procs *m, int64_t grace_ms);
+/* Signal every running process group (stop: TERM at once, KILL when the grace is over). */
+void abx_procs_kill_all(abx_procs *m, int sig);
 
 typedef struct abx_proc_spec {
     abx_spawn_req spawn;       /* fds are filled in by the manager */

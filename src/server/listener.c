@@ -327,6 +327,14 @@ static void add_common_headers(abx_server *s, abx_request *r, struct MHD_Respons
     MHD_add_response_header(resp, "X-Request-Id", r->id);
     MHD_add_response_header(resp, "Cache-Control", "no-store");
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    /* an idle connection is closed after read_timeout (counted in whole seconds, so as
+     * early as a second before): say so, or a client that keeps sockets alive longer
+     * (Node's fetch: 4 s) reuses one being closed and its next call fails (a poll after a
+     * long call over MCP) */
+    char ka[32];
+    long idle_s = (long)((s->cfg.read_timeout_ms + 999) / 1000) - 1;
+    snprintf(ka, sizeof ka, "timeout=%ld", idle_s > 1 ? idle_s : 1);
+    MHD_add_response_header(resp, "Keep-Alive", ka);
 }
 
 /* WebSocket replies: after the 101, the session runs on its own thread. */
@@ -543,8 +551,16 @@ static bool host_allowed(abx_server *s, const char *host)
     return false;
 }
 
-static bool origin_allowed(abx_server *s, const char *origin)
+/* allowed_origins, or the request's own origin: a page served from the origin this
+ * request names in Host (already checked against the allowed hosts, so a rebound name
+ * never gets here) may call it, as browsers' same-origin rule intends; its WebSocket
+ * authenticates with a ticket (terminal.ticket). */
+static bool origin_allowed(abx_server *s, const char *origin, const char *host)
 {
+    const char *scheme = s->cfg.tls_cert ? "https://" : "http://";
+    size_t sl = strlen(scheme);
+    if (host && *host && strncasecmp(origin, scheme, sl) == 0 && strcasecmp(origin + sl, host) == 0)
+        return true;
     for (size_t i = 0; i < s->cfg.n_allowed_origins; i++)
         if (strcmp(s->cfg.allowed_origins[i], origin) == 0)
             return true;
@@ -599,7 +615,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
     /* step 0c: Host and Origin */
     if (!host_allowed(s, h->host))
         return reject(c, cr, ABX_E_REQUEST_HOST_DENIED, "the Host header is not allowed");
-    if (h->origin && !origin_allowed(s, h->origin))
+    if (h->origin && !origin_allowed(s, h->origin, h->host))
         return reject(c, cr, ABX_E_REQUEST_ORIGIN_DENIED, "the Origin header is not allowed");
     /* step 2 early (pure trie walk): the busy slot and the body rules depend on the op */
     abx_doors_route(r);

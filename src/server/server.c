@@ -8,7 +8,12 @@
 #include "doors/doors.h"
 #include "ext/ext.h"
 #include "core/yaml.h"
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -372,6 +377,7 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     if (abx_ext_workers_start(s->ext, s->procs, s->reg, s->snap, errbuf, errlen) != 0)
         return -1;
     s->mcp = abx_mcp_new();
+    s->tickets = abx_tickets_new();
     if (!s->mcp) {
         snprintf(errbuf, errlen, "out of memory");
         return -1;
@@ -391,6 +397,45 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     return 0;
 }
 
+/* The bound on stopping (limits.shutdown_grace): a thread that, when the grace is over
+ * and abx is still stopping (a connection thread stuck on a client that left, a stream
+ * that does not end), kills every process group abx started and exits the process. */
+static pthread_mutex_t grace_mu = PTHREAD_MUTEX_INITIALIZER;
+static abx_procs *grace_procs; /* under grace_mu: NULL once the server freed its processes */
+
+static void *grace_main(void *arg)
+{
+    int64_t ms = (int64_t)(intptr_t)arg;
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    pthread_mutex_lock(&grace_mu); /* kept: the process ends here */
+    abx_log("error", NULL, "stopping took longer than limits.shutdown_grace (%lld ms): killing what is left",
+            (long long)ms);
+    abx_procs_kill_all(grace_procs, SIGKILL);
+    _exit(0);
+    return NULL;
+}
+
+void abx_server_shutdown(abx_server *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&grace_mu);
+    grace_procs = s->procs;
+    pthread_mutex_unlock(&grace_mu);
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &at, grace_main, (void *)(intptr_t)s->cfg.shutdown_grace_ms) != 0)
+        abx_log("warn", NULL, "cannot start the shutdown grace timer; stopping without a bound");
+    pthread_attr_destroy(&at);
+    /* confined processes end first: their streams and long polls then end on their own */
+    abx_procs_kill_all(s->procs, SIGTERM);
+    abx_server_free(s);
+}
+
 void abx_server_stop(abx_server *s)
 {
     if (s)
@@ -402,6 +447,10 @@ void abx_server_stop(abx_server *s)
     if (s && s->ext) /* Python op workers: their records (and private TMPDIRs) go with the manager */
         abx_ext_workers_stop(s->ext);
     if (s && s->procs) { /* every process group abx started ends: TERM, then KILL */
+        pthread_mutex_lock(&grace_mu);
+        if (grace_procs == s->procs)
+            grace_procs = NULL;
+        pthread_mutex_unlock(&grace_mu);
         abx_procs_free(s->procs, 2000);
         s->procs = NULL;
     }
@@ -419,6 +468,7 @@ void abx_server_free(abx_server *s)
     abx_ns_stop(s); /* the namespaces' states (command sessions) */
     abx_idem_free(s->idem);
     abx_mcp_free(s->mcp);
+    abx_tickets_free(s->tickets);
     abx_ledger_close(s->ledger); /* after the listeners: every call in flight has been recorded */
     abx_free(s->ledger_path);
     pthread_mutex_destroy(&s->flood_mu);

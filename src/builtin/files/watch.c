@@ -381,6 +381,7 @@ static const abx_param watch_params[] = {
     {"include", ABX_T_LIST, .item = ABX_T_STRING, .doc = "Only paths matching one of these globs"},
     {"exclude", ABX_T_LIST, .item = ABX_T_STRING, .doc = "Never paths matching one of these globs"},
     {"debounce", ABX_T_NUMBER, .dflt = "0", ABX_RANGE(0, 10), .doc = "Seconds to let a burst of changes settle"},
+    ABX_TOOL_STREAM_PARAMS,
     {0},
 };
 

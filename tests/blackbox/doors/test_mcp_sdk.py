@@ -109,3 +109,51 @@ def test_conformance_scenarios(npm_packages, abx, workspace, tmp_path):
     finally:
         proxy.terminate()
         proxy.wait(10)
+
+
+# -- long calls (issue 25) -----------------------------------------------------------------------
+# The SDK's default request timeout is 60 s; a `sleep 65` would take a minute per run, so the
+# test configures a 2 s door soft timeout and a 1.5 s client timeout instead: the same paths.
+
+def long_config(ws, tmp):
+    c = config(ws, tmp)
+    c["limits"] = {"tool_soft_timeout": "2s", "progress_interval": "500ms"}
+    c["policy"]["allow"] += [
+        {"ops": ["commands.run"], "principals": ["role:agent"], "paths": [ws + "/**"], "commands": ["sh *"]},
+        {"ops": ["process.wait", "process.output"], "principals": ["role:agent"]}]
+    return c
+
+
+def run_long(args, env=None):
+    e = dict(os.environ)
+    e.pop("ABX_TOKEN", None)
+    e.update(env or {})
+    r = subprocess.run(["node", os.path.join(MCP_DIR, "long.mjs")] + args, capture_output=True, text=True,
+                       timeout=120, env=e)
+    assert r.stdout.strip(), "no report from the SDK client:\n" + r.stderr[-3000:]
+    rep = json.loads(r.stdout.strip().splitlines()[-1])
+    assert r.returncode == 0 and "failure" not in rep, json.dumps(rep)[-3000:]
+    return rep
+
+
+def check_long(rep):
+    assert rep["first"]["status"] == "running" and 1800 <= rep["first"]["ms"] < 3500, rep
+    assert rep["waited"] == {"status": "completed", "exit_code": 0, "polls": rep["waited"]["polls"],
+                             "stdout": "built\n"} and rep["waited"]["polls"] >= 1, rep
+    k = rep["kept"]
+    assert k["isError"] is False and k["result"]["stdout"] == "kept\n" and k["ms"] >= 2900, rep
+    assert k["progress"] >= 3, rep
+    assert rep["control"] == "-32001", rep  # RequestTimeout: the client gave up without progress resets
+
+
+def test_sdk_long_calls_over_streamable_http(npm_packages, abx, workspace, tmp_path):
+    s = abx(long_config(workspace, str(tmp_path)))
+    check_long(run_long(["http", s.url + "/mcp", ALICE_TOKEN]))
+
+
+def test_sdk_long_calls_over_stdio(npm_packages, workspace, tmp_path):
+    path = str(tmp_path / "abx.json")
+    with open(path, "w") as f:
+        json.dump(long_config(workspace, str(tmp_path)), f)
+    check_long(run_long(["stdio", abxtest.ABX_BIN, "--config", path, "--principal", "alice"],
+                        env={"ABX_HOME": str(tmp_path / "home")}))
