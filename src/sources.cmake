@@ -137,4 +137,5 @@ set(ABX_SRC_CLI
   src/cli/ledger.c
   src/cli/main.c
   src/cli/mcp.c
+  src/cli/ops.c
 )

@@ -27,6 +27,10 @@
 
 /* An errno (or -ABX_EIDENT) from a jail open or an *at() call on parameter/label param. */
 abx_err files_errno_reply(abx_reply *r, int err, const char *param);
+/* The same for parameter param, naming its admitted value (inside the call's scope). */
+abx_err files_path_errno(abx_ctx *ctx, abx_reply *r, int err, const char *param);
+/* How messages name parameter param: its admitted value, else its name. */
+const char *files_label(const abx_ctx *ctx, const char *param);
 abx_err files_oom(abx_reply *r);
 abx_err files_no_value(abx_reply *r, const char *param);
 const char *files_type_name(mode_t m);

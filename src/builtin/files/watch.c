@@ -327,7 +327,7 @@ static abx_err files_watch(abx_ctx *ctx, const json_t *args, abx_reply *r)
         if (fd == -ENOTDIR)
             return abx_reply_error(r, ABX_E_FILES_NOT_A_DIRECTORY, NULL, "path '%s' is not a directory", canon);
         if (fd < 0)
-            return files_errno_reply(r, -fd, "path");
+            return files_path_errno(ctx, r, -fd, "path");
         w = abx_calloc(1, sizeof *w);
         unsigned char rnd[8];
         if (!w || abx_random(rnd, sizeof rnd) != 0) {
