@@ -89,6 +89,8 @@ set(ABX_SRC_BUILTIN
   src/builtin/core.c
   src/builtin/exec.c
   src/builtin/files/archive.c
+  src/builtin/files/extract.c
+  src/builtin/files/unarc.c
   src/builtin/files/common.c
   src/builtin/files/files.c
   src/builtin/files/gitwarn.c

@@ -50,7 +50,7 @@ abx_err files_stage_open(files_staged *s, abx_reply *r, int dirfd, const char *n
         if (abx_random(rnd, sizeof rnd) != 0)
             return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "no randomness for a temporary name");
         abx_hex(rnd, sizeof rnd, hex);
-        snprintf(s->tmp, sizeof s->tmp, ".%.200s.%s.abx-tmp", name, hex);
+        snprintf(s->tmp, sizeof s->tmp, ".%.200s.%s" FILES_TMP_SUFFIX, name, hex);
         s->fd = openat(dirfd, s->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
         if (s->fd < 0 && errno != EEXIST) {
             int e = errno;
