@@ -214,18 +214,18 @@ abx_err files_open_parent_of(abx_ctx *ctx, abx_reply *r, const abx_path_value *p
         int rc = files_make_dirs(pv->rootfd, pv->rel, false, NULL);
         if (rc == -ENOTDIR || rc == -EEXIST)
             return abx_reply_error(r, ABX_E_FILES_NOT_A_DIRECTORY, NULL, "a parent of '%s' is not a directory",
-                                   pv->param);
+                                   pv->canonical);
         if (rc < 0)
             return files_errno_reply(r, -rc, pv->canonical);
     }
     int fd = abx_jail_open_parent(pv->rootfd, pv->rel, name);
     if (fd == -ENOENT)
         return abx_reply_error(r, ABX_E_FILES_NOT_FOUND, NULL,
-                               "the parent directory of '%s' does not exist%s%s%s", pv->param,
+                               "the parent directory of '%s' does not exist%s%s%s", pv->canonical,
                                hint ? " (" : "", hint ? hint : "", hint ? "=true creates it)" : "");
     if (fd == -ENOTDIR)
         return abx_reply_error(r, ABX_E_FILES_NOT_A_DIRECTORY, NULL, "a parent of '%s' is not a directory",
-                               pv->param);
+                               pv->canonical);
     if (fd < 0)
         return files_errno_reply(r, -fd, pv->canonical);
     int rc = parent_ident_check(ctx, fd, *name);

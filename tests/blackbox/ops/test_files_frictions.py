@@ -70,3 +70,13 @@ def test_list_depth(server, workspace):
         assert_error(op(server, "files.list", {"path": "t", "depth": bad}), 400, "args.invalid")
     r = server.get("/files/list", token=server.token, params={"path": "t", "depth": "2"})
     assert sorted(e["path"] for e in r.json()["entries"]) == ["a", "a/b", "top.txt"]
+
+
+def test_a_missing_parent_is_named(server, workspace):
+    r = op(server, "files.write", {"path": "no/dir/f.txt", "content": "x"})
+    j = assert_error(r, 404, "files.not_found")
+    assert "'%s'" % os.path.join(workspace, "no/dir/f.txt") in j["error"]["message"]
+    assert "create_dirs=true creates it" in j["error"]["message"] or "=true creates it" in j["error"]["message"]
+    r = op(server, "files.write", {"path": "a.txt/f.txt", "content": "x"})
+    j = assert_error(r, 400, "files.not_a_directory")
+    assert "'%s'" % os.path.join(workspace, "a.txt/f.txt") in j["error"]["message"]
