@@ -43,6 +43,10 @@ typedef struct ex {
     int64_t max_bytes, max_entries;
     int64_t bytes, entries, files, dirs, symlinks, hardlinks;
     char *buf;
+    /* the directory the last member went into: members come grouped by directory, and a
+     * directory made in the temp tree stays one (nothing replaces or renames it) */
+    char *pdir;
+    int pdir_fd;
 } ex;
 
 static abx_err unsafe(ex *x, const char *name, const char *why)
@@ -80,7 +84,7 @@ static int norm_name(const char *in, char *out, size_t cap, int *parts)
 /* The directory that holds rel's last part, below the temp directory (created when
  * make, never through a symlink): an fd, or -errno (-ELOOP, -ENOTDIR through a link or
  * a file). *last points at the last part. */
-static int open_parent(ex *x, char *rel, bool make, const char **last)
+static int walk_parent(ex *x, char *rel, bool make, const char **last)
 {
     int fd = dup(x->tfd);
     char *p = rel;
@@ -102,6 +106,32 @@ static int open_parent(ex *x, char *rel, bool make, const char **last)
     }
     *last = p;
     return fd < 0 ? -errno : fd;
+}
+
+static int open_parent(ex *x, char *rel, bool make, const char **last)
+{
+    const char *slash = strrchr(rel, '/');
+    size_t plen = slash ? (size_t)(slash - rel) : 0;
+    if (make && x->pdir && strlen(x->pdir) == plen && strncmp(x->pdir, rel, plen) == 0) {
+        *last = slash ? slash + 1 : rel;
+        int fd = dup(x->pdir_fd);
+        return fd < 0 ? -errno : fd;
+    }
+    int fd = walk_parent(x, rel, make, last);
+    if (fd >= 0 && make) {
+        char *copy = abx_strndup(rel, plen);
+        int cfd = copy ? dup(fd) : -1;
+        if (cfd >= 0) {
+            if (x->pdir_fd >= 0)
+                close(x->pdir_fd);
+            abx_free(x->pdir);
+            x->pdir = copy;
+            x->pdir_fd = cfd;
+        } else {
+            abx_free(copy);
+        }
+    }
+    return fd;
 }
 
 /* Rule 4 for a symlink at rel (parts deep) pointing at target. */
@@ -441,7 +471,7 @@ static abx_err files_extract(abx_ctx *ctx, const json_t *args, abx_reply *r)
         close(afd);
         return abx_reply_error(r, ABX_E_FILES_BAD_ARCHIVE, NULL, "path '%s': %s", files_label(ctx, "path"), why);
     }
-    ex x = {.ctx = ctx, .r = r, .args = args, .dest = abx_ctx_path(ctx, "dest"), .tfd = -1,
+    ex x = {.ctx = ctx, .r = r, .args = args, .dest = abx_ctx_path(ctx, "dest"), .tfd = -1, .pdir_fd = -1,
             .max_bytes = lower_limit(json_integer_value(json_object_get(args, "max_bytes")),
                                      abx_ctx_limit(ctx, ABX_LIM_MAX_BYTES)),
             .max_entries = lower_limit(json_integer_value(json_object_get(args, "max_entries")),
@@ -460,6 +490,9 @@ static abx_err files_extract(abx_ctx *ctx, const json_t *args, abx_reply *r)
         err = extract_all(&x, a);
     if (!err)
         err = publish(&x, destfd);
+    if (x.pdir_fd >= 0)
+        close(x.pdir_fd);
+    abx_free(x.pdir);
     if (x.tfd >= 0) {
         close(x.tfd);
         remove_tree(destfd, tname, 0);

@@ -466,7 +466,7 @@ static void zip_kind(const unsigned char *c, unarc_entry *e)
         e->type = UNARC_SYMLINK;
     } else if (S_ISDIR(mode)) {
         e->type = UNARC_DIR;
-    } else if (!mode || S_ISREG(mode)) {
+    } else if (!(mode & S_IFMT) || S_ISREG(mode)) { /* permission bits alone: a file */
         e->type = UNARC_FILE;
     } else {
         e->type = UNARC_OTHER;

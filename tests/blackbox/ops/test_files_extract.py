@@ -214,3 +214,22 @@ def test_a_denied_member_refuses_the_archive(abx, workspace):
     assert r.status_code == 403, r.text
     assert "pkg/secret/key" in r.text
     assert snapshot(workspace) == before
+
+
+def test_zip_as_zipfile_writes_by_default(server, workspace):
+    """zipfile.writestr(name, data) sets unix permission bits without a file type; a
+    member is a file then (and a zip from a non-unix host has no mode at all)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("plain/a.txt", "a" * 3000)
+        z.writestr("plain/dir/", "")
+        zi = zipfile.ZipInfo("plain/dos.txt")
+        zi.create_system = 0
+        z.writestr(zi, "dos")
+    put(workspace, "plain.zip", buf.getvalue())
+    r = extract(server, path="plain.zip", dest="pz")
+    assert r.status_code == 200, r.text
+    assert (r.json()["files"], r.json()["directories"]) == (2, 1)
+    assert open(os.path.join(workspace, "pz", "plain", "a.txt")).read() == "a" * 3000
+    assert os.path.isdir(os.path.join(workspace, "pz", "plain", "dir"))
+    assert open(os.path.join(workspace, "pz", "plain", "dos.txt")).read() == "dos"
