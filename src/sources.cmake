@@ -98,6 +98,8 @@ set(ABX_SRC_BUILTIN
   src/builtin/exec.c
   src/builtin/exec_egress.c
   src/builtin/files/archive.c
+  src/builtin/files/extract.c
+  src/builtin/files/unarc.c
   src/builtin/files/common.c
   src/builtin/files/files.c
   src/builtin/files/gitwarn.c
@@ -148,4 +150,5 @@ set(ABX_SRC_CLI
   src/cli/ledger.c
   src/cli/main.c
   src/cli/mcp.c
+  src/cli/ops.c
 )

@@ -236,7 +236,12 @@ int abx_cli_call(int argc, char **argv)
             json_out = true;
         else if (strcmp(a, "--raw") == 0)
             raw = true;
-        else if (!op && a[0] != '-')
+        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            rc = op ? abx_cli_op_help(op, stdout) : 2;
+            if (!op)
+                fprintf(stderr, "usage: abx call OP --help (abx ops lists the operations)\n");
+            goto out;
+        } else if (!op && a[0] != '-')
             op = a;
         else if (strchr(a, '=')) {
             if (add_kv_arg(reg, op, args, a) != 0)

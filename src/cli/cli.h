@@ -4,8 +4,13 @@
 #ifndef ABX_CLI_H
 #define ABX_CLI_H
 
+#include <stdio.h>
+
 int abx_cli_call(int argc, char **argv);   /* call.c */
 int abx_cli_mcp(int argc, char **argv);    /* mcp.c */
 int abx_cli_ledger(int argc, char **argv); /* ledger.c */
+int abx_cli_ops(int argc, char **argv);    /* ops.c */
+/* print op's parameters (the catalog's entry) to f; 1 and a message when there is no such op */
+int abx_cli_op_help(const char *op, FILE *f); /* ops.c */
 
 #endif

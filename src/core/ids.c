@@ -67,7 +67,7 @@ bool abx_id_reserved_ns(const char *id)
 static const char *const verbs[] = {"list", "get", "create", "update", "delete", "run", "start", "stop", "stream",
                                     "read", "write", "download", "upload", "stat", "move", "search", "watch",
                                     "signal", "check", "describe", "install", "health", "capabilities", "edit",
-                                    "mkdir", "copy", "find", "archive", "exec", "close", "output", "resize",
+                                    "mkdir", "copy", "find", "archive", "extract", "exec", "close", "output", "resize",
                                     "connect", "info", "reload", "explain", "timeline", "decide", "execute",
                                     "send", "cancel", "verify", "grade", "metrics", "env", "interrupt", "restart",
                                     "finalize", "wait", "ticket"};

@@ -53,7 +53,8 @@ json_t *abx_tool_schema(const json_t *schema, abx_tool_format f, bool *native);
 /* One op as the provider declares a tool (gemini: a FunctionDeclaration); NULL when the
  * op is not offered (owned). */
 json_t *abx_tool_declaration(const abx_op *op, abx_tool_format f);
-/* {"tools": [...]} of every offered op mounted for slot (policy NULL = every op), in the
+/* {"tools": [...]} of every offered op mounted for slot (policy NULL: every op an ordinary
+ * principal could be granted, i.e. no explicit-only admin op), in the
  * provider's shape (gemini: one Tool holding all functionDeclarations) (owned). */
 json_t *abx_tools(const abx_registry *reg, const abx_policy *policy, int slot, abx_tool_format f);
 /* MCP: one op as a tools/list entry {name, title, description, inputSchema, annotations,

@@ -423,6 +423,8 @@ json_t *abx_tools(const abx_registry *reg, const abx_policy *policy, int slot, a
     for (size_t i = 0; i < abx_registry_count(reg); i++) {
         if (policy && !abx_policy_mounted(policy, slot, i))
             continue;
+        if (!policy && abx_registry_at(reg, i)->explicit_only) /* admin: no wildcard grants it */
+            continue;
         json_t *d = abx_tool_declaration(abx_registry_at(reg, i), f);
         if (d)
             json_array_append_new(decls, d);

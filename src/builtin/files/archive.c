@@ -279,7 +279,7 @@ static abx_err files_archive(abx_ctx *ctx, const json_t *args, abx_reply *r)
             if (fd >= 0)
                 close(fd);
             arch_free(a);
-            return files_errno_reply(r, e, "sources");
+            return files_errno_reply(r, e, pv->canonical);
         }
         close(fd);
     }

@@ -8,19 +8,37 @@
 #include <string.h>
 #include <unistd.h>
 
-abx_err files_errno_reply(abx_reply *r, int err, const char *param)
+/* label is quoted as the path: a parameter name, or a value the call may see. */
+static abx_err errno_reply(abx_reply *r, int err, const char *label, const char *param)
 {
     abx_err e = abx_err_from_errno(err);
+    json_t *det = param ? json_pack("{s:s, s:s%}", "param", param, "path", label, strlen(label)) : NULL;
     if (err == ELOOP) /* the jail met a symlink the policy did not see: the tree changed */
-        return abx_reply_error(r, e, NULL, "path '%s' changed after the policy check (a symlink appeared on it)",
-                               param);
+        return abx_reply_error(r, e, det, "path '%s' changed after the policy check (a symlink appeared on it)",
+                               label);
     if (err == ABX_EIDENT)
-        return abx_reply_error(r, e, NULL, "path '%s' leads to a file a deny rule or protected area binds", param);
+        return abx_reply_error(r, e, det, "path '%s' leads to a file a deny rule or protected area binds", label);
     if (e == ABX_E_POLICY_PATH_DENIED)
-        return abx_reply_error(r, e, NULL, "path '%s' leads outside its allowed root", param);
+        return abx_reply_error(r, e, det, "path '%s' leads outside its allowed root", label);
     if (e == ABX_E_FILES_NOT_FOUND)
-        return abx_reply_error(r, e, NULL, "path '%s' does not exist", param);
-    return abx_reply_error(r, e, NULL, "path '%s': %s", param, strerror(err));
+        return abx_reply_error(r, e, det, "path '%s' does not exist", label);
+    return abx_reply_error(r, e, det, "path '%s': %s", label, strerror(err));
+}
+
+abx_err files_errno_reply(abx_reply *r, int err, const char *param) { return errno_reply(r, err, param, NULL); }
+
+/* The value is the admitted one: the policy has already refused (403, whether or not it
+ * exists) every path outside the call's scope, so naming it reveals nothing new. */
+const char *files_label(const abx_ctx *ctx, const char *param)
+{
+    const char *v = abx_ctx_path(ctx, param);
+    return v ? v : param;
+}
+
+abx_err files_path_errno(abx_ctx *ctx, abx_reply *r, int err, const char *param)
+{
+    const char *v = abx_ctx_path(ctx, param);
+    return v ? errno_reply(r, err, v, param) : errno_reply(r, err, param, NULL);
 }
 
 const char *files_type_name(mode_t m)
@@ -196,24 +214,24 @@ abx_err files_open_parent_of(abx_ctx *ctx, abx_reply *r, const abx_path_value *p
         int rc = files_make_dirs(pv->rootfd, pv->rel, false, NULL);
         if (rc == -ENOTDIR || rc == -EEXIST)
             return abx_reply_error(r, ABX_E_FILES_NOT_A_DIRECTORY, NULL, "a parent of '%s' is not a directory",
-                                   pv->param);
+                                   pv->canonical);
         if (rc < 0)
-            return files_errno_reply(r, -rc, pv->param);
+            return files_errno_reply(r, -rc, pv->canonical);
     }
     int fd = abx_jail_open_parent(pv->rootfd, pv->rel, name);
     if (fd == -ENOENT)
         return abx_reply_error(r, ABX_E_FILES_NOT_FOUND, NULL,
-                               "the parent directory of '%s' does not exist%s%s%s", pv->param,
+                               "the parent directory of '%s' does not exist%s%s%s", pv->canonical,
                                hint ? " (" : "", hint ? hint : "", hint ? "=true creates it)" : "");
     if (fd == -ENOTDIR)
         return abx_reply_error(r, ABX_E_FILES_NOT_A_DIRECTORY, NULL, "a parent of '%s' is not a directory",
-                               pv->param);
+                               pv->canonical);
     if (fd < 0)
-        return files_errno_reply(r, -fd, pv->param);
+        return files_errno_reply(r, -fd, pv->canonical);
     int rc = parent_ident_check(ctx, fd, *name);
     if (rc < 0) {
         close(fd);
-        return files_errno_reply(r, -rc, pv->param);
+        return files_errno_reply(r, -rc, pv->canonical);
     }
     *pfd = fd;
     return ABX_OK;
@@ -251,11 +269,11 @@ abx_err files_open_regular(abx_ctx *ctx, abx_reply *r, int *fdout, struct stat *
     /* O_NONBLOCK: opening a FIFO must not wait for a writer */
     int fd = abx_ctx_open(ctx, "path", O_RDONLY | O_NONBLOCK, 0);
     if (fd < 0)
-        return files_errno_reply(r, -fd, "path");
+        return files_path_errno(ctx, r, -fd, "path");
     if (fstat(fd, st) != 0) {
         int e = errno;
         close(fd);
-        return files_errno_reply(r, e, "path");
+        return files_path_errno(ctx, r, e, "path");
     }
     if (S_ISDIR(st->st_mode)) {
         close(fd);

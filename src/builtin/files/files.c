@@ -4,7 +4,7 @@
 
 static const abx_op_def *const files_tables[] = {
     files_read_ops, files_write_ops, files_tree_ops, files_search_ops, files_transfer_ops,
-    files_archive_ops, files_watch_ops, NULL,
+    files_archive_ops, files_extract_ops, files_watch_ops, NULL,
 };
 
 const abx_namespace abx_ns_files = {.name = "files", .op_tables = files_tables};

@@ -27,6 +27,10 @@
 
 /* An errno (or -ABX_EIDENT) from a jail open or an *at() call on parameter/label param. */
 abx_err files_errno_reply(abx_reply *r, int err, const char *param);
+/* The same for parameter param, naming its admitted value (inside the call's scope). */
+abx_err files_path_errno(abx_ctx *ctx, abx_reply *r, int err, const char *param);
+/* How messages name parameter param: its admitted value, else its name. */
+const char *files_label(const abx_ctx *ctx, const char *param);
 abx_err files_oom(abx_reply *r);
 abx_err files_no_value(abx_reply *r, const char *param);
 const char *files_type_name(mode_t m);
@@ -64,6 +68,10 @@ bool files_glob_any(const json_t *list, const char *rel, const char *name);
 
 /* ---- staged files (stage.c): temp file beside the target, fsync, rename into place ---- */
 
+/* Every temp name abx makes in a watched tree ends so (files.watch never shows them):
+ * stage.c's ".NAME.HEX.abx-tmp", extract.c's ".abx-extract.HEX.abx-tmp". */
+#define FILES_TMP_SUFFIX ".abx-tmp"
+
 typedef struct files_staged {
     int dirfd;              /* borrowed: the directory of the target */
     const char *name;       /* borrowed: the target's name in dirfd */
@@ -98,6 +106,6 @@ void files_gitcfg_warn_at(int pfd, const char *name, const char *canonical, abx_
 /* ---- the families' op tables, composed in files.c ---- */
 
 extern const abx_op_def files_read_ops[], files_write_ops[], files_tree_ops[], files_search_ops[],
-    files_transfer_ops[], files_archive_ops[], files_watch_ops[];
+    files_transfer_ops[], files_archive_ops[], files_extract_ops[], files_watch_ops[];
 
 #endif

@@ -21,13 +21,13 @@ static abx_err files_stat(abx_ctx *ctx, const json_t *args, abx_reply *r)
         return ABX_OK;
     }
     if (fd < 0)
-        return files_errno_reply(r, -fd, "path");
+        return files_path_errno(ctx, r, -fd, "path");
     struct stat st;
     int rc = fstat(fd, &st);
     int err = errno;
     close(fd);
     if (rc != 0)
-        return files_errno_reply(r, err, "path");
+        return files_path_errno(ctx, r, err, "path");
     json_t *o = files_stat_json(&st);
     json_object_set_new(o, "exists", json_true());
     json_object_set_new(o, "path", json_string(canon));
@@ -41,7 +41,6 @@ static abx_err files_stat(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 typedef struct list_state {
     json_t *entries;
-    bool recursive;
 } list_state;
 
 /* Each entry the walker delivers (it has already held hidden names, the policy, symlinks
@@ -57,7 +56,7 @@ static files_walk_step list_entry(files_walk *w, const files_walk_entry *e, void
     if (!json_is_string(json_object_get(o, "name"))) /* non-UTF-8 names: show them escaped */
         json_object_set_new(o, "name", json_string("\xef\xbf\xbd"));
     json_array_append_new(st->entries, o);
-    return st->recursive ? FILES_WALK_NEXT : FILES_WALK_PRUNE;
+    return FILES_WALK_NEXT; /* the walk's max_depth bounds how far it enters */
 }
 
 static abx_err files_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
@@ -67,12 +66,16 @@ static abx_err files_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
         return abx_reply_error(r, ABX_E_FILES_NOT_A_DIRECTORY, NULL, "path '%s' is not a directory",
                                abx_ctx_path(ctx, "path"));
     if (fd < 0)
-        return files_errno_reply(r, -fd, "path");
-    list_state st = {.entries = json_array(), .recursive = json_is_true(json_object_get(args, "recursive"))};
+        return files_path_errno(ctx, r, -fd, "path");
+    list_state st = {.entries = json_array()};
     int64_t max = abx_ctx_limit(ctx, ABX_LIM_MAX_ENTRIES);
+    const json_t *dj = json_object_get(args, "depth");
+    int depth = json_is_integer(dj) ? (int)json_integer_value(dj)
+                : json_is_true(json_object_get(args, "recursive")) ? FILES_WALK_MAX_DEPTH
+                                                                    : 1;
     files_walk_opts o = {.ctx = ctx, .r = r, .args = args, .param = "path", .check = FILES_WALK_ADMIT,
                          .hidden = json_is_true(json_object_get(args, "include_hidden")), .cancellable = true,
-                         .max_entries = max < 0 ? 1000 : max};
+                         .max_depth = depth, .max_entries = max < 0 ? 1000 : max};
     bool truncated = false;
     abx_err e = st.entries ? files_walk_run(&o, fd, NULL, abx_ctx_path(ctx, "path"), "path", list_entry, &st, &truncated)
                            : files_oom(r);
@@ -153,7 +156,7 @@ static abx_err read_lines(abx_ctx *ctx, abx_reply *r, int fd, const json_t *args
         taken++; /* a last line without '\n' */
     if (got < 0 && !stop) {
         abx_buf_release(&out);
-        return files_errno_reply(r, errno, "path");
+        return files_path_errno(ctx, r, errno, "path");
     }
     size_t n = out.len;
     if (!b64 && truncated)
@@ -225,7 +228,7 @@ static abx_err files_read(abx_ctx *ctx, const json_t *args, abx_reply *r)
             abx_free(buf);
             close(fd);
             json_decref(o);
-            return files_errno_reply(r, err, "path");
+            return files_path_errno(ctx, r, err, "path");
         }
         if (g == 0)
             break;
@@ -262,6 +265,9 @@ static const abx_param stat_params[] = {
 static const abx_param list_params[] = {
     {"path", ABX_T_STRING, .dflt = "\".\"", .kind = ABX_KIND_PATH, .access = ABX_ACC_READ, .doc = "Directory to list"},
     {"recursive", ABX_T_BOOL, .dflt = "false", .doc = "Descend into subdirectories (symlinks are not followed)"},
+    {"depth", ABX_T_INT, ABX_RANGE(1, FILES_WALK_MAX_DEPTH),
+     .doc = "Levels to show: 1 is the directory's own entries, 2 adds theirs, and so on (default 1, or every "
+            "level up to 128 with recursive=true)"},
     {"max_entries", ABX_T_INT, .dflt = "1000", ABX_RANGE(1, 100000), .doc = "Stop after this many entries"},
     {"include_hidden", ABX_T_BOOL, .dflt = "true", .doc = "Include names starting with '.'"},
     {0},
@@ -285,7 +291,7 @@ const abx_op_def files_read_ops[] = {
      .http = {"GET /files/stat"}, .params = stat_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
      .errors = "files.not_found files.access files.io", .handler = files_stat},
     {.id = "files.list", .effects = ABX_EFF_READ,
-     .summary = "Entries of a directory (name, type, size, mode, mtime), optionally recursive.",
+     .summary = "Entries of a directory (name, type, size, mode, mtime), down to depth levels (recursive: all).",
      .http = {"GET /files/list"}, .params = list_params,
      .limits = ABX_LIM_MAX_ENTRIES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
      .errors = "files.not_found files.access files.io files.not_a_directory", .handler = files_list},

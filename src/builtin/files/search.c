@@ -227,11 +227,12 @@ static abx_err files_search(abx_ctx *ctx, const json_t *args, abx_reply *r)
     int fd = abx_ctx_open(ctx, "path", O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
     struct stat sb;
     if (fd < 0)
-        e = files_errno_reply(r, -fd, "path");
+        e = files_path_errno(ctx, r, -fd, "path");
     else if (fstat(fd, &sb) != 0)
-        e = files_errno_reply(r, errno, "path");
+        e = files_path_errno(ctx, r, errno, "path");
     else if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode))
-        e = abx_reply_error(r, ABX_E_FILES_NOT_REGULAR, NULL, "'path' is a %s", files_type_name(sb.st_mode));
+        e = abx_reply_error(r, ABX_E_FILES_NOT_REGULAR, NULL, "path '%s' is a %s", files_label(ctx, "path"),
+                            files_type_name(sb.st_mode));
     if (!e && !(st.results = json_array()))
         e = files_oom(r);
     if (!e && S_ISDIR(sb.st_mode)) {
@@ -319,9 +320,9 @@ static abx_err files_find(abx_ctx *ctx, const json_t *args, abx_reply *r)
         max = lim;
     int fd = abx_ctx_open(ctx, "path", O_RDONLY | O_DIRECTORY | O_NONBLOCK, 0);
     if (fd == -ENOTDIR)
-        return abx_reply_error(r, ABX_E_FILES_NOT_A_DIRECTORY, NULL, "'path' (%s) is not a directory", pv->canonical);
+        return abx_reply_error(r, ABX_E_FILES_NOT_A_DIRECTORY, NULL, "path '%s' is not a directory", pv->canonical);
     if (fd < 0)
-        return files_errno_reply(r, -fd, "path");
+        return files_path_errno(ctx, r, -fd, "path");
     if (!(st.results = json_array())) {
         close(fd);
         return files_oom(r);

@@ -50,7 +50,7 @@ abx_err files_stage_open(files_staged *s, abx_reply *r, int dirfd, const char *n
         if (abx_random(rnd, sizeof rnd) != 0)
             return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "no randomness for a temporary name");
         abx_hex(rnd, sizeof rnd, hex);
-        snprintf(s->tmp, sizeof s->tmp, ".%.200s.%s.abx-tmp", name, hex);
+        snprintf(s->tmp, sizeof s->tmp, ".%.200s.%s" FILES_TMP_SUFFIX, name, hex);
         s->fd = openat(dirfd, s->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
         if (s->fd < 0 && errno != EEXIST) {
             int e = errno;
@@ -94,7 +94,7 @@ abx_err files_stage_write(files_staged *s, abx_reply *r, const char *label, cons
     return ABX_OK;
 }
 
-/* fsync, close and rename into place (noreplace: fail when the target exists), then
+/* fsync, close and rename (a new file: link) into place (noreplace: fail when the target exists), then
  * fsync the directory. On failure the temp file is gone and the target unchanged.
  * Without durable (the files of a tree copy) there is no fsync: each file still
  * appears whole or not at all, and the copy does not stall on one flush per file. */
@@ -110,8 +110,18 @@ abx_err files_stage_commit_ex(files_staged *s, abx_reply *r, const char *label, 
         files_stage_abort(s);
         return files_stage_errno(r, e, label);
     }
-    int rc = noreplace ? files_rename_noreplace(s->dirfd, s->tmp, s->dirfd, s->name, false)
+    /* a new file is linked into place (then its temp name goes): atomic like the rename,
+     * and a watcher sees it created rather than renamed over */
+    int rc = -1;
+    if (!s->existed && linkat(s->dirfd, s->tmp, s->dirfd, s->name, 0) == 0) {
+        unlinkat(s->dirfd, s->tmp, 0);
+        rc = 0;
+    } else if (!s->existed && errno == EEXIST && noreplace) {
+        rc = -1; /* errno: EEXIST */
+    } else {
+        rc = noreplace ? files_rename_noreplace(s->dirfd, s->tmp, s->dirfd, s->name, false)
                        : renameat(s->dirfd, s->tmp, s->dirfd, s->name);
+    }
     if (rc != 0) {
         e = errno;
         files_stage_abort(s);

@@ -113,7 +113,7 @@ static abx_err upload_flush(upload_st *u, abx_reply *r)
 {
     if (!u->blen)
         return ABX_OK;
-    abx_err e = files_stage_write(&u->s, r, "path", u->buf, u->blen);
+    abx_err e = files_stage_write(&u->s, r, u->path, u->buf, u->blen);
     u->blen = 0;
     return e;
 }
@@ -134,7 +134,7 @@ static abx_err upload_chunk(void *state, const void *data, size_t len, abx_reply
     if (u->blen + len > UPLOAD_BUF)
         e = upload_flush(u, r);
     if (!e && len >= UPLOAD_BUF)
-        e = files_stage_write(&u->s, r, "path", data, len);
+        e = files_stage_write(&u->s, r, u->path, data, len);
     else if (!e) {
         memcpy(u->buf + u->blen, data, len);
         u->blen += len;
@@ -150,7 +150,7 @@ static abx_err upload_end(void *state, abx_reply *r)
     abx_err e = upload_flush(u, r);
     if (e)
         return e;
-    e = files_stage_commit(&u->s, r, "path", false);
+    e = files_stage_commit(&u->s, r, u->path, false);
     if (e)
         return e;
     abx_reply_json(r, json_pack("{s:s, s:I, s:b}", "path", u->path, "bytes_written", (json_int_t)u->written, "created",
@@ -187,7 +187,7 @@ static abx_err files_upload(abx_ctx *ctx, const json_t *args, abx_reply *r)
     if (!e && (!(u->path = abx_strdup(pv->canonical)) || !(u->name = abx_strdup(name))))
         e = files_oom(r);
     if (!e)
-        e = files_stage_open(&u->s, r, u->dirfd, u->name, "path", -1);
+        e = files_stage_open(&u->s, r, u->dirfd, u->name, files_label(ctx, "path"), -1);
     if (e) {
         upload_free(u);
         return e;

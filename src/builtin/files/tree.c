@@ -149,7 +149,7 @@ static abx_err files_delete(abx_ctx *ctx, const json_t *args, abx_reply *r)
         close(pfd);
         if (rc != 0) {
             abx_free(abs);
-            return files_errno_reply(r, err, "path");
+            return files_path_errno(ctx, r, err, "path");
         }
         abx_reply_json(r, json_pack("{s:s, s:s, s:I}", "path", abs, "type", "symlink", "deleted", (json_int_t)1));
         abx_free(abs);
@@ -162,7 +162,7 @@ static abx_err files_delete(abx_ctx *ctx, const json_t *args, abx_reply *r)
     if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
         int err = errno;
         close(pfd);
-        return files_errno_reply(r, err, "path");
+        return files_path_errno(ctx, r, err, "path");
     }
     rm_walk w = {.r = r};
     if (S_ISDIR(st.st_mode) && !recursive) {
@@ -173,13 +173,13 @@ static abx_err files_delete(abx_ctx *ctx, const json_t *args, abx_reply *r)
                                 "%s is a directory that is not empty; pass recursive=true to delete it with its contents",
                                 pv->canonical);
         } else {
-            e = files_errno_reply(r, errno, "path");
+            e = files_path_errno(ctx, r, errno, "path");
         }
     } else if (S_ISDIR(st.st_mode)) {
         /* every entry must be deletable under the policy before the first one goes */
         int dfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dfd < 0) {
-            e = files_errno_reply(r, errno, "path");
+            e = files_path_errno(ctx, r, errno, "path");
         } else {
             e = precheck_tree(ctx, r, args, dfd, "path", pv->canonical, NULL, NULL);
             if (!e)
@@ -193,7 +193,7 @@ static abx_err files_delete(abx_ctx *ctx, const json_t *args, abx_reply *r)
     } else if (unlinkat(pfd, name, 0) == 0) {
         w.removed = 1;
     } else {
-        e = files_errno_reply(r, errno, "path");
+        e = files_path_errno(ctx, r, errno, "path");
     }
     if (w.removed)
         files_fsync_dir(pfd);
@@ -238,7 +238,7 @@ static abx_err files_move(abx_ctx *ctx, const json_t *args, abx_reply *r)
     }
     struct stat st, dst_st;
     if (!e && fstatat(sfd, sname, &st, AT_SYMLINK_NOFOLLOW) != 0)
-        e = files_errno_reply(r, errno, "src");
+        e = files_path_errno(ctx, r, errno, "src");
     if (!e && strcmp(sabs, dv->canonical) == 0)
         e = abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "src and dst are the same path (%s)", sabs);
     if (!e)
@@ -255,7 +255,7 @@ static abx_err files_move(abx_ctx *ctx, const json_t *args, abx_reply *r)
     if (!e && S_ISDIR(st.st_mode)) { /* everything that moves leaves src and lands in dst */
         int tfd = openat(sfd, sname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (tfd < 0) {
-            e = files_errno_reply(r, errno, "src");
+            e = files_path_errno(ctx, r, errno, "src");
         } else {
             e = precheck_tree(ctx, r, args, tfd, "src", sabs, "dst", dv->canonical);
             close(tfd);
@@ -286,7 +286,7 @@ static abx_err files_move(abx_ctx *ctx, const json_t *args, abx_reply *r)
         } else if (err == EINVAL) {
             e = abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "cannot move %s into itself", sabs);
         } else {
-            e = files_errno_reply(r, err, "src");
+            e = files_path_errno(ctx, r, err, "src");
         }
     }
     if (sfd >= 0)
@@ -464,12 +464,12 @@ static abx_err files_copy(abx_ctx *ctx, const json_t *args, abx_reply *r)
     bool overwrite = json_is_true(json_object_get(args, "overwrite"));
     int sfd = abx_ctx_open(ctx, "src", O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
     if (sfd < 0)
-        return files_errno_reply(r, -sfd, "src");
+        return files_path_errno(ctx, r, -sfd, "src");
     struct stat st;
     abx_err e = ABX_OK;
     const char *below;
     if (fstat(sfd, &st) != 0)
-        e = files_errno_reply(r, errno, "src");
+        e = files_path_errno(ctx, r, errno, "src");
     else if (S_ISDIR(st.st_mode) && !recursive)
         e = abx_reply_error(r, ABX_E_FILES_IS_A_DIRECTORY, NULL, "src %s is a directory; pass recursive=true",
                             sv->canonical);

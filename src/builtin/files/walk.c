@@ -353,7 +353,7 @@ abx_err files_walk_run(const files_walk_opts *o, int dirfd, const char *prefix, 
         *truncated = false;
     files_walk *w = files_walk_begin(o, dirfd, prefix, abs, &err);
     if (!w)
-        return o->r ? (err == ENOMEM ? files_oom(o->r) : files_errno_reply(o->r, err, label))
+        return o->r ? (err == ENOMEM ? files_oom(o->r) : files_errno_reply(o->r, err, abs ? abs : label))
                     : abx_err_from_errno(err);
     files_walk_entry e;
     int rc;

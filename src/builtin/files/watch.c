@@ -23,6 +23,7 @@ typedef struct watch_ev {
     uint64_t seq;
     char kind[8];   /* create modify delete move */
     char *path;     /* relative to the watched root; owned */
+    char *from;     /* move: where it was; owned, else NULL */
     bool dir;
 } watch_ev;
 
@@ -40,8 +41,9 @@ typedef struct watch {
     uint64_t next_seq;
     int attached;                 /* clients streaming it */
     int64_t detached_at;
-    uint32_t move_cookie;
+    uint32_t move_cookie;         /* the IN_MOVED_FROM waiting for its IN_MOVED_TO */
     char *move_from;
+    bool move_dir;
     struct watch *next;
 } watch;
 
@@ -50,8 +52,10 @@ static watch *watches;
 
 static void watch_free(watch *w)
 {
-    for (size_t i = 0; i < WATCH_RING; i++)
+    for (size_t i = 0; i < WATCH_RING; i++) {
         abx_free(w->ring[i].path);
+        abx_free(w->ring[i].from);
+    }
     for (size_t i = 0; i < w->n_dirs; i++)
         abx_free(w->dirs[i].rel);
     abx_free(w->dirs);
@@ -160,8 +164,25 @@ static const char *dir_rel(const watch *w, int wd)
     return NULL;
 }
 
-static void watch_push(watch *w, abx_ctx *ctx, const char *kind, const char *rel, bool dir)
+/* Whether rel is, or lies inside, a temp name abx makes while it writes (files.h,
+ * FILES_TMP_SUFFIX): a staged file before its rename, extract's staging directory. */
+static bool abx_temp_path(const char *rel)
 {
+    size_t sl = strlen(FILES_TMP_SUFFIX);
+    for (const char *p = rel; *p;) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n > sl && memcmp(p + n - sl, FILES_TMP_SUFFIX, sl) == 0)
+            return true;
+        p += n + (e ? 1 : 0);
+    }
+    return false;
+}
+
+static void watch_push(watch *w, abx_ctx *ctx, const char *kind, const char *rel, const char *from, bool dir)
+{
+    if (abx_temp_path(rel))
+        return;
     if (json_array_size(w->include) && !glob_list_match(w->include, rel))
         return;
     if (glob_list_match(w->exclude, rel))
@@ -178,9 +199,11 @@ static void watch_push(watch *w, abx_ctx *ctx, const char *kind, const char *rel
     }
     watch_ev *e = &w->ring[w->next_seq % WATCH_RING];
     abx_free(e->path);
+    abx_free(e->from);
     e->seq = ++w->next_seq;
     snprintf(e->kind, sizeof e->kind, "%s", kind);
     e->path = abx_strdup(rel);
+    e->from = from ? abx_strdup(from) : NULL;
     e->dir = dir;
 }
 
@@ -202,7 +225,58 @@ static void watch_new_dir(watch *w, abx_ctx *ctx, const char *rel)
     abx_free(canon);
 }
 
-/* Read what inotify has; under watches_mu. */
+/* A watched directory moved from one name below the root to another: its rel, and
+ * every rel below it, follow. */
+static void watch_rename_dirs(watch *w, const char *from, const char *to)
+{
+    size_t fl = strlen(from);
+    for (size_t i = 0; i < w->n_dirs; i++) {
+        const char *r = w->dirs[i].rel;
+        if (strncmp(r, from, fl) != 0 || (r[fl] && r[fl] != '/'))
+            continue;
+        char *n = abx_asprintf("%s%s", to, r + fl);
+        if (n) {
+            abx_free(w->dirs[i].rel);
+            w->dirs[i].rel = n;
+        }
+    }
+}
+
+/* A rename's first half whose second never came: it left the watched tree. */
+static void watch_flush_move(watch *w, abx_ctx *ctx)
+{
+    if (!w->move_from)
+        return;
+    watch_push(w, ctx, "delete", w->move_from, NULL, w->move_dir);
+    abx_free(w->move_from);
+    w->move_from = NULL;
+}
+
+/* IN_MOVED_TO: with its IN_MOVED_FROM, one "move" {path: to, from}; out of abx's own
+ * temp name (an atomic write, extract's publish), the change it stands for; from
+ * outside the tree, a "create". */
+static void watch_moved_to(watch *w, abx_ctx *ctx, const struct inotify_event *ev, const char *rel, bool dir)
+{
+    bool paired = w->move_from && w->move_cookie == ev->cookie;
+    bool from_temp = paired && abx_temp_path(w->move_from);
+    if (paired && !from_temp)
+        watch_push(w, ctx, "move", rel, w->move_from, dir);
+    else
+        watch_push(w, ctx, from_temp && !dir ? "modify" : "create", rel, NULL, dir);
+    if (dir && w->recursive) {
+        if (paired && !from_temp)
+            watch_rename_dirs(w, w->move_from, rel);
+        else if (!abx_temp_path(rel)) /* its contents were never watched */
+            watch_new_dir(w, ctx, rel);
+    }
+    if (paired) {
+        abx_free(w->move_from);
+        w->move_from = NULL;
+    }
+}
+
+/* Read what inotify has; under watches_mu. A rename's two halves are queued together,
+ * so a first half still waiting once the queue is empty left the tree. */
 static void watch_drain(watch *w, abx_ctx *ctx)
 {
     char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -216,25 +290,30 @@ static void watch_drain(watch *w, abx_ctx *ctx)
                 continue;
             char *rel = *base ? abx_asprintf("%s/%s", base, ev->name) : abx_strdup(ev->name);
             bool dir = (ev->mask & IN_ISDIR) != 0;
+            if (!rel)
+                continue;
+            if (w->move_from && !((ev->mask & IN_MOVED_TO) && ev->cookie == w->move_cookie))
+                watch_flush_move(w, ctx);
             if (ev->mask & IN_CREATE) {
-                watch_push(w, ctx, "create", rel, dir);
-                if (dir && w->recursive) /* watch the new directory too */
+                watch_push(w, ctx, "create", rel, NULL, dir);
+                if (dir && w->recursive && !abx_temp_path(rel)) /* watch the new directory too */
                     watch_new_dir(w, ctx, rel);
             } else if (ev->mask & (IN_MODIFY | IN_CLOSE_WRITE)) {
-                watch_push(w, ctx, "modify", rel, dir);
+                watch_push(w, ctx, "modify", rel, NULL, dir);
             } else if (ev->mask & IN_DELETE) {
-                watch_push(w, ctx, "delete", rel, dir);
+                watch_push(w, ctx, "delete", rel, NULL, dir);
             } else if (ev->mask & IN_MOVED_FROM) {
-                abx_free(w->move_from);
-                w->move_from = abx_strdup(rel);
+                w->move_from = rel;
                 w->move_cookie = ev->cookie;
-                watch_push(w, ctx, "move", rel, dir);
+                w->move_dir = dir;
+                rel = NULL;
             } else if (ev->mask & IN_MOVED_TO) {
-                watch_push(w, ctx, w->move_from && w->move_cookie == ev->cookie ? "move" : "create", rel, dir);
+                watch_moved_to(w, ctx, ev, rel, dir);
             }
             abx_free(rel);
         }
     }
+    watch_flush_move(w, ctx);
 }
 
 typedef struct watch_stream {
@@ -273,6 +352,8 @@ static long watch_read(void *state, char *out, size_t max)
             watch_ev *e = &w->ring[(q - 1) % WATCH_RING];
             json_t *d = json_pack("{s:s, s:s, s:b, s:I}", "type", e->kind, "path", e->path ? e->path : "", "dir",
                                   e->dir, "seq", (json_int_t)e->seq);
+            if (d && e->from)
+                json_object_set_new(d, "from", json_string(e->from));
             char *js = json_dumps(d, JSON_COMPACT);
             json_decref(d);
             abx_buf_printf(&s->pending, "event: %s\nid: %s:%llu\ndata: %s\n\n", e->kind, w->id,
@@ -327,7 +408,7 @@ static abx_err files_watch(abx_ctx *ctx, const json_t *args, abx_reply *r)
         if (fd == -ENOTDIR)
             return abx_reply_error(r, ABX_E_FILES_NOT_A_DIRECTORY, NULL, "path '%s' is not a directory", canon);
         if (fd < 0)
-            return files_errno_reply(r, -fd, "path");
+            return files_path_errno(ctx, r, -fd, "path");
         w = abx_calloc(1, sizeof *w);
         unsigned char rnd[8];
         if (!w || abx_random(rnd, sizeof rnd) != 0) {
@@ -387,7 +468,8 @@ static const abx_param watch_params[] = {
 
 const abx_op_def files_watch_ops[] = {
     {.id = "files.watch", .effects = ABX_EFF_READ,
-     .summary = "Changes below a directory (create, modify, delete, move) as server-sent events; resumable.",
+     .summary = "Changes below a directory (create, modify, delete, move) as server-sent events; resumable. A "
+                "rename inside the tree is one move event {path, from}; abx's own temp files are never shown.",
      .http = {"GET /files/watch"}, .params = watch_params, .stream = ABX_STREAM_SSE, .since = "0.1",
      .errors = "files.not_found files.access files.io files.not_a_directory", .handler = files_watch},
     {0},

@@ -11,7 +11,8 @@
 
 /* ---- files.write ---- */
 
-static abx_err append_file(abx_reply *r, int pfd, const char *name, const char *data, size_t len, bool *created)
+static abx_err append_file(abx_reply *r, const char *label, int pfd, const char *name, const char *data, size_t len,
+                           bool *created)
 {
     *created = false;
     int fd = openat(pfd, name, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -22,15 +23,15 @@ static abx_err append_file(abx_reply *r, int pfd, const char *name, const char *
     if (fd < 0) {
         int e = errno;
         if (e == EISDIR)
-            return abx_reply_error(r, ABX_E_FILES_IS_A_DIRECTORY, NULL, "'path' is a directory");
+            return abx_reply_error(r, ABX_E_FILES_IS_A_DIRECTORY, NULL, "path '%s' is a directory", label);
         if (e == ELOOP || e == ENXIO || e == ENODEV)
-            return abx_reply_error(r, ABX_E_FILES_NOT_REGULAR, NULL, "'path' is not a regular file");
-        return files_errno_reply(r, e, "path");
+            return abx_reply_error(r, ABX_E_FILES_NOT_REGULAR, NULL, "path '%s' is not a regular file", label);
+        return files_errno_reply(r, e, label);
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return abx_reply_error(r, ABX_E_FILES_NOT_REGULAR, NULL, "'path' is not a regular file");
+        return abx_reply_error(r, ABX_E_FILES_NOT_REGULAR, NULL, "path '%s' is not a regular file", label);
     }
     files_clear_nonblock(fd);
     const char *p = data;
@@ -56,7 +57,7 @@ static abx_err append_file(abx_reply *r, int pfd, const char *name, const char *
             abx_log("warn", NULL, "files.write: could not undo a partial append: %s", strerror(errno));
     }
     close(fd);
-    return e ? files_stage_errno(r, e, "path") : ABX_OK;
+    return e ? files_stage_errno(r, e, label) : ABX_OK;
 }
 
 static abx_err files_write(abx_ctx *ctx, const json_t *args, abx_reply *r)
@@ -89,20 +90,20 @@ static abx_err files_write(abx_ctx *ctx, const json_t *args, abx_reply *r)
     abx_err e = files_open_parent_of(ctx, r, pv, make_parents, "make_parents", &pfd, &name);
     bool created = false;
     if (!e && strcmp(mode, "append") == 0) {
-        e = append_file(r, pfd, name, data, len, &created);
+        e = append_file(r, files_label(ctx, "path"), pfd, name, data, len, &created);
     } else if (!e) {
         bool create_new = strcmp(mode, "create_new") == 0;
         files_staged s;
-        e = files_stage_open(&s, r, pfd, name, "path", -1);
+        e = files_stage_open(&s, r, pfd, name, files_label(ctx, "path"), -1);
         if (!e && create_new && s.existed) {
             files_stage_abort(&s);
-            e = abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "'path' already exists (%s) and mode is create_new",
+            e = abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "path '%s' already exists and mode is create_new",
                                 pv->canonical);
         }
         if (!e)
-            e = files_stage_write(&s, r, "path", data, len);
+            e = files_stage_write(&s, r, files_label(ctx, "path"), data, len);
         if (!e)
-            e = files_stage_commit(&s, r, "path", create_new);
+            e = files_stage_commit(&s, r, files_label(ctx, "path"), create_new);
         created = !s.existed;
     }
     if (pfd >= 0)
@@ -155,7 +156,7 @@ static abx_err files_edit(abx_ctx *ctx, const json_t *args, abx_reply *r)
             int err = errno;
             close(fd);
             abx_free(buf);
-            return files_errno_reply(r, err, "path");
+            return files_path_errno(ctx, r, err, "path");
         }
         if (g == 0)
             break;
@@ -210,7 +211,7 @@ static abx_err files_edit(abx_ctx *ctx, const json_t *args, abx_reply *r)
     e = files_open_parent_of(ctx, r, pv, false, NULL, &pfd, &name);
     files_staged s;
     if (!e)
-        e = files_stage_open(&s, r, pfd, name, "path", -1);
+        e = files_stage_open(&s, r, pfd, name, files_label(ctx, "path"), -1);
     /* the file read must still be the file in place: an edit never clobbers a change
      * made meanwhile (or a file swapped in) */
     if (!e && (!s.existed || s.old.st_ino != st.st_ino || s.old.st_dev != st.st_dev || s.old.st_size != st.st_size ||
@@ -220,9 +221,9 @@ static abx_err files_edit(abx_ctx *ctx, const json_t *args, abx_reply *r)
                             pv->canonical);
     }
     if (!e)
-        e = files_stage_write(&s, r, "path", out, o);
+        e = files_stage_write(&s, r, files_label(ctx, "path"), out, o);
     if (!e)
-        e = files_stage_commit(&s, r, "path", false);
+        e = files_stage_commit(&s, r, files_label(ctx, "path"), false);
     abx_free(out);
     if (pfd >= 0)
         close(pfd);
@@ -260,9 +261,9 @@ static abx_err files_mkdir(abx_ctx *ctx, const json_t *args, abx_reply *r)
         if (err == EEXIST && fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
             created = false;
         } else if (err == EEXIST) {
-            e = abx_reply_error(r, ABX_E_FILES_NOT_A_DIRECTORY, NULL, "'path' exists and is not a directory");
+            e = abx_reply_error(r, ABX_E_FILES_NOT_A_DIRECTORY, NULL, "path '%s' exists and is not a directory", files_label(ctx, "path"));
         } else {
-            e = files_errno_reply(r, err, "path");
+            e = files_path_errno(ctx, r, err, "path");
         }
     }
     close(pfd);

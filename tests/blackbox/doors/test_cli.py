@@ -96,7 +96,7 @@ def test_help_lists_every_command():
     r = run_abx(["help"])
     assert r.returncode == 0 and r.stderr == ""
     names = _listed_commands(r.stdout)
-    assert names == ["serve", "mcp", "call", "check-config", "explain", "ledger", "catalog", "openapi",
+    assert names == ["serve", "mcp", "call", "check-config", "explain", "ledger", "ops", "catalog", "openapi",
                      "gen-client", "tools", "docs", "version", "help"]
     for alias in (["--help"], ["-h"]):
         assert run_abx(alias).stdout == r.stdout

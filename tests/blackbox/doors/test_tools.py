@@ -185,10 +185,18 @@ def test_cli_prints_the_same_declarations(srv, fmt, tmp_path):
     assert json.loads(r.stdout) == tools(srv, fmt)
     r = run_abx(["tools", "--format", fmt, "--config", str(cfg), "--principal", "bob"])
     assert json.loads(r.stdout) == tools(srv, fmt, BOB_TOKEN)
-    # unfiltered: every offered op of the registry
+    # without --principal: what an ordinary principal could get (every offered op a
+    # wildcard can grant), never an admin (explicit-only) op
     full = json.loads(run_abx(["tools", "--format", fmt]).stdout)
     cat = json.loads(run_abx(["catalog"]).stdout)["ops"]
-    assert [decl_name(d, fmt) for d in declarations(full, fmt)] == [tool_name(o["id"]) for o in cat if offered(o)]
+    names = [decl_name(d, fmt) for d in declarations(full, fmt)]
+    assert names == [tool_name(o["id"]) for o in cat if offered(o) and "admin" not in o["effects"]]
+    admin = [tool_name(o["id"]) for o in cat if offered(o) and "admin" in o["effects"]]
+    assert "system__policy__reload" in admin and not set(admin) & set(names)
+    # with --config alone too (its custom ops included, admin ones still out)
+    r = run_abx(["tools", "--format", fmt, "--config", str(cfg)])
+    assert r.returncode == 0, r.stderr
+    assert not set(admin) & {decl_name(d, fmt) for d in declarations(json.loads(r.stdout), fmt)}
 
 
 def test_cli_errors(tmp_path, srv):
