@@ -9,6 +9,7 @@
  * flush_ms for company; a durable item is written at once (with whatever is queued:
  * group commit). The connection is the writer's; reads borrow it under `db_mu`. */
 #include "ledger/ledger_int.h"
+#include "core/jsonout.h"
 #include "core/util.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -161,7 +162,7 @@ static bool item_events(item *it, const json_t *events)
         }
         it->ev_kind[i] = abx_strdup(json_string_value(json_object_get(ev, "kind")) ?: "?");
         it->ev_at[i] = abx_strdup(json_string_value(json_object_get(ev, "at")) ?: it->at);
-        it->ev_data[i] = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
+        it->ev_data[i] = abx_json_compact(data, true, NULL); /* = json_dumps(COMPACT | SORT_KEYS) */
         json_decref(data);
         it->n_ev++;
         if (!it->ev_kind[i] || !it->ev_at[i] || !it->ev_data[i])
