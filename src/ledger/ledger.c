@@ -299,16 +299,26 @@ static void *writer_main(void *arg)
             fprintf(stderr, "{\"level\":\"%s\",\"msg\":\"ledger %s\"}\n", ok ? "info" : "error",
                     ok ? "writable again" : "cannot be written: mutating calls are refused");
         l->healthy = ok;
+        item *done = NULL; /* non-durable items: freed after the lock is dropped */
         for (item *it = batch, *nx; it; it = nx) {
             nx = it->next;
             if (it->durable) { /* the waiter frees it */
                 it->done = true;
                 it->ok = ok;
             } else {
-                item_free(it);
+                it->next = done;
+                done = it;
             }
         }
         pthread_cond_broadcast(&l->cond);
+        /* hundreds of items a batch: freeing them under mu made every request thread
+         * that records a call wait behind the writer (a head-of-line stall at p99) */
+        pthread_mutex_unlock(&l->mu);
+        for (item *nx; done; done = nx) {
+            nx = done->next;
+            item_free(done);
+        }
+        pthread_mutex_lock(&l->mu);
     }
     pthread_mutex_unlock(&l->mu);
     return NULL;
