@@ -31,7 +31,7 @@ static bool grow(obuf *b, size_t more)
         return false;
     if (b->n + more + 1 <= b->cap)
         return true;
-    size_t cap = b->cap ? b->cap : 256;
+    size_t cap = b->cap ? b->cap : 2048; /* a reply or a ledger row in one allocation */
     while (cap < b->n + more + 1)
         cap *= 2;
     char *q = realloc(b->p, cap);
@@ -132,7 +132,16 @@ static int cmp_keys(const void *a, const void *b)
 
 static bool dump(obuf *b, const json_t *v, bool sort, int depth);
 
-static bool dump_object(obuf *b, const json_t *v, bool sort, int depth)
+static bool skipped(const char *const *skip, const char *key)
+{
+    for (; skip && *skip; skip++)
+        if (strcmp(*skip, key) == 0)
+            return true;
+    return false;
+}
+
+/* skip: NULL, or top-level member names left out (NULL-terminated) */
+static bool dump_object(obuf *b, const json_t *v, bool sort, int depth, const char *const *skip)
 {
     size_t n = json_object_size(v);
     putc1(b, '{');
@@ -143,7 +152,8 @@ static bool dump_object(obuf *b, const json_t *v, bool sort, int depth)
             return false;
         size_t k = 0;
         for (void *it = json_object_iter((json_t *)v); it && k < n; it = json_object_iter_next((json_t *)v, it))
-            keys[k++] = (keyref){json_object_iter_key(it), json_object_iter_key_len(it), json_object_iter_value(it)};
+            if (!skipped(skip, json_object_iter_key(it)))
+                keys[k++] = (keyref){json_object_iter_key(it), json_object_iter_key_len(it), json_object_iter_value(it)};
         n = k;
         qsort(keys, n, sizeof *keys, cmp_keys);
     }
@@ -161,6 +171,8 @@ static bool dump_object(obuf *b, const json_t *v, bool sort, int depth)
     } else {
         bool first = true;
         for (void *it = json_object_iter((json_t *)v); it && ok; it = json_object_iter_next((json_t *)v, it)) {
+            if (skipped(skip, json_object_iter_key(it)))
+                continue;
             if (!first)
                 putc1(b, ',');
             first = false;
@@ -205,15 +217,16 @@ static bool dump(obuf *b, const json_t *v, bool sort, int depth)
         putc1(b, ']');
         return true;
     }
-    case JSON_OBJECT: return dump_object(b, v, sort, depth);
+    case JSON_OBJECT: return dump_object(b, v, sort, depth, NULL);
     }
     return false;
 }
 
-char *abx_json_compact(const json_t *v, bool sort_keys, size_t *len)
+char *abx_json_compact_except(const json_t *v, bool sort_keys, const char *const *skip, size_t *len)
 {
     obuf b = {0};
-    if (!dump(&b, v, sort_keys, 0) || !grow(&b, 0)) {
+    bool ok = json_is_object(v) && skip ? dump_object(&b, v, sort_keys, 0, skip) : dump(&b, v, sort_keys, 0);
+    if (!ok || !grow(&b, 0)) {
         free(b.p);
         return NULL;
     }
@@ -221,4 +234,9 @@ char *abx_json_compact(const json_t *v, bool sort_keys, size_t *len)
     if (len)
         *len = b.n;
     return b.p;
+}
+
+char *abx_json_compact(const json_t *v, bool sort_keys, size_t *len)
+{
+    return abx_json_compact_except(v, sort_keys, NULL, len);
 }

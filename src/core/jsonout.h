@@ -11,4 +11,8 @@
  * memory, nesting past 2048). *len (may be NULL) gets the length. Free with free(). */
 char *abx_json_compact(const json_t *v, bool sort_keys, size_t *len);
 
+/* The same for an object without its top-level members named in skip (NULL-terminated;
+ * NULL skips nothing): what json_dumps writes for a copy of v without them. */
+char *abx_json_compact_except(const json_t *v, bool sort_keys, const char *const *skip, size_t *len);
+
 #endif

@@ -152,18 +152,11 @@ static bool item_events(item *it, const json_t *events)
         return false;
     for (size_t i = 0; i < n; i++) {
         const json_t *ev = json_array_get(events, i);
-        json_t *data = json_object(); /* a shallow copy without kind and at: values are shared */
-        const char *k;
-        json_t *v;
-        json_object_foreach((json_t *)ev, k, v)
-        {
-            if (strcmp(k, "kind") != 0 && strcmp(k, "at") != 0)
-                json_object_set(data, k, v);
-        }
+        /* the event without kind and at, as json_dumps(COMPACT | SORT_KEYS) of such a copy */
+        static const char *const outside[] = {"kind", "at", NULL};
         it->ev_kind[i] = abx_strdup(json_string_value(json_object_get(ev, "kind")) ?: "?");
         it->ev_at[i] = abx_strdup(json_string_value(json_object_get(ev, "at")) ?: it->at);
-        it->ev_data[i] = abx_json_compact(data, true, NULL); /* = json_dumps(COMPACT | SORT_KEYS) */
-        json_decref(data);
+        it->ev_data[i] = json_is_object(ev) ? abx_json_compact_except(ev, true, outside, NULL) : strdup("{}");
         it->n_ev++;
         if (!it->ev_kind[i] || !it->ev_at[i] || !it->ev_data[i])
             return false;

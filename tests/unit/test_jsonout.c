@@ -90,6 +90,33 @@ static void test_key_order(void **state)
     json_decref(empty[1]);
 }
 
+/* what the ledger writes for an event: the object without kind and at, keys sorted */
+static void test_except_equals_a_copy_without_the_keys(void **state)
+{
+    (void)state;
+    json_t *ev = json_pack("{s:s, s:s, s:i, s:{s:s, s:b}, s:n, s:s}", "kind", "finished", "status", "x", "at", 200,
+                           "args", "path", "f", "kind", 1, "code", "zeta", "last");
+    static const char *const skip[] = {"kind", "at", NULL};
+    json_t *copy = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach(ev, k, v)
+    {
+        if (strcmp(k, "kind") != 0 && strcmp(k, "at") != 0)
+            json_object_set(copy, k, v);
+    }
+    for (int sort = 0; sort < 2; sort++) {
+        char *want = json_dumps(copy, JSON_COMPACT | (sort ? JSON_SORT_KEYS : 0));
+        char *got = abx_json_compact_except(ev, sort, skip, NULL);
+        assert_non_null(got);
+        assert_string_equal(got, want);
+        free(want);
+        free(got);
+    }
+    json_decref(copy);
+    json_decref(ev);
+}
+
 static unsigned rnd(unsigned *s)
 {
     *s = *s * 1103515245u + 12345u;
@@ -149,6 +176,7 @@ int main(void)
         cmocka_unit_test(test_invalid_utf8_fails_like_jansson),
         cmocka_unit_test(test_key_order),
         cmocka_unit_test(test_random_trees),
+        cmocka_unit_test(test_except_equals_a_copy_without_the_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
