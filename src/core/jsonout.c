@@ -66,6 +66,21 @@ static bool put_string(obuf *b, const char *s, size_t n)
     size_t i = 0;
     while (i < n) {
         size_t run = i;
+        /* eight bytes at a time while none is a control character, '"' or '\\' */
+        uint64_t seen = 0;
+        while (run + 8 <= n) {
+            uint64_t w, q, e;
+            memcpy(&w, s + run, 8);
+            q = w ^ 0x2222222222222222ull;
+            e = w ^ 0x5c5c5c5c5c5c5c5cull;
+            if (((w - 0x2020202020202020ull) & ~w) & 0x8080808080808080ull ||
+                ((q - 0x0101010101010101ull) & ~q) & 0x8080808080808080ull ||
+                ((e - 0x0101010101010101ull) & ~e) & 0x8080808080808080ull)
+                break; /* one of them is here (or a false alarm): bytewise below */
+            seen |= w;
+            run += 8;
+        }
+        high |= (seen & 0x8080808080808080ull) != 0;
         while (run < n) {
             unsigned char c = (unsigned char)s[run];
             if (c < 0x20 || c == '"' || c == '\\')

@@ -37,7 +37,9 @@ static void test_scalars(void **state)
                       json_integer(INT64_MAX), json_integer(INT64_MIN), json_real(0.0), json_real(-0.0),
                       json_real(0.1), json_real(3.0), json_real(1e20), json_real(1.5e-7), json_real(-2.5e300),
                       json_real(12.345), json_string(""), json_string("plain"), json_string("caf\xc3\xa9 \xe2\x82\xac"),
-                      json_string("\xf0\x9f\x98\x80/\x7f"), json_stringn("a\0b", 3)};
+                      json_string("\xf0\x9f\x98\x80/\x7f"), json_stringn("a\0b", 3),
+                      json_string("a long plain run of text, then \"quotes\", then caf\xc3\xa9, then a\ttab!"),
+                      json_string("0123456789abcdef\\0123456789abcdef\x1f" "0123456789abcdef\xe2\x82\xac" "01234567")};
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         same(vals[i]);
         json_decref(vals[i]);
@@ -59,7 +61,8 @@ static void test_every_control_and_escape(void **state)
 static void test_invalid_utf8_fails_like_jansson(void **state)
 {
     (void)state;
-    const char *bad[] = {"\xff", "\xc3", "\xed\xa0\x80", "\xc0\xaf", "ok\xf5\x80\x80\x80"};
+    const char *bad[] = {"\xff", "\xc3", "\xed\xa0\x80", "\xc0\xaf", "ok\xf5\x80\x80\x80",
+                         "eight by\xfftes and more after it", "0123456789abcdef\xc3(0123456789abcdef"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         json_t *v = json_stringn_nocheck(bad[i], strlen(bad[i]));
         json_t *o = json_pack("{s:o}", "k", v);
