@@ -6,6 +6,7 @@ set(ABX_SRC_CORE
   src/core/errors.c
   src/core/fault.c
   src/core/hash.c
+  src/core/jsonout.c
   src/core/ids.c
   src/core/linemap.c
   src/core/registry.c
@@ -55,6 +56,7 @@ set(ABX_SRC_POLICY
   src/policy/compile.c
   src/policy/decide.c
   src/policy/enforce.c
+  src/policy/identset.c
   src/policy/layout.c
   src/policy/lint.c
   src/policy/match.c

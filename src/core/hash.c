@@ -25,7 +25,7 @@ static uint32_t rotr32(uint32_t x, unsigned n)
     return (x >> n) | (x << (32 - n));
 }
 
-static void sha256_block(uint32_t h[8], const unsigned char *p)
+static void sha256_block_c(uint32_t h[8], const unsigned char *p)
 {
     uint32_t w[64];
     for (int t = 0; t < 16; t++)
@@ -62,6 +62,93 @@ static void sha256_block(uint32_t h[8], const unsigned char *p)
     h[6] += g;
     h[7] += hh;
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+/* The same compression with the x86 SHA extensions (SHA-NI: Intel since Ice Lake and
+ * Goldmont, AMD since Zen), about eight times faster: the ledger hashes every event,
+ * files.read hashes every file it returns. The state lives as ABEF / CDGH pairs, four
+ * rounds per step; msg1/msg2 extend the message schedule four words at a time.
+ * test_util compares it with sha256_block_c on random inputs of every length. */
+__attribute__((target("sha,sse4.1,ssse3"))) static void sha256_block_ni(uint32_t h[8], const unsigned char *p)
+{
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    __m128i tmp = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[0]), 0xB1); /* CDAB */
+    __m128i st1 = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[4]), 0x1B); /* EFGH */
+    __m128i st0 = _mm_alignr_epi8(tmp, st1, 8);                                      /* ABEF */
+    st1 = _mm_blend_epi16(st1, tmp, 0xF0);                                           /* CDGH */
+    const __m128i save0 = st0, save1 = st1;
+    __m128i w[4];
+    for (int g = 0; g < 16; g++) {
+        __m128i cur;
+        if (g < 4) {
+            cur = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * g)), bswap);
+        } else {
+            __m128i x = _mm_sha256msg1_epu32(w[g & 3], w[(g + 1) & 3]); /* w[g-4], w[g-3] */
+            x = _mm_add_epi32(x, _mm_alignr_epi8(w[(g + 3) & 3], w[(g + 2) & 3], 4)); /* w[t-7..t-4] */
+            cur = _mm_sha256msg2_epu32(x, w[(g + 3) & 3]);
+        }
+        w[g & 3] = cur;
+        __m128i m = _mm_add_epi32(cur, _mm_loadu_si128((const __m128i *)&sha256_k[4 * g]));
+        st1 = _mm_sha256rnds2_epu32(st1, st0, m);
+        st0 = _mm_sha256rnds2_epu32(st0, st1, _mm_shuffle_epi32(m, 0x0E));
+    }
+    st0 = _mm_add_epi32(st0, save0);
+    st1 = _mm_add_epi32(st1, save1);
+    tmp = _mm_shuffle_epi32(st0, 0x1B);    /* FEBA */
+    st1 = _mm_shuffle_epi32(st1, 0xB1);    /* DCHG */
+    st0 = _mm_blend_epi16(tmp, st1, 0xF0); /* DCBA */
+    st1 = _mm_alignr_epi8(st1, tmp, 8);    /* HGFE */
+    _mm_storeu_si128((__m128i *)&h[0], st0);
+    _mm_storeu_si128((__m128i *)&h[4], st1);
+}
+
+static bool cpu_has_sha_ni(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 19)) || !(c & (1u << 9)))
+        return false; /* SSE4.1, SSSE3 */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return false;
+    return (b & (1u << 29)) != 0; /* SHA */
+}
+
+static void sha256_block_probe(uint32_t h[8], const unsigned char *p);
+static void (*_Atomic sha256_block_fn)(uint32_t h[8], const unsigned char *p) = sha256_block_probe;
+
+static void sha256_block_probe(uint32_t h[8], const unsigned char *p)
+{
+    sha256_block_fn = cpu_has_sha_ni() ? sha256_block_ni : sha256_block_c;
+    sha256_block_fn(h, p);
+}
+
+static void sha256_block(uint32_t h[8], const unsigned char *p) { sha256_block_fn(h, p); }
+
+/* For test_util: the portable and the SHA-NI compression, side by side (false when the
+ * CPU lacks SHA-NI: nothing to compare). */
+bool abx__sha256_ni_matches(const unsigned char block[64])
+{
+    if (!cpu_has_sha_ni())
+        return false;
+    uint32_t a[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    uint32_t b[8];
+    memcpy(b, a, sizeof a);
+    for (int i = 0; i < 3; i++) { /* three chained blocks: the state round-trips too */
+        sha256_block_c(a, block);
+        sha256_block_ni(b, block);
+    }
+    return memcmp(a, b, sizeof a) == 0;
+}
+#else
+static void sha256_block(uint32_t h[8], const unsigned char *p) { sha256_block_c(h, p); }
+bool abx__sha256_ni_matches(const unsigned char block[64])
+{
+    (void)block;
+    return false;
+}
+#endif
 
 void abx_sha256_init(abx_sha256 *c)
 {

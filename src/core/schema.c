@@ -244,6 +244,33 @@ static abx_err unknown_field(const abx_param *fields, const char *prefix, const 
                 prefix ? "." : "", k, hint, valid[0] ? valid : "none");
 }
 
+
+/* An argument's default as a JSON value: what json_loads(dflt, JSON_DECODE_ANY) gives,
+ * without running the parser on every call for the usual literals (true, false, null,
+ * a plain integer, a string without escapes); anything else goes to json_loads. */
+static json_t *default_value(const char *d)
+{
+    size_t n = strlen(d);
+    if (strcmp(d, "true") == 0)
+        return json_true();
+    if (strcmp(d, "false") == 0)
+        return json_false();
+    if (strcmp(d, "null") == 0)
+        return json_null();
+    if (n >= 2 && d[0] == '"' && d[n - 1] == '"' && !memchr(d + 1, '"', n - 2) && !memchr(d + 1, '\\', n - 2)) {
+        bool plain = true;
+        for (size_t i = 1; i + 1 < n; i++)
+            plain = plain && (unsigned char)d[i] >= 0x20;
+        if (plain)
+            return json_stringn(d + 1, n - 2);
+    }
+    const char *q = d + (d[0] == '-');
+    size_t digits = strspn(q, "0123456789");
+    if (digits && digits <= 18 && q[digits] == '\0' && (q[0] != '0' || digits == 1))
+        return json_integer((json_int_t)strtoll(d, NULL, 10));
+    return json_loads(d, JSON_DECODE_ANY, NULL);
+}
+
 static abx_err check_fields(const abx_param *fields, json_t *obj, const char *prefix, vstate *st, const char *one_of)
 {
     char full[160];
@@ -259,8 +286,10 @@ static abx_err check_fields(const abx_param *fields, json_t *obj, const char *pr
             return unknown_field(fields, prefix, k, st);
     }
     for (const abx_param *p = fields; p && p->name; p++) {
-        if (prefix)
+        if (prefix) /* a top-level argument is named by itself: no formatting per field */
             snprintf(full, sizeof full, "%s.%s", prefix, p->name);
+        else if (strlen(p->name) < sizeof full)
+            memcpy(full, p->name, strlen(p->name) + 1);
         else
             snprintf(full, sizeof full, "%s", p->name);
         json_t *val = json_object_get(obj, p->name);
@@ -278,7 +307,7 @@ static abx_err check_fields(const abx_param *fields, json_t *obj, const char *pr
             if (p->required)
                 return fail(st, ABX_E_ARGS_MISSING, "missing required argument '%s'", full);
             if (p->dflt) {
-                json_t *d = json_loads(p->dflt, JSON_DECODE_ANY, NULL);
+                json_t *d = default_value(p->dflt);
                 if (!d || json_object_set_new(obj, p->name, d) != 0)
                     return fail(st, ABX_E_SERVER_UNAVAILABLE, "out of memory");
             }

@@ -64,6 +64,8 @@ void abx_sha256_init(abx_sha256 *c);
 void abx_sha256_update(abx_sha256 *c, const void *p, size_t n);
 void abx_sha256_final(abx_sha256 *c, unsigned char out[32]);
 void abx_sha256_hex(const void *p, size_t n, char out[65]);
+/* test hook: SHA-NI and portable compression agree on block (false: no SHA-NI here) */
+bool abx__sha256_ni_matches(const unsigned char block[64]);
 
 /* SHA-1 only for the WebSocket handshake (RFC 6455 requires it); never for security. */
 void abx_sha1(const void *p, size_t n, unsigned char out[20]);

@@ -9,6 +9,7 @@
  * flush_ms for company; a durable item is written at once (with whatever is queued:
  * group commit). The connection is the writer's; reads borrow it under `db_mu`. */
 #include "ledger/ledger_int.h"
+#include "core/jsonout.h"
 #include "core/util.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -151,18 +152,11 @@ static bool item_events(item *it, const json_t *events)
         return false;
     for (size_t i = 0; i < n; i++) {
         const json_t *ev = json_array_get(events, i);
-        json_t *data = json_object(); /* a shallow copy without kind and at: values are shared */
-        const char *k;
-        json_t *v;
-        json_object_foreach((json_t *)ev, k, v)
-        {
-            if (strcmp(k, "kind") != 0 && strcmp(k, "at") != 0)
-                json_object_set(data, k, v);
-        }
+        /* the event without kind and at, as json_dumps(COMPACT | SORT_KEYS) of such a copy */
+        static const char *const outside[] = {"kind", "at", NULL};
         it->ev_kind[i] = abx_strdup(json_string_value(json_object_get(ev, "kind")) ?: "?");
         it->ev_at[i] = abx_strdup(json_string_value(json_object_get(ev, "at")) ?: it->at);
-        it->ev_data[i] = json_dumps(data, JSON_COMPACT | JSON_SORT_KEYS);
-        json_decref(data);
+        it->ev_data[i] = json_is_object(ev) ? abx_json_compact_except(ev, true, outside, NULL) : strdup("{}");
         it->n_ev++;
         if (!it->ev_kind[i] || !it->ev_at[i] || !it->ev_data[i])
             return false;
@@ -298,16 +292,26 @@ static void *writer_main(void *arg)
             fprintf(stderr, "{\"level\":\"%s\",\"msg\":\"ledger %s\"}\n", ok ? "info" : "error",
                     ok ? "writable again" : "cannot be written: mutating calls are refused");
         l->healthy = ok;
+        item *done = NULL; /* non-durable items: freed after the lock is dropped */
         for (item *it = batch, *nx; it; it = nx) {
             nx = it->next;
             if (it->durable) { /* the waiter frees it */
                 it->done = true;
                 it->ok = ok;
             } else {
-                item_free(it);
+                it->next = done;
+                done = it;
             }
         }
         pthread_cond_broadcast(&l->cond);
+        /* hundreds of items a batch: freeing them under mu made every request thread
+         * that records a call wait behind the writer (a head-of-line stall at p99) */
+        pthread_mutex_unlock(&l->mu);
+        for (item *nx; done; done = nx) {
+            nx = done->next;
+            item_free(done);
+        }
+        pthread_mutex_lock(&l->mu);
     }
     pthread_mutex_unlock(&l->mu);
     return NULL;

@@ -3,6 +3,7 @@
  * OK or an abx_error; the single exit audits and leaves the reply for the door to
  * render. Handler failures never skip the audit. */
 #include "pipeline/pipeline.h"
+#include "core/jsonout.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -183,16 +184,18 @@ int abx_ctx_open(abx_ctx *ctx, const char *param, int flags, unsigned mode)
     /* the name was admitted; the file it now leads to must not be one a deny rule or
      * protected area binds (renamed there, or a hard link to it) */
     int dirfd = -1;
-    if (ctx->req->policy->has_subtree_idents) {
+    bool own_dir = false; /* a name right in the root: its folder is the root, borrowed */
+    if (ctx->req->policy->has_subtree_idents && strcmp(pv->rel, ".") != 0) {
         const char *name;
-        dirfd = strcmp(pv->rel, ".") == 0 ? -1 : abx_jail_open_parent(pv->rootfd, pv->rel, &name);
-        if (dirfd < 0 && strcmp(pv->rel, ".") != 0) {
+        own_dir = strchr(pv->rel, '/') != NULL;
+        dirfd = own_dir ? abx_jail_open_parent(pv->rootfd, pv->rel, &name) : pv->rootfd;
+        if (dirfd < 0) {
             close(fd);
             return dirfd;
         }
     }
     int rc = abx_policy_fd_check(ctx->req->policy, ctx->req->slot, ctx->req->op, &ctx->req->decision, fd, dirfd);
-    if (dirfd >= 0)
+    if (own_dir)
         close(dirfd);
     if (rc < 0) {
         close(fd);
@@ -738,10 +741,13 @@ char *abx_reply_render(const abx_reply *rep, size_t *len)
     } else {
         doc = rep->body ? json_incref(rep->body) : json_object();
     }
-    char *s = doc ? json_dumps(doc, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    size_t n = 0; /* json_dumps(doc, JSON_COMPACT | JSON_ENCODE_ANY), without its per-byte callback */
+    char *s = doc ? abx_json_compact(doc, false, &n) : NULL;
     json_decref(doc);
-    if (!s)
+    if (!s) {
         s = strdup(ABX_ERROR_JSON_OOM);
-    *len = s ? strlen(s) : 0;
+        n = s ? strlen(s) : 0;
+    }
+    *len = n;
     return s;
 }

@@ -314,7 +314,7 @@ static bool derive_tables(cctx *c)
         for (size_t r = 0; r < p->principals[i].n_roles; r++)
             if (strcmp(p->principals[i].roles[r], "approver") == 0)
                 p->has_approver = true;
-    if (!compile_idents(p)) {
+    if (!compile_idents(p) || !abx_pol_build_identset(p)) {
         abx_diag_add(c->d, "error", "config.internal", 0, "out of memory resolving deny identities");
         return false;
     }

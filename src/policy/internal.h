@@ -69,5 +69,15 @@ bool abx_pol_intrinsic_admits(const abx_policy *p, const abx_param *pa, const ch
 bool abx_pol_within(const char *dir, const char *path);
 bool abx_pol_pattern_list_match(const abx_pattern *pats, size_t n, const char *path, const abx_pattern **hit);
 bool abx_pol_protected_path(const abx_policy *p, const char *path, unsigned access);
+/* identset.c: the (dev, ino) hash of idents and stop roots, built once per snapshot
+ * after compile_idents; false on out of memory. */
+bool abx_pol_build_identset(abx_policy *p);
+void abx_pol_free_identset(abx_policy *p);
+/* Whether an ident with identity st binds this call (subtree_only: only denied
+ * folders); sets *stop (when not NULL) if st is a stop root. */
+bool abx_pol_ident_lookup(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, const struct stat *st,
+                          bool subtree_only, bool *stop);
+/* Whether directory dirfd (borrowed) is, or lies below, a denied folder binding this call. */
+bool abx_pol_under_denied_dir(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int dirfd);
 
 #endif

@@ -136,6 +136,13 @@ typedef struct abx_policy {
     abx_ident *idents;        /* owned: identities of literal deny paths and protected files */
     size_t n_idents;
     bool has_subtree_idents;  /* some identity is a denied directory: opens walk up to check */
+    /* owned: open-addressing hash of (dev, ino) over idents and stop roots (identset.c):
+     * 0 empty, 1..n_idents an ident, n_idents+1.. a stop root (index into roots). */
+    uint32_t *ident_tab;
+    size_t ident_tab_mask;    /* table size - 1 (a power of two), 0 without a table */
+    dev_t *root_dev;          /* [n_roots] identity of each root at compile time */
+    ino_t *root_ino;
+    bool *root_stop;          /* [n_roots] the ".." walk may stop at this root (identset.c) */
     abx_mask_ident *mask_ident; /* deny targets for process masks, one per distinct path */
     size_t n_mask_ident;
     /* mount table: for principal slot p (0..n_principals-1, n_principals = anonymous)

@@ -66,6 +66,7 @@ void abx_pol_policy_free(abx_policy *p)
     abx_free(p->protected_files);
     abx_free(p->protected_what);
     abx_free(p->idents);
+    abx_pol_free_identset(p);
     for (size_t i = 0; i < p->n_mask_ident; i++) {
         abx_free(p->mask_ident[i].path);
         abx_free(p->mask_ident[i].stmts);

@@ -1,7 +1,8 @@
 /* view.c — what handlers ask after the decision: whether an open file is a denied
  * identity (literal deny paths and protected files are bound by st_dev, st_ino at
  * compile time), whether a path is hidden or visible to listings, and the file-system
- * view (mounts, masks, pins) a confined process gets. */
+ * view (mounts, masks, pins) a confined process gets. The identity lookups and the
+ * walk up from a file's folder live in identset.c. */
 #include "policy/internal.h"
 #include "core/util.h"
 #include "policy/paths.h"
@@ -14,65 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Whether identity i binds this call: its deny statement applies to the op and the
- * principal; a protected area binds unless an unsafe statement admitted the call
- * (the waiver of protected areas by name, see abx_decide). */
-static bool ident_applies(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, const abx_ident *id)
-{
-    if (id->stmt >= 0) {
-        const abx_stmt *s = &p->deny[id->stmt];
-        return abx_pol_deny_applies(p, s, op, slot);
-    }
-    for (size_t i = 0; i < d->n_admitting; i++)
-        if (p->allow[d->admitting[i]].unsafe)
-            return false;
-    return true;
-}
-
-static bool ident_hit(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, const struct stat *st,
-                      bool subtree_only)
-{
-    for (size_t i = 0; i < p->n_idents; i++) {
-        const abx_ident *id = &p->idents[i];
-        if (id->dev == st->st_dev && id->ino == st->st_ino && (!subtree_only || id->subtree) &&
-            ident_applies(p, slot, op, d, id))
-            return true;
-    }
-    return false;
-}
-
 bool abx_policy_ident_denied(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d,
                              const struct stat *st)
 {
-    return p->n_idents && ident_hit(p, slot, op, d, st, false);
-}
-
-/* Walk up from directory fd (borrowed) to the file system's root, comparing every
- * directory with the denied directory identities. ".." of an fd is the directory's
- * current parent, whatever names lead there. It runs on every open of a call (the hot
- * path of a read): each level costs one openat, one fstat and one close — the parent's
- * fstat is the next level's identity, and the first level borrows dirfd instead of a dup. */
-static bool under_denied_dir(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int dirfd)
-{
-    struct stat st, up;
-    if (fstat(dirfd, &st) != 0)
-        return false;
-    int cur = -1; /* -1: still at dirfd */
-    bool hit = false;
-    for (int depth = 0; depth < 2048; depth++) {
-        if ((hit = ident_hit(p, slot, op, d, &st, true)))
-            break;
-        int next = openat(cur >= 0 ? cur : dirfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (cur >= 0)
-            close(cur);
-        cur = next;
-        if (cur < 0 || fstat(cur, &up) != 0 || (up.st_dev == st.st_dev && up.st_ino == st.st_ino))
-            break; /* the root is its own parent */
-        st = up;
-    }
-    if (cur >= 0)
-        close(cur);
-    return hit;
+    return p->n_idents && abx_pol_ident_lookup(p, slot, op, d, st, false, NULL);
 }
 
 int abx_policy_fd_check(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int fd, int dirfd)
@@ -81,12 +27,12 @@ int abx_policy_fd_check(const abx_policy *p, int slot, const abx_op *op, const a
         return 0;
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0) {
-        if (ident_hit(p, slot, op, d, &st, false))
+        if (abx_pol_ident_lookup(p, slot, op, d, &st, false, NULL))
             return -ABX_EIDENT;
         if (S_ISDIR(st.st_mode))
             dirfd = fd;
     }
-    if (p->has_subtree_idents && dirfd >= 0 && under_denied_dir(p, slot, op, d, dirfd))
+    if (p->has_subtree_idents && dirfd >= 0 && abx_pol_under_denied_dir(p, slot, op, d, dirfd))
         return -ABX_EIDENT;
     return 0;
 }

@@ -7,7 +7,7 @@ The size counted is the header section as sent: "METHOD SP target SP version CRL
 each "Key: value CRLF", and the final CRLF. Requests here are written in that normal form
 so the size on the wire is the size abx counts.
 
-libmicrohttpd's own bound (128 KiB connection memory) is far above ours: requests that
+libmicrohttpd's own bound (its connection memory: 80 KiB, or twice ours if more) is above ours: requests that
 overflow it are answered by libmicrohttpd itself (431 without abx's JSON); those must be
 4xx too, never a 200."""
 import json

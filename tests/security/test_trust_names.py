@@ -314,3 +314,35 @@ def test_git_config_hook_moved_into_place(abx, workspace):
     assert warning_codes(r) == [], r.text
     r = s.op("files.write", {"path": "notes/config", "content": FSMONITOR, "make_parents": True}, token=ALICE_TOKEN)
     assert warning_codes(r) == [], r.text  # not a git dir: just a file called config
+
+
+def test_nested_root_moved_under_denied_folder_stays_denied(abx, workspace):
+    """The identity walk stops early only at roots nothing abx grants can move. A root
+    nested in another write root can be moved (here: into the denied folder, as `mv` in
+    a command would), and its descriptor follows the folder: what is read through it
+    must still be checked against the denied folder above it, and a decoy planted at the
+    old name must not open the moved one."""
+    secret_tree(workspace)
+    proj = os.path.join(workspace, "proj")
+    os.makedirs(proj)
+    with open(os.path.join(proj, "x.txt"), "w") as f:
+        f.write(KEY + "\n")
+    # reads through the root proj; writes (so renames) anywhere in the workspace
+    writes = {"ops": ["files.write", "files.move", "files.mkdir"], "principals": ["alice"],
+              "paths": [workspace + "/**"]}
+    s = abx(files_config(workspace, paths=[proj + "/**"], extra=[writes],
+                         deny=[{"paths": [workspace + "/secret/**"]}]))
+    r = s.op("files.read", {"path": "proj/x.txt"}, token=ALICE_TOKEN)
+    assert r.status_code == 200 and KEY in r.text, r.text  # allowed while it is outside
+    os.rename(proj, os.path.join(workspace, "secret", "proj"))
+    os.makedirs(proj)
+    with open(os.path.join(proj, "x.txt"), "w") as f:
+        f.write("decoy\n")
+    for path in ("proj/x.txt", proj + "/x.txt"):
+        r = s.op("files.read", {"path": path}, token=ALICE_TOKEN)
+        no_key(r)
+        assert r.status_code in (200, 403), r.text
+        if r.status_code == 200:
+            assert "decoy" in r.text, r.text
+        else:
+            assert r.json()["error"]["code"] == "policy.path_denied", r.text

@@ -1,0 +1,257 @@
+/* jsonout.c — compact JSON text of a jansson value, byte for byte what
+ * json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY [| JSON_SORT_KEYS]) writes, at a fraction
+ * of its cost: jansson emits every character through a callback into a growing
+ * buffer (~80 instructions a byte), which made the reply and the ledger row the two
+ * largest costs of a 1 KiB files.read. Here runs of plain characters are copied whole.
+ *
+ * Output rules (jansson 2.14's dump.c): no spaces; strings escape '"', '\\', \b \f \n
+ * \r \t and other bytes below 0x20 as \u00XX (upper-case hex), everything else (UTF-8,
+ * '/', DEL) as is; a string that is not valid UTF-8 fails the whole dump (NULL), as
+ * jansson's does; integers in decimal; reals are delegated to jansson itself (its
+ * %.17g and exponent clean-up), they are rare; object members in insertion order, or
+ * sorted bytewise by key (shorter first on a common prefix) with sort_keys.
+ * tests/unit/test_jsonout.c compares the two on edge cases and random trees. */
+#include "core/jsonout.h"
+#include "core/text.h"
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JSONOUT_MAX_DEPTH 2048
+
+typedef struct obuf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} obuf;
+
+static bool grow(obuf *b, size_t more)
+{
+    if (b->oom)
+        return false;
+    if (b->n + more + 1 <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 2048; /* a reply or a ledger row in one allocation */
+    while (cap < b->n + more + 1)
+        cap *= 2;
+    char *q = realloc(b->p, cap);
+    if (!q) {
+        b->oom = true;
+        return false;
+    }
+    b->p = q;
+    b->cap = cap;
+    return true;
+}
+
+static void put(obuf *b, const char *s, size_t n)
+{
+    if (grow(b, n)) {
+        memcpy(b->p + b->n, s, n);
+        b->n += n;
+    }
+}
+
+static void putc1(obuf *b, char c)
+{
+    if (grow(b, 1))
+        b->p[b->n++] = c;
+}
+
+static bool put_string(obuf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    bool high = false;
+    putc1(b, '"');
+    size_t i = 0;
+    while (i < n) {
+        size_t run = i;
+        /* eight bytes at a time while none is a control character, '"' or '\\' */
+        uint64_t seen = 0;
+        while (run + 8 <= n) {
+            uint64_t w, q, e;
+            memcpy(&w, s + run, 8);
+            q = w ^ 0x2222222222222222ull;
+            e = w ^ 0x5c5c5c5c5c5c5c5cull;
+            if (((w - 0x2020202020202020ull) & ~w) & 0x8080808080808080ull ||
+                ((q - 0x0101010101010101ull) & ~q) & 0x8080808080808080ull ||
+                ((e - 0x0101010101010101ull) & ~e) & 0x8080808080808080ull)
+                break; /* one of them is here (or a false alarm): bytewise below */
+            seen |= w;
+            run += 8;
+        }
+        high |= (seen & 0x8080808080808080ull) != 0;
+        while (run < n) {
+            unsigned char c = (unsigned char)s[run];
+            if (c < 0x20 || c == '"' || c == '\\')
+                break;
+            high |= c >= 0x80;
+            run++;
+        }
+        put(b, s + i, run - i);
+        if (run == n)
+            break;
+        unsigned char c = (unsigned char)s[run];
+        char esc[6] = {'\\', 0, 0, 0, 0, 0};
+        size_t en = 2;
+        switch (c) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        default:
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            en = 6;
+        }
+        put(b, esc, en);
+        i = run + 1;
+    }
+    putc1(b, '"');
+    return !high || abx_utf8_valid(s, n);
+}
+
+static void put_int(obuf *b, json_int_t v)
+{
+    char tmp[24];
+    size_t k = sizeof tmp;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[--k] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[--k] = '-';
+    put(b, tmp + k, sizeof tmp - k);
+}
+
+typedef struct keyref {
+    const char *key;
+    size_t len;
+    json_t *val;
+} keyref;
+
+static int cmp_keys(const void *a, const void *b)
+{
+    const keyref *x = a, *y = b;
+    size_t m = x->len < y->len ? x->len : y->len;
+    int r = memcmp(x->key, y->key, m);
+    if (r)
+        return r;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+static bool dump(obuf *b, const json_t *v, bool sort, int depth);
+
+static bool skipped(const char *const *skip, const char *key)
+{
+    for (; skip && *skip; skip++)
+        if (strcmp(*skip, key) == 0)
+            return true;
+    return false;
+}
+
+/* skip: NULL, or top-level member names left out (NULL-terminated) */
+static bool dump_object(obuf *b, const json_t *v, bool sort, int depth, const char *const *skip)
+{
+    size_t n = json_object_size(v);
+    putc1(b, '{');
+    keyref small[16], *keys = NULL;
+    if (sort && n > 1) {
+        keys = n <= 16 ? small : malloc(n * sizeof *keys);
+        if (!keys)
+            return false;
+        size_t k = 0;
+        for (void *it = json_object_iter((json_t *)v); it && k < n; it = json_object_iter_next((json_t *)v, it))
+            if (!skipped(skip, json_object_iter_key(it)))
+                keys[k++] = (keyref){json_object_iter_key(it), json_object_iter_key_len(it), json_object_iter_value(it)};
+        n = k;
+        qsort(keys, n, sizeof *keys, cmp_keys);
+    }
+    bool ok = true;
+    if (keys) {
+        for (size_t i = 0; i < n && ok; i++) {
+            if (i)
+                putc1(b, ',');
+            ok = put_string(b, keys[i].key, keys[i].len);
+            putc1(b, ':');
+            ok = ok && dump(b, keys[i].val, sort, depth + 1);
+        }
+        if (keys != small)
+            free(keys);
+    } else {
+        bool first = true;
+        for (void *it = json_object_iter((json_t *)v); it && ok; it = json_object_iter_next((json_t *)v, it)) {
+            if (skipped(skip, json_object_iter_key(it)))
+                continue;
+            if (!first)
+                putc1(b, ',');
+            first = false;
+            ok = put_string(b, json_object_iter_key(it), json_object_iter_key_len(it));
+            putc1(b, ':');
+            ok = ok && dump(b, json_object_iter_value(it), sort, depth + 1);
+        }
+    }
+    putc1(b, '}');
+    return ok;
+}
+
+static bool dump_real(obuf *b, const json_t *v)
+{
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!s)
+        return false;
+    put(b, s, strlen(s));
+    free(s);
+    return true;
+}
+
+static bool dump(obuf *b, const json_t *v, bool sort, int depth)
+{
+    if (!v || depth > JSONOUT_MAX_DEPTH)
+        return false;
+    switch (json_typeof(v)) {
+    case JSON_NULL: put(b, "null", 4); return true;
+    case JSON_TRUE: put(b, "true", 4); return true;
+    case JSON_FALSE: put(b, "false", 5); return true;
+    case JSON_INTEGER: put_int(b, json_integer_value(v)); return true;
+    case JSON_REAL: return dump_real(b, v);
+    case JSON_STRING: return put_string(b, json_string_value(v), json_string_length(v));
+    case JSON_ARRAY: {
+        putc1(b, '[');
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (i)
+                putc1(b, ',');
+            if (!dump(b, json_array_get(v, i), sort, depth + 1))
+                return false;
+        }
+        putc1(b, ']');
+        return true;
+    }
+    case JSON_OBJECT: return dump_object(b, v, sort, depth, NULL);
+    }
+    return false;
+}
+
+char *abx_json_compact_except(const json_t *v, bool sort_keys, const char *const *skip, size_t *len)
+{
+    obuf b = {0};
+    bool ok = json_is_object(v) && skip ? dump_object(&b, v, sort_keys, 0, skip) : dump(&b, v, sort_keys, 0);
+    if (!ok || !grow(&b, 0)) {
+        free(b.p);
+        return NULL;
+    }
+    b.p[b.n] = '\0';
+    if (len)
+        *len = b.n;
+    return b.p;
+}
+
+char *abx_json_compact(const json_t *v, bool sort_keys, size_t *len)
+{
+    return abx_json_compact_except(v, sort_keys, NULL, len);
+}
