@@ -120,6 +120,11 @@ set(ABX_SRC_EXT
 set(ABX_SRC_DOORS
   src/doors/batch.c
   src/doors/doors.c
+  src/doors/e2b.c
+  src/doors/e2b_fs.c
+  src/doors/e2b_pbjson.c
+  src/doors/e2b_proc.c
+  src/doors/e2b_rest.c
   src/doors/legacy.c
   src/doors/mcp.c
   src/doors/mcp_http.c
@@ -127,6 +132,7 @@ set(ABX_SRC_DOORS
   src/doors/toolcall.c
 )
 set(ABX_SRC_SERVER
+  src/server/checks.c
   src/server/conns.c
   src/server/listener.c
   src/server/server.c

@@ -26,6 +26,12 @@ void abx_batch_run(abx_request *r);
 /* GET /commands (batch.c's sibling front door): the caller's mounted declarative commands */
 void abx_commands_list(abx_request *r);
 
+/* E2B (e2b*.c, docs/e2b.md): everything arriving on the envd listener */
+void abx_e2b_envd(abx_request *r);
+/* One multipart/form-data part after *pos (POST /files): 1 a part, 0 the end, -1 malformed. */
+int abx_e2b_multipart_next(const char *body, size_t len, const char *boundary, size_t *pos, abx_arena *a,
+                           const char **filename, const char **data, size_t *dlen);
+
 /* LLM provider tool formats (toolcall.c): GET /tools, POST /tools/call */
 void abx_tools_run(abx_request *r);
 /* MCP (mcp.c): the Model Context Protocol, Streamable HTTP at /mcp and stdio (abx mcp).

@@ -1,0 +1,312 @@
+/* e2b_proc.c — envd's process.Process as alternate bindings of process.*: Start →
+ * process.start, then its output as envd's event stream (start, data, keepalive, end),
+ * read with process.output's long poll; Connect → the same stream of a running process
+ * by pid or tag, from the first byte abx still holds (output replay); List →
+ * process.list; SendInput / CloseStdin → process.write; SendSignal → process.signal. */
+#include "doors/e2b.h"
+#include "process/process.pb-c.h"
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct proc_stream {
+    e2b_call call;               /* server, principal (owned copy), encoding */
+    char *principal;
+    const ProtobufCMessageDescriptor *out;
+    int pid;
+    long long off[2];
+    int phase;                   /* 0 start event, 1 output, 2 done */
+    abx_buf pending;             /* frames made, not yet read */
+    size_t sent;
+} proc_stream;
+
+static void stream_free(void *p)
+{
+    proc_stream *s = p;
+    abx_buf_release(&s->pending);
+    abx_free(s->principal);
+    abx_free(s);
+}
+
+static void push(proc_stream *s, json_t *event, uint8_t flags)
+{
+    size_t n = 0;
+    json_t *msg = flags & 2 ? event : json_pack("{s:o}", "event", event);
+    char *f = abx_e2b_frame(&s->call, s->out, msg, flags, &n);
+    if (f)
+        abx_buf_append(&s->pending, f, n);
+    free(f);
+}
+
+static void push_data(proc_stream *s, const char *which, const json_t *text)
+{
+    size_t n = json_string_length(text), bl = 0;
+    if (!n)
+        return;
+    char *b64 = abx_base64_encode(json_string_value(text), n, &bl);
+    if (b64)
+        push(s, json_pack("{s:{s:s}}", "data", which, b64), 0);
+    free(b64);
+}
+
+/* The next frames: new output, a keepalive after a quiet second, or the end. */
+static void step(proc_stream *s)
+{
+    if (s->phase == 0) {
+        push(s, json_pack("{s:{s:i}}", "start", "pid", s->pid), 0);
+        s->phase = 1;
+        return;
+    }
+    json_t *body;
+    int st = abx_e2b_op(&s->call, "process.output",
+                        json_pack("{s:i, s:I, s:I, s:f}", "pid", s->pid, "offset", (json_int_t)s->off[0],
+                                  "stderr_offset", (json_int_t)s->off[1], "wait", 1.0),
+                        &body);
+    if (st != 200) {
+        const json_t *e = json_object_get(body, "error");
+        push(s, json_pack("{s:{s:s, s:s}}", "error", "code", abx_e2b_connect_code(st), "message",
+                          json_string_value(json_object_get(e, "message")) ? json_string_value(json_object_get(e, "message")) : "process output failed"),
+             2);
+        json_decref(body);
+        s->phase = 2;
+        return;
+    }
+    s->off[0] = json_integer_value(json_object_get(body, "offset"));
+    s->off[1] = json_integer_value(json_object_get(body, "stderr_offset"));
+    const json_t *out = json_object_get(body, "stdout"), *err = json_object_get(body, "stderr");
+    bool quiet = !json_string_length(out) && !json_string_length(err);
+    push_data(s, "stdout", out);
+    push_data(s, "stderr", err);
+    if (quiet && json_is_true(json_object_get(body, "running"))) {
+        push(s, json_pack("{s:{}}", "keepalive"), 0);
+    } else if (quiet) {
+        const json_t *code = json_object_get(body, "exit_code");
+        const char *status = json_string_value(json_object_get(body, "status"));
+        int ec = json_is_integer(code) ? (int)json_integer_value(code) : -1;
+        char st_text[64];
+        if (json_is_integer(code))
+            snprintf(st_text, sizeof st_text, "exit status %d", ec);
+        else
+            snprintf(st_text, sizeof st_text, "%s", status ? status : "signal: killed");
+        push(s, json_pack("{s:{s:i, s:b, s:s}}", "end", "exitCode", ec, "exited", json_is_integer(code), "status",
+                          st_text),
+             0);
+        push(s, json_object(), 2);
+        s->phase = 2;
+    }
+    json_decref(body);
+}
+
+static long stream_read(void *p, char *buf, size_t max)
+{
+    proc_stream *s = p;
+    while (s->sent == s->pending.len) {
+        s->pending.len = 0;
+        s->sent = 0;
+        if (s->phase == 2)
+            return 0;
+        step(s);
+    }
+    size_t n = s->pending.len - s->sent;
+    if (n > max)
+        n = max;
+    memcpy(buf, s->pending.data + s->sent, n);
+    s->sent += n;
+    return (long)n;
+}
+
+static void answer_stream(e2b_call *c, int pid, const ProtobufCMessageDescriptor *out, int phase)
+{
+    proc_stream *s = abx_calloc(1, sizeof *s);
+    char *pr = abx_strdup(c->principal);
+    if (!s || !pr) {
+        abx_free(s);
+        abx_free(pr);
+        abx_e2b_fail_msg(c, ABX_E_SERVER_UNAVAILABLE, "out of memory");
+        return;
+    }
+    s->principal = pr;
+    s->call = (e2b_call){.server = c->server, .principal = pr, .proto = c->proto, .stream = true};
+    s->out = out;
+    s->pid = pid;
+    s->phase = phase;
+    abx_buf_init(&s->pending, 0);
+    abx_reply_stream(&c->r->reply, c->proto ? "application/connect+proto" : "application/connect+json", stream_read, s,
+                     stream_free);
+}
+
+static void proc_start(e2b_call *c, const json_t *req)
+{
+    const json_t *pc = json_object_get(req, "process");
+    if (json_object_get(req, "pty")) {
+        abx_e2b_fail_msg(c, ABX_E_OP_NOT_ENABLED, "PTY processes are not bound yet: use abx's terminal.* ops");
+        return;
+    }
+    json_t *argv = json_array();
+    json_array_append_new(argv, json_string(json_string_value(json_object_get(pc, "cmd")) ?
+                                            json_string_value(json_object_get(pc, "cmd")) : ""));
+    size_t i;
+    const json_t *a;
+    json_array_foreach(json_object_get(pc, "args"), i, a) json_array_append(argv, (json_t *)a);
+    json_t *args = json_pack("{s:o}", "argv", argv);
+    if (json_object_get(pc, "envs"))
+        json_object_set(args, "env", json_object_get(pc, "envs"));
+    if (json_string_length(json_object_get(pc, "cwd")))
+        json_object_set(args, "cwd", json_object_get(pc, "cwd"));
+    if (json_string_length(json_object_get(req, "tag")))
+        json_object_set(args, "tag", json_object_get(req, "tag"));
+    json_t *body;
+    int st = abx_e2b_op(c, "process.start", args, &body);
+    if (st != 200) {
+        abx_e2b_fail(c, st, body);
+        json_decref(body);
+        return;
+    }
+    int pid = (int)json_integer_value(json_object_get(body, "pid"));
+    json_decref(body);
+    answer_stream(c, pid, &process__start_response__descriptor, 0);
+}
+
+/* The pid a ProcessSelector names ({pid} or {tag}, the caller's own processes), or 0. */
+static int pid_of(e2b_call *c, const json_t *req)
+{
+    const json_t *sel = json_object_get(req, "process");
+    if (json_is_integer(json_object_get(sel, "pid")))
+        return (int)json_integer_value(json_object_get(sel, "pid"));
+    const char *tag = json_string_value(json_object_get(sel, "tag"));
+    json_t *body;
+    int pid = 0;
+    if (tag && abx_e2b_op(c, "process.list", json_pack("{s:b}", "running", 1), &body) == 200) {
+        size_t i;
+        const json_t *p;
+        json_array_foreach(json_object_get(body, "processes"), i, p) {
+            const char *t = json_string_value(json_object_get(p, "tag"));
+            if (t && strcmp(t, tag) == 0)
+                pid = (int)json_integer_value(json_object_get(p, "pid"));
+        }
+    }
+    if (tag)
+        json_decref(body);
+    if (!pid)
+        abx_e2b_fail_msg(c, ABX_E_PROCESS_NOT_FOUND, "no such process");
+    return pid;
+}
+
+static void proc_connect(e2b_call *c, const json_t *req)
+{
+    int pid = pid_of(c, req);
+    if (!pid)
+        return;
+    json_t *body; /* it must exist and be the caller's: process.get says so */
+    int st = abx_e2b_op(c, "process.get", json_pack("{s:i}", "pid", pid), &body);
+    if (st != 200)
+        abx_e2b_fail(c, st, body);
+    else
+        answer_stream(c, pid, &process__connect_response__descriptor, 0);
+    json_decref(body);
+}
+
+static void proc_list(e2b_call *c, const json_t *req)
+{
+    (void)req;
+    json_t *body;
+    int st = abx_e2b_op(c, "process.list", json_pack("{s:b}", "running", 1), &body);
+    if (st != 200) {
+        abx_e2b_fail(c, st, body);
+        json_decref(body);
+        return;
+    }
+    json_t *list = json_array();
+    size_t i;
+    const json_t *p;
+    json_array_foreach(json_object_get(body, "processes"), i, p) {
+        const json_t *argv = json_object_get(p, "argv");
+        json_t *args = json_array();
+        for (size_t k = 1; k < json_array_size(argv); k++)
+            json_array_append(args, json_array_get(argv, k));
+        const char *cmd = json_string_value(json_array_get(argv, 0));
+        json_t *info = json_pack("{s:{s:s, s:o}, s:i}", "config", "cmd", cmd ? cmd : "", "args", args, "pid",
+                                 (int)json_integer_value(json_object_get(p, "pid")));
+        if (json_is_string(json_object_get(p, "tag")))
+            json_object_set(info, "tag", json_object_get(p, "tag"));
+        json_array_append_new(list, info);
+    }
+    json_decref(body);
+    abx_e2b_unary(c, &process__list_response__descriptor, json_pack("{s:o}", "processes", list));
+}
+
+static void simple(e2b_call *c, const char *op, json_t *args, const ProtobufCMessageDescriptor *out)
+{
+    json_t *body;
+    int st = abx_e2b_op(c, op, args, &body);
+    if (st != 200)
+        abx_e2b_fail(c, st, body);
+    else
+        abx_e2b_unary(c, out, json_object());
+    json_decref(body);
+}
+
+static void proc_send_input(e2b_call *c, const json_t *req)
+{
+    int pid = pid_of(c, req);
+    if (!pid)
+        return;
+    const json_t *in = json_object_get(req, "input");
+    const char *b64 = json_string_value(json_object_get(in, "stdin"));
+    if (!b64)
+        b64 = json_string_value(json_object_get(in, "pty"));
+    size_t n = 0;
+    unsigned char *data = b64 ? abx_base64_decode(b64, strlen(b64), &n) : NULL;
+    json_t *text = data ? json_stringn((const char *)data, n) : json_string("");
+    free(data);
+    if (!text) {
+        abx_e2b_fail_msg(c, ABX_E_ARGS_INVALID, "input must be UTF-8 text (abx's process.write)");
+        return;
+    }
+    simple(c, "process.write", json_pack("{s:i, s:o}", "pid", pid, "data", text),
+           &process__send_input_response__descriptor);
+}
+
+static void proc_close_stdin(e2b_call *c, const json_t *req)
+{
+    int pid = pid_of(c, req);
+    if (pid)
+        simple(c, "process.write", json_pack("{s:i, s:b}", "pid", pid, "eof", 1),
+               &process__close_stdin_response__descriptor);
+}
+
+static void proc_signal(e2b_call *c, const json_t *req)
+{
+    int pid = pid_of(c, req);
+    if (!pid)
+        return;
+    const char *sig = json_string_value(json_object_get(req, "signal"));
+    const char *name = sig && strcmp(sig, "SIGNAL_SIGKILL") == 0 ? "KILL" : "TERM";
+    simple(c, "process.signal", json_pack("{s:i, s:s}", "pid", pid, "signal", name),
+           &process__send_signal_response__descriptor);
+}
+
+static void unimplemented(e2b_call *c, const json_t *req)
+{
+    (void)req;
+    abx_e2b_fail_msg(c, ABX_E_OP_NOT_ENABLED, "this envd method is not bound to an abx op yet");
+}
+
+const e2b_method abx_e2b_proc_methods[] = {
+    {"/process.Process/Start", &process__start_request__descriptor, &process__start_response__descriptor, true,
+     proc_start},
+    {"/process.Process/Connect", &process__connect_request__descriptor, &process__connect_response__descriptor, true,
+     proc_connect},
+    {"/process.Process/List", &process__list_request__descriptor, &process__list_response__descriptor, false,
+     proc_list},
+    {"/process.Process/SendInput", &process__send_input_request__descriptor,
+     &process__send_input_response__descriptor, false, proc_send_input},
+    {"/process.Process/CloseStdin", &process__close_stdin_request__descriptor,
+     &process__close_stdin_response__descriptor, false, proc_close_stdin},
+    {"/process.Process/SendSignal", &process__send_signal_request__descriptor,
+     &process__send_signal_response__descriptor, false, proc_signal},
+    {"/process.Process/Update", &process__update_request__descriptor, &process__update_response__descriptor, false,
+     unimplemented},
+    {"/process.Process/StreamInput", &process__stream_input_request__descriptor,
+     &process__stream_input_response__descriptor, false, unimplemented},
+    {NULL, NULL, NULL, false, NULL},
+};
