@@ -125,6 +125,7 @@ set(ABX_SRC_DOORS
   src/doors/e2b_pbjson.c
   src/doors/e2b_proc.c
   src/doors/e2b_rest.c
+  src/doors/e2b_watch.c
   src/doors/legacy.c
   src/doors/mcp.c
   src/doors/mcp_http.c

@@ -61,6 +61,20 @@ void abx_e2b_fail(e2b_call *c, int status, const json_t *body)
     abx_free(m);
     rep->protocol_body = true;
     rep->content_type = "application/json";
+    if (!c->stream)
+        return;
+    /* a stream's error travels in its end-of-stream message, under 200 (Connect clients read
+     * the message only there); the inner call that failed is in the ledger with its code */
+    size_t n = 0;
+    char *f = abx_e2b_frame(c, NULL, json_pack("{s:O}", "error", rep->body), 2, &n);
+    json_decref(rep->body);
+    rep->body = NULL;
+    rep->err = ABX_OK;
+    rep->status = 200;
+    rep->protocol_body = false;
+    if (f)
+        abx_reply_bytes(rep, f, n, c->proto ? "application/connect+proto" : "application/connect+json");
+    free(f);
 }
 
 void abx_e2b_fail_msg(e2b_call *c, abx_err e, const char *msg)

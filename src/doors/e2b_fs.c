@@ -178,7 +178,7 @@ const e2b_method abx_e2b_fs_methods[] = {
     {"/filesystem.Filesystem/Remove", &filesystem__remove_request__descriptor,
      &filesystem__remove_response__descriptor, false, fs_remove},
     {"/filesystem.Filesystem/WatchDir", &filesystem__watch_dir_request__descriptor,
-     &filesystem__watch_dir_response__descriptor, true, unimplemented},
+     &filesystem__watch_dir_response__descriptor, true, abx_e2b_watch_dir},
     {"/filesystem.Filesystem/CreateWatcher", &filesystem__create_watcher_request__descriptor,
      &filesystem__create_watcher_response__descriptor, false, unimplemented},
     {"/filesystem.Filesystem/GetWatcherEvents", &filesystem__get_watcher_events_request__descriptor,

@@ -13,6 +13,7 @@ typedef struct proc_stream {
     char *principal;
     const ProtobufCMessageDescriptor *out;
     int pid;
+    bool pty;                    /* a terminal: its output is envd's pty data */
     long long off[2];
     int phase;                   /* 0 start event, 1 output, 2 done */
     abx_buf pending;             /* frames made, not yet read */
@@ -74,7 +75,7 @@ static void step(proc_stream *s)
     s->off[1] = json_integer_value(json_object_get(body, "stderr_offset"));
     const json_t *out = json_object_get(body, "stdout"), *err = json_object_get(body, "stderr");
     bool quiet = !json_string_length(out) && !json_string_length(err);
-    push_data(s, "stdout", out);
+    push_data(s, s->pty ? "pty" : "stdout", out);
     push_data(s, "stderr", err);
     if (quiet && json_is_true(json_object_get(body, "running"))) {
         push(s, json_pack("{s:{}}", "keepalive"), 0);
@@ -114,7 +115,7 @@ static long stream_read(void *p, char *buf, size_t max)
     return (long)n;
 }
 
-static void answer_stream(e2b_call *c, int pid, const ProtobufCMessageDescriptor *out, int phase)
+static void answer_stream(e2b_call *c, int pid, bool pty, const ProtobufCMessageDescriptor *out, int phase)
 {
     proc_stream *s = abx_calloc(1, sizeof *s);
     char *pr = abx_strdup(c->principal);
@@ -128,34 +129,73 @@ static void answer_stream(e2b_call *c, int pid, const ProtobufCMessageDescriptor
     s->call = (e2b_call){.server = c->server, .principal = pr, .proto = c->proto, .stream = true};
     s->out = out;
     s->pid = pid;
+    s->pty = pty;
     s->phase = phase;
     abx_buf_init(&s->pending, 0);
     abx_reply_stream(&c->r->reply, c->proto ? "application/connect+proto" : "application/connect+json", stream_read, s,
                      stream_free);
 }
 
-static void proc_start(e2b_call *c, const json_t *req)
+/* envd's cmd and args as one command line for terminal.create (each word single-quoted) */
+static json_t *command_line(const json_t *pc)
 {
-    const json_t *pc = json_object_get(req, "process");
-    if (json_object_get(req, "pty")) {
-        abx_e2b_fail_msg(c, ABX_E_OP_NOT_ENABLED, "PTY processes are not bound yet: use abx's terminal.* ops");
-        return;
-    }
-    json_t *argv = json_array();
-    json_array_append_new(argv, json_string(json_string_value(json_object_get(pc, "cmd")) ?
-                                            json_string_value(json_object_get(pc, "cmd")) : ""));
+    abx_buf b;
+    abx_buf_init(&b, 0);
+    const char *cmd = json_string_value(json_object_get(pc, "cmd"));
+    abx_buf_puts(&b, cmd ? cmd : "bash");
     size_t i;
     const json_t *a;
-    json_array_foreach(json_object_get(pc, "args"), i, a) json_array_append(argv, (json_t *)a);
-    json_t *args = json_pack("{s:o}", "argv", argv);
-    if (json_object_get(pc, "envs"))
+    json_array_foreach(json_object_get(pc, "args"), i, a) {
+        abx_buf_puts(&b, " '");
+        for (const char *q = json_string_value(a); q && *q; q++)
+            abx_buf_puts(&b, *q == '\'' ? "'\\''" : (char[]){*q, 0});
+        abx_buf_putc(&b, '\'');
+    }
+    json_t *j = b.failed ? NULL : json_string(b.data ? b.data : "");
+    abx_buf_release(&b);
+    return j;
+}
+
+static json_t *start_args(const json_t *req, bool pty)
+{
+    const json_t *pc = json_object_get(req, "process");
+    json_t *args;
+    if (pty) {
+        const json_t *size = json_object_get(json_object_get(req, "pty"), "size");
+        args = json_pack("{s:o*}", "command", command_line(pc));
+        if (json_integer_value(json_object_get(size, "cols")) > 0)
+            json_object_set(args, "cols", json_object_get(size, "cols"));
+        if (json_integer_value(json_object_get(size, "rows")) > 0)
+            json_object_set(args, "rows", json_object_get(size, "rows"));
+    } else {
+        json_t *argv = json_array();
+        const char *cmd = json_string_value(json_object_get(pc, "cmd"));
+        json_array_append_new(argv, json_string(cmd ? cmd : ""));
+        size_t i;
+        const json_t *a;
+        json_array_foreach(json_object_get(pc, "args"), i, a) json_array_append(argv, (json_t *)a);
+        args = json_pack("{s:o}", "argv", argv);
+        if (json_string_length(json_object_get(req, "tag")))
+            json_object_set(args, "tag", json_object_get(req, "tag"));
+    }
+    if (args && json_object_size(json_object_get(pc, "envs")))
         json_object_set(args, "env", json_object_get(pc, "envs"));
-    if (json_string_length(json_object_get(pc, "cwd")))
+    if (args && json_string_length(json_object_get(pc, "cwd")))
         json_object_set(args, "cwd", json_object_get(pc, "cwd"));
-    if (json_string_length(json_object_get(req, "tag")))
-        json_object_set(args, "tag", json_object_get(req, "tag"));
+    return args;
+}
+
+/* Start → process.start, or terminal.create with a PTY; then the event stream. */
+static void proc_start(e2b_call *c, const json_t *req)
+{
+    bool pty = json_object_get(req, "pty") != NULL;
+    json_t *args = start_args(req, pty);
+    if (!args) {
+        abx_e2b_fail_msg(c, ABX_E_SERVER_UNAVAILABLE, "out of memory");
+        return;
+    }
     json_t *body;
-    int st = abx_e2b_op(c, "process.start", args, &body);
+    int st = abx_e2b_op(c, pty ? "terminal.create" : "process.start", args, &body);
     if (st != 200) {
         abx_e2b_fail(c, st, body);
         json_decref(body);
@@ -163,7 +203,7 @@ static void proc_start(e2b_call *c, const json_t *req)
     }
     int pid = (int)json_integer_value(json_object_get(body, "pid"));
     json_decref(body);
-    answer_stream(c, pid, &process__start_response__descriptor, 0);
+    answer_stream(c, pid, pty, &process__start_response__descriptor, 0);
 }
 
 /* The pid a ProcessSelector names ({pid} or {tag}, the caller's own processes), or 0. */
@@ -201,7 +241,7 @@ static void proc_connect(e2b_call *c, const json_t *req)
     if (st != 200)
         abx_e2b_fail(c, st, body);
     else
-        answer_stream(c, pid, &process__connect_response__descriptor, 0);
+        answer_stream(c, pid, json_is_true(json_object_get(body, "pty")), &process__connect_response__descriptor, 0);
     json_decref(body);
 }
 
@@ -285,6 +325,23 @@ static void proc_signal(e2b_call *c, const json_t *req)
            &process__send_signal_response__descriptor);
 }
 
+/* Update {pty: {size}} → terminal.resize */
+static void proc_update(e2b_call *c, const json_t *req)
+{
+    int pid = pid_of(c, req);
+    if (!pid)
+        return;
+    const json_t *size = json_object_get(json_object_get(req, "pty"), "size");
+    if (!size) { /* nothing to change */
+        abx_e2b_unary(c, &process__update_response__descriptor, json_object());
+        return;
+    }
+    simple(c, "terminal.resize",
+           json_pack("{s:i, s:I, s:I}", "id", pid, "cols", json_integer_value(json_object_get(size, "cols")), "rows",
+                     json_integer_value(json_object_get(size, "rows"))),
+           &process__update_response__descriptor);
+}
+
 static void unimplemented(e2b_call *c, const json_t *req)
 {
     (void)req;
@@ -305,7 +362,7 @@ const e2b_method abx_e2b_proc_methods[] = {
     {"/process.Process/SendSignal", &process__send_signal_request__descriptor,
      &process__send_signal_response__descriptor, false, proc_signal},
     {"/process.Process/Update", &process__update_request__descriptor, &process__update_response__descriptor, false,
-     unimplemented},
+     proc_update},
     {"/process.Process/StreamInput", &process__stream_input_request__descriptor,
      &process__stream_input_response__descriptor, false, unimplemented},
     {NULL, NULL, NULL, false, NULL},

@@ -75,7 +75,42 @@ async function noToken() {
   return rep
 }
 
-const scenarios = { files, commands, noToken }
+async function until(pred, ms = 10000) {
+  const end = Date.now() + ms
+  while (!pred()) {
+    if (Date.now() > end) throw new Error('timed out waiting')
+    await new Promise(r => setTimeout(r, 50))
+  }
+}
+
+async function pty() {
+  const sb = sandbox(), rep = {}, chunks = []
+  const text = () => chunks.join('')
+  const enc = s => new TextEncoder().encode(s)
+  const h = await sb.pty.create({ cols: 80, rows: 24, cwd: ws, onData: d => chunks.push(Buffer.from(d).toString()) })
+  rep.pid = h.pid > 0
+  await sb.pty.sendInput(h.pid, enc('stty size; echo pty-$((6*7))\n'))
+  await until(() => text().includes('pty-42'))
+  rep.size1 = /24 80/.test(text())
+  await sb.pty.resize(h.pid, { cols: 100, rows: 30 })
+  await sb.pty.sendInput(h.pid, enc('stty size; exit 5\n'))
+  try { const r = await h.wait(); rep.exit = r.exitCode } catch (e) { rep.exit = e.exitCode }
+  rep.size2 = /30 100/.test(text())
+  return rep
+}
+
+async function watch() {
+  const sb = sandbox(), rep = {}, events = []
+  await sb.files.makeDir(`${ws}/watched`)
+  const w = await sb.files.watchDir(`${ws}/watched`, e => events.push(e))
+  await sb.files.write(`${ws}/watched/new.txt`, 'x')
+  await until(() => events.some(e => e.name === 'new.txt'))
+  rep.events = [...new Set(events.map(e => `${e.type}:${e.name}`))].sort()
+  await w.stop()
+  return rep
+}
+
+const scenarios = { files, commands, noToken, pty, watch }
 try {
   const rep = await scenarios[scenario]()
   console.log(JSON.stringify(rep))

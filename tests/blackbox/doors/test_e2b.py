@@ -30,8 +30,8 @@ def config(ws, tmp, port):
                 {"principal": "bob", "roles": ["viewer"], "token_sha256": sha256_hex(BOB_TOKEN)}]},
             "policy": {"allow": [
                 {"ops": ["core.*"], "principals": ["*"]},
-                {"ops": ["files.*", "process.*"], "principals": ["role:agent"], "paths": [ws + "/**"],
-                 "commands": ["/bin/bash *"]}]}}
+                {"ops": ["files.*", "process.*", "terminal.*"], "principals": ["role:agent"], "paths": [ws + "/**"],
+                 "commands": {"allow": ["/bin/bash *"], "env": ["TERM", "LANG", "LC_ALL"]}}]}}
 
 
 @pytest.fixture
@@ -109,6 +109,20 @@ def test_sdk_commands(sdk, envd, workspace):
     assert {"process.start", "process.output", "process.write", "process.signal", "process.list"} <= ops, ops
 
 
+def test_sdk_pty(sdk, envd, workspace):
+    rep = run_sdk(envd, "pty", workspace)
+    # pty.create → terminal.create (80x24), sendInput → process.write, resize → terminal.resize
+    assert rep == {"pid": True, "size1": True, "exit": 5, "size2": True}, rep
+    ops = {r[0] for r in ledger(envd, "SELECT op FROM action_groups WHERE door = 'e2b'")}
+    assert {"terminal.create", "terminal.resize", "process.write"} <= ops, ops
+
+
+def test_sdk_watch_dir(sdk, envd, workspace):
+    rep = run_sdk(envd, "watch", workspace)
+    # files.write lands by rename (abx writes atomically); its temporary is not shown
+    assert rep["events"] == ["rename:new.txt"], rep
+
+
 def test_sdk_without_token_is_refused(sdk, envd, workspace):
     rep = run_sdk(envd, "noToken", workspace)
     for k in ("list", "read", "run"):
@@ -170,7 +184,11 @@ def test_connect_json_stream_and_errors(envd, workspace):
     assert "start" in evs[0]["event"] and evs[0]["event"]["start"]["pid"] > 0, evs
     assert {"event": {"data": {"stdout": "eA=="}}} in evs, evs
     assert evs[-1]["event"]["end"]["exited"] is True and fs[-1] == (2, b"{}"), evs
-    # Connect error documents: {code, message}, HTTP status as Connect maps it
+    # Connect error documents: {code, message}, HTTP status as Connect maps it; a stream's
+    # error is its end-of-stream message under 200
+    def stream(method, payload, raw=False):
+        return connect(envd, method, payload if raw else envelope(json.dumps(payload).encode()),
+                       "application/connect+json")
     cases = [
         (connect(envd, "filesystem.Filesystem/Stat", {"path": workspace + "/nope"}), 404, "not_found"),
         (connect(envd, "filesystem.Filesystem/Stat", {"path": "/etc/passwd"}), 403, "permission_denied"),
@@ -178,30 +196,30 @@ def test_connect_json_stream_and_errors(envd, workspace):
         (connect(envd, "filesystem.Filesystem/Stat", b"[1]"), 400, "invalid_argument"),
         (connect(envd, "filesystem.Filesystem/Stat", b"\xff\xff", "application/proto"), 400, "invalid_argument"),
         (connect(envd, "filesystem.Filesystem/Nope", {}), 404, "not_found"),
-        (connect(envd, "filesystem.Filesystem/WatchDir", envelope(b"{}"), "application/connect+json"), 404,
-         "not_found"),
-        (connect(envd, "process.Process/Start", b"\x00\x00\x00\x00\x09{}", "application/connect+json"), 400,
-         "invalid_argument"),
-        (connect(envd, "process.Process/Connect", envelope(b'{"process":{"pid":999999}}'),
-                 "application/connect+json"), 404, "not_found"),
+        (connect(envd, "filesystem.Filesystem/CreateWatcher", {"path": workspace}), 404, "not_found"),
+        (connect(envd, "process.Process/Update", {"process": {"pid": 999999}, "pty": {"size": {"cols": 9, "rows": 9}}}),
+         404, "not_found"),
         (connect(envd, "process.Process/SendInput", {"process": {"tag": "none"}}), 404, "not_found"),
-        (connect(envd, "process.Process/Start",
-                 envelope(json.dumps({"process": {"cmd": "/bin/sh", "args": ["-c", "true"]}}).encode()),
-                 "application/connect+json"), 403, "permission_denied"),
         (connect(envd, "filesystem.Filesystem/ListDir", {"path": "/"}, token="not-a-token"), 401, "unauthenticated"),
         (connect(envd, "filesystem.Filesystem/ListDir", {"path": "/"}, token=None), 401, "unauthenticated"),
+        (stream("process.Process/Start", b"\x00\x00\x00\x00\x09{}", raw=True), 200, "invalid_argument"),
+        (stream("process.Process/Connect", {"process": {"pid": 999999}}), 200, "not_found"),
+        (stream("process.Process/Start", {"process": {"cmd": "/bin/sh", "args": ["-c", "true"]}}), 200,
+         "permission_denied"),
+        (stream("filesystem.Filesystem/WatchDir", {"path": "/etc"}), 200, "permission_denied"),
     ]
     for r, status, code in cases:
         assert r.status_code == status, (r.status_code, r.text)
-        if status != 401 or r.headers["Content-Type"].startswith("application/json") and "code" in r.json():
+        if status == 200:
+            fs = frames(r.content)
+            assert len(fs) == 1 and fs[0][0] == 2, fs
+            assert json.loads(fs[0][1])["error"]["code"] == code, fs
+        elif status != 401 or "code" in r.json():
             assert r.json()["code"] == code, r.text
     r = connect(envd, "filesystem.Filesystem/Stat", {"path": workspace}, "text/plain")
     assert r.status_code == 415, r.text
     r = requests.get(envd.envd + "/filesystem.Filesystem/Stat", headers={"X-Access-Token": ALICE_TOKEN})
     assert r.status_code == 405 and r.json()["code"] == "unimplemented", r.text
-    r = connect(envd, "process.Process/Start", envelope(b'{"process":{"cmd":"/bin/bash"},"pty":{"size":{"cols":80}}}'),
-                "application/connect+json")
-    assert r.status_code == 404 and "PTY" in r.json()["message"], r.text
     # bob (viewer) has no files.* mounted: the one 404 of abx, as Connect's not_found
     r = connect(envd, "filesystem.Filesystem/Stat", {"path": workspace}, token=BOB_TOKEN)
     assert r.status_code == 404 and r.json()["code"] == "not_found", r.text
