@@ -185,6 +185,8 @@ static json_t *decode(e2b_call *c, const e2b_method *m)
     }
     json_t *j = abx_e2b_pb_to_json(pm);
     protobuf_c_message_free_unpacked(pm, NULL);
+    if (!j)
+        abx_e2b_fail_msg(c, ABX_E_ARGS_INVALID, "a string field is not UTF-8");
     return j;
 }
 

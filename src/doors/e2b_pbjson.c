@@ -60,7 +60,9 @@ static json_t *ts_json(const ProtobufCMessage *m)
     time_t t = (time_t)sec;
     struct tm tm;
     char buf[64];
-    gmtime_r(&t, &tm);
+    /* RFC 3339's range (years 1 to 9999) and whole nanoseconds, or no JSON form */
+    if (!gmtime_r(&t, &tm) || tm.tm_year < 1 - 1900 || tm.tm_year > 9999 - 1900 || ns < 0 || ns > 999999999)
+        return NULL;
     size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
     if (ns > 0)
         snprintf(buf + n, sizeof buf - n, ".%09dZ", (int)ns);
@@ -136,16 +138,26 @@ static json_t *repeated_json(const ProtobufCFieldDescriptor *f, const char *base
             const ProtobufCMessage *e = ((ProtobufCMessage *const *)arr)[k];
             const ProtobufCMessageDescriptor *d = e->descriptor;
             json_t *key = value_json(&d->fields[0], (const char *)e + d->fields[0].offset);
-            if (json_is_string(key))
-                json_object_set_new(o, json_string_value(key),
-                                    value_json(&d->fields[1], (const char *)e + d->fields[1].offset));
+            json_t *val = value_json(&d->fields[1], (const char *)e + d->fields[1].offset);
+            bool ok = json_is_string(key) && val;
+            if (ok)
+                ok = json_object_set_new(o, json_string_value(key), val) == 0; /* steals val either way */
+            else
+                json_decref(val);
             json_decref(key);
+            if (!ok) {
+                json_decref(o);
+                return NULL;
+            }
         }
         return o;
     }
     json_t *a = json_array();
     for (size_t k = 0; k < n; k++)
-        json_array_append_new(a, value_json(f, arr + k * elem_size(f->type)));
+        if (json_array_append_new(a, value_json(f, arr + k * elem_size(f->type))) != 0) {
+            json_decref(a);
+            return NULL;
+        }
     return a;
 }
 
@@ -164,8 +176,8 @@ json_t *abx_e2b_pb_to_json(const ProtobufCMessage *m)
         camel(f->name, name, sizeof name);
         if (f->label == PROTOBUF_C_LABEL_REPEATED) {
             size_t n = *(const size_t *)(base + f->quantifier_offset);
-            if (n)
-                json_object_set_new(o, name, repeated_json(f, base, n));
+            if (n && json_object_set_new(o, name, repeated_json(f, base, n)) != 0)
+                goto bad;
             continue;
         }
         if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
@@ -174,12 +186,17 @@ json_t *abx_e2b_pb_to_json(const ProtobufCMessage *m)
         } else if (is_default(f, base + f->offset)) {
             continue;
         }
-        json_object_set_new(o, name, value_json(f, base + f->offset));
+        if (json_object_set_new(o, name, value_json(f, base + f->offset)) != 0)
+            goto bad;
     }
     return o;
+bad: /* a string that is not UTF-8 (proto3 strings must be): no JSON form */
+    json_decref(o);
+    return NULL;
 }
 
 /* ---- JSON → message ---- */
+
 
 static const ProtobufCFieldDescriptor *field_named(const ProtobufCMessageDescriptor *d, const char *key)
 {
@@ -217,11 +234,23 @@ static ProtobufCMessage *ts_from_json(const ProtobufCMessageDescriptor *d, const
     const char *rest = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
     if (!rest)
         return NULL;
+    int32_t ns = 0;
+    if (*rest == '.') { /* a fraction of a second: up to nanoseconds */
+        int digits = 0;
+        for (rest++; *rest >= '0' && *rest <= '9'; rest++, digits++)
+            if (digits < 9)
+                ns = ns * 10 + (*rest - '0');
+        for (; digits < 9; digits++)
+            ns *= 10;
+    }
+    if (strcmp(rest, "Z") != 0)
+        return NULL; /* the converter writes UTC; offsets are not taken */
     ProtobufCMessage *m = calloc(1, d->sizeof_message);
     if (!m)
         return NULL;
     d->message_init(m);
     *(int64_t *)((char *)m + d->fields[0].offset) = (int64_t)timegm(&tm);
+    *(int32_t *)((char *)m + d->fields[1].offset) = ns;
     return m;
 }
 

@@ -163,6 +163,9 @@ def test_binary_protobuf_unary_and_stream(envd, workspace):
     # StatResponse{entry=1: EntryInfo{name=1 "a.txt", type=2 FILE(1), path=3 ...}}
     assert r.content[0] == 0x0a and pb_string(1, "a.txt") + b"\x10\x01" in r.content, r.content
     assert pb_string(3, workspace + "/a.txt") in r.content, r.content
+    # proto3 strings are UTF-8: a path that is not is refused, not passed on
+    r = connect(envd, "filesystem.Filesystem/Stat", b"\x0a\x02\xff\xfe", "application/proto")
+    assert r.status_code == 400 and r.json()["code"] == "invalid_argument" and "UTF-8" in r.json()["message"], r.text
     # Start as connect+proto: ProcessConfig{cmd=1, args=2}
     cfg = pb_string(1, "/bin/bash") + pb_string(2, "-c") + pb_string(2, "echo hi; exit 3")
     req = bytes([0x0a, len(cfg)]) + cfg
