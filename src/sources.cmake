@@ -122,6 +122,7 @@ set(ABX_SRC_DOORS
   src/doors/doors.c
   src/doors/e2b.c
   src/doors/e2b_fs.c
+  src/doors/e2b_interp.c
   src/doors/e2b_pbjson.c
   src/doors/e2b_proc.c
   src/doors/e2b_rest.c

@@ -217,7 +217,7 @@ void abx_e2b_envd(abx_request *r)
         abx_e2b_fail_msg(&c, ABX_E_AUTH_REQUIRED, "missing or invalid X-Access-Token");
         return;
     }
-    if (abx_e2b_rest(&c))
+    if (abx_e2b_rest(&c) || abx_e2b_interp(&c))
         return;
     const e2b_method *m = find_method(r);
     if (!m) {

@@ -100,6 +100,7 @@ struct abx_server {
     void *mhd;                  /* struct MHD_Daemon * */
     void *mhd_terminal;         /* the terminal listener (WebSocket ops only), or NULL */
     void *mhd_e2b;              /* the E2B envd listener (door e2b), or NULL */
+    void *mhd_e2b_interp;       /* the E2B code-interpreter listener (door e2b), or NULL */
     int e2b_port;               /* 0 when off */
     int port;
     int terminal_port;          /* 0 when the terminal listener is off */

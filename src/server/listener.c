@@ -142,25 +142,32 @@ static struct MHD_Daemon *side_listener(abx_server *s, const char *host, int por
     return d;
 }
 
-/* The E2B envd listener when the config has an e2b section (e2b.envd_listen). */
+/* The E2B listeners when the config has an e2b section (e2b.envd_listen,
+ * e2b.interpreter_listen): the same door and routes on both. */
 static int e2b_listener_start(abx_server *s, side_listen *sl, struct MHD_OptionItem *tls_opts, char *errbuf,
                               size_t errlen)
 {
-    const char *h = s->cfg.e2b_envd_host;
-    if (!s->cfg.e2b_on || !h || s->cfg.e2b_envd_port < 0)
-        return 0;
-    if (!abx_host_is_loopback(h) && !tls_opts && !s->cfg.allow_plaintext) {
-        snprintf(errbuf, errlen, "e2b.envd_listen %s is not loopback: configure tls: {cert, key} or allow_plaintext: true",
-                 h);
-        return -1;
-    }
-    sl->tls_opts = tls_opts;
-    s->mhd_e2b = side_listener(s, h, s->cfg.e2b_envd_port, sl, on_uri_e2b, &s->e2b_port);
-    sl->tls_opts = NULL;
-    if (!s->mhd_e2b) {
-        snprintf(errbuf, errlen, "cannot listen on e2b.envd_listen %s:%d: %s", h, s->cfg.e2b_envd_port,
-                 strerror(errno ? errno : EADDRINUSE));
-        return -1;
+    const struct { const char *key, *host; int port; void **mhd; int *bound; } l[] = {
+        {"e2b.envd_listen", s->cfg.e2b_envd_host, s->cfg.e2b_envd_port, &s->mhd_e2b, &s->e2b_port},
+        {"e2b.interpreter_listen", s->cfg.e2b_interp_host, s->cfg.e2b_interp_port, &s->mhd_e2b_interp, &s->e2b_port},
+    };
+    for (size_t i = 0; s->cfg.e2b_on && i < 2; i++) {
+        int bound = 0;
+        if (!l[i].host || l[i].port < 0)
+            continue;
+        if (!abx_host_is_loopback(l[i].host) && !tls_opts && !s->cfg.allow_plaintext) {
+            snprintf(errbuf, errlen, "%s %s is not loopback: configure tls: {cert, key} or allow_plaintext: true",
+                     l[i].key, l[i].host);
+            return -1;
+        }
+        sl->tls_opts = tls_opts;
+        *l[i].mhd = side_listener(s, l[i].host, l[i].port, sl, on_uri_e2b, i == 0 ? l[i].bound : &bound);
+        sl->tls_opts = NULL;
+        if (!*l[i].mhd) {
+            snprintf(errbuf, errlen, "cannot listen on %s %s:%d: %s", l[i].key, l[i].host, l[i].port,
+                     strerror(errno ? errno : EADDRINUSE));
+            return -1;
+        }
     }
     return 0;
 }
@@ -275,10 +282,12 @@ void abx_listener_stop(abx_server *s)
         MHD_stop_daemon(s->mhd_terminal);
         s->mhd_terminal = NULL;
     }
-    if (s->mhd_e2b) {
-        MHD_stop_daemon(s->mhd_e2b);
-        s->mhd_e2b = NULL;
-    }
+    void **e2b[] = {&s->mhd_e2b, &s->mhd_e2b_interp};
+    for (size_t i = 0; i < 2; i++)
+        if (*e2b[i]) {
+            MHD_stop_daemon(*e2b[i]);
+            *e2b[i] = NULL;
+        }
     if (s->mhd) {
         MHD_stop_daemon(s->mhd);
         s->mhd = NULL;
@@ -580,6 +589,8 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
     r->bearer = h->bearer;
     r->auth_bad_scheme = h->auth_bad_scheme;
     r->x_token = h->x_token;
+    if (r->e2b_listener && !r->x_token) /* E2B's code-interpreter SDK sends only this on /contexts */
+        r->x_token = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "E2B-Traffic-Access-Token");
     r->idem_key = h->idem_key;
     r->prefer_wait = h->prefer_wait;
     r->ws_key = h->ws_key;

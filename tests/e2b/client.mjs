@@ -5,6 +5,7 @@
 //   node client.mjs <scenario> <workspace> <outside-path>
 // ABX_E2B_TOKEN is the abx token the sandbox object carries as its envd access token.
 import { Sandbox, NotFoundError, AuthenticationError, CommandExitError } from 'e2b'
+import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 
 const [scenario, ws, outside] = process.argv.slice(2)
 const token = process.env.ABX_E2B_TOKEN
@@ -110,7 +111,32 @@ async function watch() {
   return rep
 }
 
-const scenarios = { files, commands, noToken, pty, watch }
+async function interpreter() {
+  // the code interpreter SDK sends the access token on /execute and the traffic token on /contexts
+  const sb = new CodeSandbox({ sandboxId: 'debug_sandbox_id', envdVersion: '99.99.99', debug: true,
+                               envdAccessToken: token, trafficAccessToken: token })
+  const rep = {}
+  rep.sum = (await sb.runCode('1+1')).text
+  const out = []
+  const p = await sb.runCode('print("hi"); import sys; print("oops", file=sys.stderr)', { onStdout: m => out.push(m.line) })
+  rep.print = { stdout: p.logs.stdout.join(''), stderr: p.logs.stderr.join(''), cb: out.join('') }
+  const plot = await sb.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()')
+  rep.plotKeys = plot.results.map(r => r.formats()).flat()
+  rep.png = plot.results.some(r => typeof r.png === 'string' && Buffer.from(r.png, 'base64').subarray(1, 4).toString() === 'PNG')
+  const err = await sb.runCode('1/0')
+  rep.error = { name: err.error?.name, value: err.error?.value, tb: (err.error?.traceback ?? '').includes('ZeroDivisionError') }
+  const ctx = await sb.createCodeContext({ language: 'python' })
+  await sb.runCode('x = 5', { context: ctx })
+  rep.ctxValue = (await sb.runCode('x * 2', { context: ctx })).text
+  rep.listed = (await sb.listCodeContexts()).some(c => c.id === ctx.id)
+  await sb.restartCodeContext(ctx)
+  rep.afterRestart = (await sb.runCode('x', { context: ctx })).error?.name
+  await sb.removeCodeContext(ctx)
+  rep.afterRemove = (await sb.listCodeContexts()).some(c => c.id === ctx.id)
+  return rep
+}
+
+const scenarios = { files, commands, noToken, pty, watch, interpreter }
 try {
   const rep = await scenarios[scenario]()
   console.log(JSON.stringify(rep))

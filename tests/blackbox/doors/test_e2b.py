@@ -21,24 +21,27 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 E2B_DIR = os.path.join(os.path.dirname(HERE), "e2b")
 
 
-def config(ws, tmp, port):
+def config(ws, tmp, port, interp=None):
+    interp = interp or free_port()
     os.makedirs(tmp, exist_ok=True)
     return {"workspace": ws, "terminal_listen": "off", "ledger": {"path": os.path.join(tmp, "ledger.db")},
-            "e2b": {"envd_listen": "127.0.0.1:%d" % port, "interpreter_listen": "off"},
+            "e2b": {"envd_listen": "127.0.0.1:%d" % port, "interpreter_listen": "127.0.0.1:%d" % interp},
             "auth": {"tokens": [
                 {"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)},
                 {"principal": "bob", "roles": ["viewer"], "token_sha256": sha256_hex(BOB_TOKEN)}]},
             "policy": {"allow": [
                 {"ops": ["core.*"], "principals": ["*"]},
                 {"ops": ["files.*", "process.*", "terminal.*"], "principals": ["role:agent"], "paths": [ws + "/**"],
-                 "commands": {"allow": ["/bin/bash *"], "env": ["TERM", "LANG", "LC_ALL"]}}]}}
+                 "commands": {"allow": ["/bin/bash *"], "env": ["TERM", "LANG", "LC_ALL"]}},
+                {"ops": ["kernels.*"], "principals": ["role:agent"], "paths": [ws + "/**"], "languages": ["python"]}]}}
 
 
 @pytest.fixture
 def envd(abx, workspace, tmp_path):
-    port = free_port()
-    s = abx(config(workspace, str(tmp_path), port))
+    port, interp = free_port(), free_port()
+    s = abx(config(workspace, str(tmp_path), port, interp))
     s.envd = "http://127.0.0.1:%d" % port
+    s.interp = "http://127.0.0.1:%d" % interp
     s.ledger_db = os.path.join(str(tmp_path), "ledger.db")
     return s
 
@@ -121,6 +124,18 @@ def test_sdk_watch_dir(sdk, envd, workspace):
     rep = run_sdk(envd, "watch", workspace)
     # files.write lands by rename (abx writes atomically); its temporary is not shown
     assert rep["events"] == ["rename:new.txt"], rep
+
+
+def test_sdk_code_interpreter(sdk, envd, workspace):
+    rep = run_sdk(envd, "interpreter", workspace)
+    assert rep["sum"] == "2", rep
+    assert rep["print"] == {"stdout": "hi\n", "stderr": "oops\n", "cb": "hi\n"}, rep
+    assert rep["png"] is True and "png" in rep["plotKeys"], rep  # a matplotlib plot arrives as png
+    assert rep["error"] == {"name": "ZeroDivisionError", "value": "division by zero", "tb": True}, rep
+    assert rep["ctxValue"] == "10" and rep["listed"] is True, rep
+    assert rep["afterRestart"] == "NameError" and rep["afterRemove"] is False, rep
+    ops = {r[0] for r in ledger(envd, "SELECT op FROM action_groups WHERE door = 'e2b'")}
+    assert {"kernels.create", "kernels.stream", "kernels.restart", "kernels.delete", "kernels.list"} <= ops, ops
 
 
 def test_sdk_without_token_is_refused(sdk, envd, workspace):
@@ -258,6 +273,34 @@ def test_rest_routes(envd, workspace):
     ]
     assert [r.status_code for r in errors] == [404, 400, 403, 400, 400, 415, 405], [(r.status_code, r.text) for r in errors]
     assert errors[0].json()["code"] == 404 and "files.not_found" in errors[0].json()["message"], errors[0].text
+
+
+def test_interpreter_listener(envd, workspace):
+    h = {"X-Access-Token": ALICE_TOKEN}
+    r = requests.post(envd.interp + "/execute", json={"code": "print(6*7)"}, headers=h, timeout=60)
+    lines = [json.loads(x) for x in r.text.splitlines()]
+    assert r.status_code == 200 and r.headers["Content-Type"] == "application/x-ndjson", r.text
+    assert lines[0]["type"] == "stdout" and lines[0]["text"] == "42\n", lines
+    assert lines[-2:] == [{"type": "number_of_executions", "execution_count": 1}, {"type": "end_of_execution"}], lines
+    # E2B-Traffic-Access-Token is taken where X-Access-Token is missing (the SDK's /contexts calls)
+    r = requests.get(envd.interp + "/contexts", headers={"E2B-Traffic-Access-Token": ALICE_TOKEN})
+    assert r.status_code == 200 and len(r.json()) == 1 and r.json()[0]["language"] == "python", r.text
+    kid = r.json()[0]["id"]
+    errors = [
+        requests.get(envd.interp + "/contexts"),
+        requests.post(envd.interp + "/execute", json={"code": "1", "env_vars": {"A": "b"}}, headers=h),
+        requests.post(envd.interp + "/execute", json={"nocode": 1}, headers=h),
+        requests.post(envd.interp + "/execute", data=b"[", headers=dict(h, **{"Content-Type": "application/json"})),
+        requests.get(envd.interp + "/execute", headers=h),
+        requests.post(envd.interp + "/contexts/k-none/restart", headers=h),
+        requests.post(envd.interp + "/contexts/%s/other" % kid, headers=h),
+        requests.post(envd.interp + "/execute", json={"code": "1", "context_id": "k-none"}, headers=h),
+        requests.post(envd.interp + "/execute", json={"code": "1", "language": "cobol"}, headers=h),
+    ]
+    assert [r.status_code for r in errors] == [401, 400, 400, 400, 405, 404, 404, 404, 400], \
+        [(r.status_code, r.text[:200]) for r in errors]
+    assert requests.delete(envd.interp + "/contexts/" + kid, headers=h).status_code == 204
+    assert requests.get(envd.interp + "/contexts", headers=h).json() == []
 
 
 def test_listener_config(abx, workspace, tmp_path):
