@@ -65,6 +65,7 @@ async function commands() {
   const again = await sb.commands.connect(late.pid)
   const lr = await again.wait()
   rep.connect = { stdout: lr.stdout, exitCode: lr.exitCode }
+  try { await sb.commands.run('true', { cwd: '/etc' }); rep.refused = 'ran' } catch (e) { rep.refused = errInfo(e) }
   return rep
 }
 

@@ -108,6 +108,9 @@ def test_sdk_commands(sdk, envd, workspace):
     assert rep["killed"] is True and rep["afterKill"] == {"exitCode": -1}, rep
     # commands.connect to a running command: abx replays its output from the start
     assert rep["connect"] == {"stdout": "early\nlate\n", "exitCode": 0}, rep
+    # a working directory outside the statement's paths: the SDK's error, the policy's code in it
+    assert rep["refused"]["name"] == "SandboxError" and "permission_denied" in rep["refused"]["message"], rep
+    assert "policy.path_not_allowed" in rep["refused"]["message"], rep
     ops = {r[0] for r in ledger(envd, "SELECT op FROM action_groups WHERE door = 'e2b' AND principal = 'alice'")}
     assert {"process.start", "process.output", "process.write", "process.signal", "process.list"} <= ops, ops
 
