@@ -56,6 +56,8 @@ extern const e2b_method abx_e2b_fs_methods[];   /* e2b_fs.c, ends with a NULL pa
 extern const e2b_method abx_e2b_proc_methods[]; /* e2b_proc.c */
 /* WatchDir (e2b_watch.c): files.watch's events as envd's stream */
 void abx_e2b_watch_dir(e2b_call *c, const json_t *req);
+/* CreateWatcher (which 0), GetWatcherEvents (1), RemoveWatcher (2) */
+void abx_e2b_watcher_call(e2b_call *c, const json_t *req, int which);
 /* The code interpreter (e2b_interp.c): /execute, /contexts; false: not its route */
 bool abx_e2b_interp(e2b_call *c);
 /* REST: /health, /envs, GET/POST /files (e2b_rest.c); false: not a REST route */

@@ -160,11 +160,9 @@ static void fs_list_dir(e2b_call *c, const json_t *req)
     abx_e2b_unary(c, &filesystem__list_dir_response__descriptor, json_pack("{s:o}", "entries", entries));
 }
 
-static void unimplemented(e2b_call *c, const json_t *req)
-{
-    (void)req;
-    abx_e2b_fail_msg(c, ABX_E_OP_NOT_ENABLED, "this envd method is not bound to an abx op yet");
-}
+static void create_watcher(e2b_call *c, const json_t *req) { abx_e2b_watcher_call(c, req, 0); }
+static void get_watcher_events(e2b_call *c, const json_t *req) { abx_e2b_watcher_call(c, req, 1); }
+static void remove_watcher(e2b_call *c, const json_t *req) { abx_e2b_watcher_call(c, req, 2); }
 
 const e2b_method abx_e2b_fs_methods[] = {
     {"/filesystem.Filesystem/Stat", &filesystem__stat_request__descriptor, &filesystem__stat_response__descriptor,
@@ -180,10 +178,10 @@ const e2b_method abx_e2b_fs_methods[] = {
     {"/filesystem.Filesystem/WatchDir", &filesystem__watch_dir_request__descriptor,
      &filesystem__watch_dir_response__descriptor, true, abx_e2b_watch_dir},
     {"/filesystem.Filesystem/CreateWatcher", &filesystem__create_watcher_request__descriptor,
-     &filesystem__create_watcher_response__descriptor, false, unimplemented},
+     &filesystem__create_watcher_response__descriptor, false, create_watcher},
     {"/filesystem.Filesystem/GetWatcherEvents", &filesystem__get_watcher_events_request__descriptor,
-     &filesystem__get_watcher_events_response__descriptor, false, unimplemented},
+     &filesystem__get_watcher_events_response__descriptor, false, get_watcher_events},
     {"/filesystem.Filesystem/RemoveWatcher", &filesystem__remove_watcher_request__descriptor,
-     &filesystem__remove_watcher_response__descriptor, false, unimplemented},
+     &filesystem__remove_watcher_response__descriptor, false, remove_watcher},
     {NULL, NULL, NULL, false, NULL},
 };

@@ -277,6 +277,7 @@ void abx_listener_stop(abx_server *s)
     /* suspended connections must be back before libmicrohttpd stops: calls in flight
      * finish (and resume theirs), pumps end after their current read */
     abx_workers_stop(s->workers);
+    abx_e2b_watchers_stop(s);
     abx_pumps_stop(s->pumps);
     if (s->mhd_terminal) {
         MHD_stop_daemon(s->mhd_terminal);

@@ -217,7 +217,8 @@ def test_connect_json_stream_and_errors(envd, workspace):
         (connect(envd, "filesystem.Filesystem/Stat", b"[1]"), 400, "invalid_argument"),
         (connect(envd, "filesystem.Filesystem/Stat", b"\xff\xff", "application/proto"), 400, "invalid_argument"),
         (connect(envd, "filesystem.Filesystem/Nope", {}), 404, "not_found"),
-        (connect(envd, "filesystem.Filesystem/CreateWatcher", {"path": workspace}), 404, "not_found"),
+        (connect(envd, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": "w-none"}), 404, "not_found"),
+        (connect(envd, "filesystem.Filesystem/CreateWatcher", {"path": "/etc"}), 403, "permission_denied"),
         (connect(envd, "process.Process/Update", {"process": {"pid": 999999}, "pty": {"size": {"cols": 9, "rows": 9}}}),
          404, "not_found"),
         (connect(envd, "process.Process/SendInput", {"process": {"tag": "none"}}), 404, "not_found"),
@@ -244,6 +245,30 @@ def test_connect_json_stream_and_errors(envd, workspace):
     # bob (viewer) has no files.* mounted: the one 404 of abx, as Connect's not_found
     r = connect(envd, "filesystem.Filesystem/Stat", {"path": workspace}, token=BOB_TOKEN)
     assert r.status_code == 404 and r.json()["code"] == "not_found", r.text
+
+
+def test_polled_watcher(envd, workspace):
+    r = connect(envd, "filesystem.Filesystem/CreateWatcher", {"path": workspace, "recursive": True})
+    wid = r.json()["watcherId"]
+    assert r.status_code == 200 and wid.startswith("w-"), r.text
+    requests.post(envd.envd + "/files", params={"path": workspace + "/sub/polled.txt"}, data=b"x",
+                  headers={"X-Access-Token": ALICE_TOKEN, "Content-Type": "application/octet-stream"})
+    seen, deadline = [], time.time() + 10
+    while time.time() < deadline and not any(e.get("name") == "sub/polled.txt" for e in seen):
+        r = connect(envd, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+        assert r.status_code == 200, r.text
+        seen += r.json().get("events", [])
+        time.sleep(0.1)
+    assert {"name": "sub/polled.txt", "type": "EVENT_TYPE_RENAME"} in seen, seen
+    # another principal's watcher is not there for bob (and bob has no files.* at all)
+    assert connect(envd, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid},
+                   token=BOB_TOKEN).status_code == 404
+    assert connect(envd, "filesystem.Filesystem/RemoveWatcher", {"watcherId": wid}).status_code == 200
+    r = connect(envd, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+    assert r.status_code == 404 and r.json()["code"] == "not_found", r.text
+    # a watcher left running ends with the server (stop must not hang)
+    assert connect(envd, "filesystem.Filesystem/CreateWatcher", {"path": workspace}).status_code == 200
+    assert envd.stop() == 0
 
 
 def test_rest_routes(envd, workspace):
