@@ -144,20 +144,8 @@ void abx_e2b_unary(e2b_call *c, const ProtobufCMessageDescriptor *out, json_t *r
     free(b);
 }
 
-/* The request message as JSON, from either encoding (a stream's in its envelope). */
-static json_t *decode(e2b_call *c, const e2b_method *m)
+json_t *abx_e2b_decode(e2b_call *c, const ProtobufCMessageDescriptor *d, const char *data, size_t len)
 {
-    const char *data = c->r->body.data ? c->r->body.data : "";
-    size_t len = c->r->body.len;
-    if (c->stream) {
-        if (len < 5 || (size_t)((uint8_t)data[1] << 24 | (uint8_t)data[2] << 16 | (uint8_t)data[3] << 8 |
-                                (uint8_t)data[4]) != len - 5 || (data[0] & 1)) {
-            abx_e2b_fail_msg(c, ABX_E_REQUEST_BAD_JSON, "a stream request is one uncompressed envelope");
-            return NULL;
-        }
-        data += 5;
-        len -= 5;
-    }
     if (!c->proto) {
         json_error_t je;
         json_t *j = len ? json_loadb(data, len, 0, &je) : json_object();
@@ -168,7 +156,7 @@ static json_t *decode(e2b_call *c, const e2b_method *m)
         }
         /* through the message and back: names and types checked against the .proto */
         char err[160] = "";
-        ProtobufCMessage *pm = abx_e2b_pb_from_json(m->in, j, err, sizeof err);
+        ProtobufCMessage *pm = abx_e2b_pb_from_json(d, j, err, sizeof err);
         json_decref(j);
         if (!pm) {
             abx_e2b_fail_msg(c, ABX_E_ARGS_INVALID, err[0] ? err : "bad request");
@@ -178,7 +166,7 @@ static json_t *decode(e2b_call *c, const e2b_method *m)
         protobuf_c_message_free_unpacked(pm, NULL);
         return j;
     }
-    ProtobufCMessage *pm = protobuf_c_message_unpack(m->in, NULL, len, (const uint8_t *)data);
+    ProtobufCMessage *pm = protobuf_c_message_unpack(d, NULL, len, (const uint8_t *)data);
     if (!pm) {
         abx_e2b_fail_msg(c, ABX_E_ARGS_INVALID, "the request is not a valid protobuf message");
         return NULL;
@@ -188,6 +176,40 @@ static json_t *decode(e2b_call *c, const e2b_method *m)
     if (!j)
         abx_e2b_fail_msg(c, ABX_E_ARGS_INVALID, "a string field is not UTF-8");
     return j;
+}
+
+long abx_e2b_envelope(const char *data, size_t len, size_t *at, const char **msg, size_t *mlen)
+{
+    if (*at == len)
+        return 0;
+    if (len - *at < 5)
+        return -1;
+    const uint8_t *h = (const uint8_t *)data + *at;
+    size_t n = (size_t)h[1] << 24 | (size_t)h[2] << 16 | (size_t)h[3] << 8 | h[4];
+    if ((h[0] & 1) || n > len - *at - 5)
+        return -1; /* compressed (abx offers no compression) or cut short */
+    *msg = data + *at + 5;
+    *mlen = n;
+    *at += 5 + n;
+    return 1 + h[0];
+}
+
+/* The request message as JSON, from either encoding (a stream's in its envelope). */
+static json_t *decode(e2b_call *c, const e2b_method *m)
+{
+    const char *data = c->r->body.data ? c->r->body.data : "";
+    size_t len = c->r->body.len, at = 0;
+    if (c->stream) {
+        const char *msg;
+        size_t mlen;
+        if (abx_e2b_envelope(data, len, &at, &msg, &mlen) != 1 || at != len) {
+            abx_e2b_fail_msg(c, ABX_E_REQUEST_BAD_JSON, "a stream request is one uncompressed envelope");
+            return NULL;
+        }
+        data = msg;
+        len = mlen;
+    }
+    return abx_e2b_decode(c, m->in, data, len);
 }
 
 static const e2b_method *find_method(const abx_request *r)
@@ -229,6 +251,12 @@ void abx_e2b_envd(abx_request *r)
         return;
     }
     const char *ct = r->content_type;
+    if (m->client_stream && (type_is(ct, "application/connect+json") || type_is(ct, "application/connect+proto"))) {
+        c.stream = true; /* the whole request stream was read: the method walks its envelopes */
+        c.proto = type_is(ct, "application/connect+proto");
+        m->run(&c, NULL);
+        return;
+    }
     if (m->server_stream && (type_is(ct, "application/connect+json") || type_is(ct, "application/connect+proto"))) {
         c.stream = true;
         c.proto = type_is(ct, "application/connect+proto");

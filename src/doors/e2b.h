@@ -50,8 +50,14 @@ typedef struct e2b_method {
     const char *path;           /* "/filesystem.Filesystem/Stat" */
     const ProtobufCMessageDescriptor *in, *out;
     bool server_stream;
-    e2b_method_fn run;
+    e2b_method_fn run;           /* a client stream's gets NULL: it reads the envelopes itself */
+    bool client_stream;
 } e2b_method;
+/* A message in the call's encoding → its JSON form; NULL with the call failed. */
+json_t *abx_e2b_decode(e2b_call *c, const ProtobufCMessageDescriptor *d, const char *data, size_t len);
+/* The next Connect envelope of data from *at: 1 + its flags, 0 at the end, -1 malformed
+ * (or compressed). *msg and *mlen point into data. */
+long abx_e2b_envelope(const char *data, size_t len, size_t *at, const char **msg, size_t *mlen);
 extern const e2b_method abx_e2b_fs_methods[];   /* e2b_fs.c, ends with a NULL path */
 extern const e2b_method abx_e2b_proc_methods[]; /* e2b_proc.c */
 /* WatchDir (e2b_watch.c): files.watch's events as envd's stream */

@@ -285,12 +285,9 @@ static void simple(e2b_call *c, const char *op, json_t *args, const ProtobufCMes
     json_decref(body);
 }
 
-static void proc_send_input(e2b_call *c, const json_t *req)
+/* One ProcessInput (stdin or pty bytes) → process.write; false with the call failed. */
+static bool write_input(e2b_call *c, int pid, const json_t *in)
 {
-    int pid = pid_of(c, req);
-    if (!pid)
-        return;
-    const json_t *in = json_object_get(req, "input");
     const char *b64 = json_string_value(json_object_get(in, "stdin"));
     if (!b64)
         b64 = json_string_value(json_object_get(in, "pty"));
@@ -300,10 +297,21 @@ static void proc_send_input(e2b_call *c, const json_t *req)
     free(data);
     if (!text) {
         abx_e2b_fail_msg(c, ABX_E_ARGS_INVALID, "input must be UTF-8 text (abx's process.write)");
-        return;
+        return false;
     }
-    simple(c, "process.write", json_pack("{s:i, s:o}", "pid", pid, "data", text),
-           &process__send_input_response__descriptor);
+    json_t *body;
+    int st = abx_e2b_op(c, "process.write", json_pack("{s:i, s:o}", "pid", pid, "data", text), &body);
+    if (st != 200)
+        abx_e2b_fail(c, st, body);
+    json_decref(body);
+    return st == 200;
+}
+
+static void proc_send_input(e2b_call *c, const json_t *req)
+{
+    int pid = pid_of(c, req);
+    if (pid && write_input(c, pid, json_object_get(req, "input")))
+        abx_e2b_unary(c, &process__send_input_response__descriptor, json_object());
 }
 
 static void proc_close_stdin(e2b_call *c, const json_t *req)
@@ -342,10 +350,51 @@ static void proc_update(e2b_call *c, const json_t *req)
            &process__update_response__descriptor);
 }
 
-static void unimplemented(e2b_call *c, const json_t *req)
+/* StreamInput (a client stream, read whole): start{process}, then data{input} events in
+ * order, each a process.write; the answer is one StreamInputResponse and the end. */
+static void proc_stream_input(e2b_call *c, const json_t *req)
 {
     (void)req;
-    abx_e2b_fail_msg(c, ABX_E_OP_NOT_ENABLED, "this envd method is not bound to an abx op yet");
+    const char *body = c->r->body.data ? c->r->body.data : "", *msg;
+    size_t len = c->r->body.len, at = 0, mlen;
+    long k;
+    int pid = 0;
+    while ((k = abx_e2b_envelope(body, len, &at, &msg, &mlen)) > 0) {
+        if ((k - 1) & 2) /* the client's end-of-stream */
+            break;
+        json_t *ev = abx_e2b_decode(c, &process__stream_input_request__descriptor, msg, mlen);
+        if (!ev)
+            return;
+        const json_t *start = json_object_get(ev, "start"), *data = json_object_get(ev, "data");
+        bool ok = true;
+        if (start)
+            ok = (pid = pid_of(c, start)) != 0;
+        else if (data && !pid)
+            ok = (abx_e2b_fail_msg(c, ABX_E_ARGS_INVALID, "data before the start event"), false);
+        else if (data)
+            ok = write_input(c, pid, json_object_get(data, "input"));
+        json_decref(ev);
+        if (!ok)
+            return;
+    }
+    if (k < 0) {
+        abx_e2b_fail_msg(c, ABX_E_REQUEST_BAD_JSON, "a malformed envelope in the request stream");
+        return;
+    }
+    abx_buf out;
+    abx_buf_init(&out, 0);
+    size_t n = 0;
+    char *f = abx_e2b_frame(c, &process__stream_input_response__descriptor, json_object(), 0, &n);
+    if (f)
+        abx_buf_append(&out, f, n);
+    free(f);
+    f = abx_e2b_frame(c, NULL, json_object(), 2, &n);
+    if (f)
+        abx_buf_append(&out, f, n);
+    free(f);
+    abx_reply_bytes(&c->r->reply, out.data ? out.data : "", out.len,
+                    c->proto ? "application/connect+proto" : "application/connect+json");
+    abx_buf_release(&out);
 }
 
 const e2b_method abx_e2b_proc_methods[] = {
@@ -364,6 +413,6 @@ const e2b_method abx_e2b_proc_methods[] = {
     {"/process.Process/Update", &process__update_request__descriptor, &process__update_response__descriptor, false,
      proc_update},
     {"/process.Process/StreamInput", &process__stream_input_request__descriptor,
-     &process__stream_input_response__descriptor, false, unimplemented},
+     &process__stream_input_response__descriptor, false, proc_stream_input, true},
     {NULL, NULL, NULL, false, NULL},
 };

@@ -5,6 +5,7 @@ mode drives files, commands and stdin with an abx token as its envd access token
 debug mode targets localhost:49983, and its own override (E2B_SANDBOX_URL) points it at the free
 port each test takes. A sandbox object without the token is refused. Without the SDK: Connect's
 binary protobuf encoding, its error documents, envd's REST routes and the listener's config."""
+import base64
 import json
 import os
 import sqlite3
@@ -245,6 +246,31 @@ def test_connect_json_stream_and_errors(envd, workspace):
     # bob (viewer) has no files.* mounted: the one 404 of abx, as Connect's not_found
     r = connect(envd, "filesystem.Filesystem/Stat", {"path": workspace}, token=BOB_TOKEN)
     assert r.status_code == 404 and r.json()["code"] == "not_found", r.text
+
+
+def test_stream_input(envd, workspace):
+    bearer = {"Authorization": "Bearer " + ALICE_TOKEN}
+    r = requests.post(envd.url + "/ops/process.start", headers=bearer,
+                      json={"argv": ["/bin/bash", "-c", "read a; read b; echo $a-$b"], "cwd": workspace, "tag": "si"})
+    pid = r.json()["pid"]
+    b64 = lambda t: base64.b64encode(t.encode()).decode()
+    events = [{"start": {"process": {"tag": "si"}}}, {"data": {"input": {"stdin": b64("one\n")}}},
+              {"keepalive": {}}, {"data": {"input": {"stdin": b64("two\n")}}}]
+    body = b"".join(envelope(json.dumps(e).encode()) for e in events) + envelope(b"{}", 2)
+    r = connect(envd, "process.Process/StreamInput", body, "application/connect+json")
+    assert r.status_code == 200 and frames(r.content) == [(0, b"{}"), (2, b"{}")], r.content
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        out = requests.post(envd.url + "/ops/process.output", headers=bearer, json={"pid": pid, "wait": 1}).json()
+        if not out["running"]:
+            break
+    assert out["stdout"] == "one-two\n", out
+    for bad, code in [(envelope(b'{"data": {"input": {"stdin": "eA=="}}}'), "invalid_argument"),
+                      (envelope(b'{"start": {"process": {"tag": "none"}}}'), "not_found"),
+                      (b"\x00\x00\x00\x00\x09{}", "invalid_argument")]:
+        r = connect(envd, "process.Process/StreamInput", bad, "application/connect+json")
+        fs = frames(r.content)
+        assert r.status_code == 200 and json.loads(fs[-1][1])["error"]["code"] == code, r.content
 
 
 def test_polled_watcher(envd, workspace):
