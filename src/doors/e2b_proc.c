@@ -1,6 +1,6 @@
 /* e2b_proc.c — envd's process.Process as alternate bindings of process.*: Start →
  * process.start, then its output as envd's event stream (start, data, keepalive, end),
- * read with process.output's long poll; Connect → the same stream of a running process
+ * relayed from process.stream's (one admitted call for the stream's life); Connect → the same stream of a running process
  * by pid or tag, from the first byte abx still holds (output replay); List →
  * process.list; SendInput / CloseStdin → process.write; SendSignal → process.signal. */
 #include "doors/e2b.h"
@@ -9,22 +9,22 @@
 #include <string.h>
 
 typedef struct proc_stream {
-    e2b_call call;               /* server, principal (owned copy), encoding */
-    char *principal;
+    e2b_call call;               /* encoding */
     const ProtobufCMessageDescriptor *out;
-    int pid;
     bool pty;                    /* a terminal: its output is envd's pty data */
-    long long off[2];
-    int phase;                   /* 0 start event, 1 output, 2 done */
+    abx_request *inner;          /* process.stream: its reply reads the process's SSE events */
+    abx_buf sse;                 /* what it sent, not yet a whole event */
     abx_buf pending;             /* frames made, not yet read */
     size_t sent;
+    bool done;
 } proc_stream;
 
 static void stream_free(void *p)
 {
     proc_stream *s = p;
+    abx_request_free(s->inner); /* the process goes on: envd's streams do not own it either */
+    abx_buf_release(&s->sse);
     abx_buf_release(&s->pending);
-    abx_free(s->principal);
     abx_free(s);
 }
 
@@ -49,52 +49,52 @@ static void push_data(proc_stream *s, const char *which, const json_t *text)
     free(b64);
 }
 
-/* The next frames: new output, a keepalive after a quiet second, or the end. */
-static void step(proc_stream *s)
+/* process.stream's exit event (the process's record) → envd's end event and the end */
+static void push_end(proc_stream *s, const json_t *rec)
 {
-    if (s->phase == 0) {
-        push(s, json_pack("{s:{s:i}}", "start", "pid", s->pid), 0);
-        s->phase = 1;
-        return;
-    }
-    json_t *body;
-    int st = abx_e2b_op(&s->call, "process.output",
-                        json_pack("{s:i, s:I, s:I, s:f}", "pid", s->pid, "offset", (json_int_t)s->off[0],
-                                  "stderr_offset", (json_int_t)s->off[1], "wait", 1.0),
-                        &body);
-    if (st != 200) {
-        const json_t *e = json_object_get(body, "error");
-        push(s, json_pack("{s:{s:s, s:s}}", "error", "code", abx_e2b_connect_code(st), "message",
-                          json_string_value(json_object_get(e, "message")) ? json_string_value(json_object_get(e, "message")) : "process output failed"),
-             2);
-        json_decref(body);
-        s->phase = 2;
-        return;
-    }
-    s->off[0] = json_integer_value(json_object_get(body, "offset"));
-    s->off[1] = json_integer_value(json_object_get(body, "stderr_offset"));
-    const json_t *out = json_object_get(body, "stdout"), *err = json_object_get(body, "stderr");
-    bool quiet = !json_string_length(out) && !json_string_length(err);
-    push_data(s, s->pty ? "pty" : "stdout", out);
-    push_data(s, "stderr", err);
-    if (quiet && json_is_true(json_object_get(body, "running"))) {
+    const json_t *code = json_object_get(rec, "exit_code");
+    const char *sig = json_string_value(json_object_get(rec, "signal"));
+    int ec = json_is_integer(code) ? (int)json_integer_value(code) : -1;
+    char text[64];
+    if (json_is_integer(code))
+        snprintf(text, sizeof text, "exit status %d", ec);
+    else
+        snprintf(text, sizeof text, "signal: %s", sig ? sig : "killed");
+    push(s, json_pack("{s:{s:i, s:b, s:s}}", "end", "exitCode", ec, "exited", json_is_integer(code), "status", text),
+         0);
+    push(s, json_object(), 2);
+    s->done = true;
+}
+
+/* One server-sent event of process.stream → envd's events. */
+static void one_event(proc_stream *s, const char *ev, size_t len)
+{
+    if (len && ev[0] == ':') {
         push(s, json_pack("{s:{}}", "keepalive"), 0);
-    } else if (quiet) {
-        const json_t *code = json_object_get(body, "exit_code");
-        const char *status = json_string_value(json_object_get(body, "status"));
-        int ec = json_is_integer(code) ? (int)json_integer_value(code) : -1;
-        char st_text[64];
-        if (json_is_integer(code))
-            snprintf(st_text, sizeof st_text, "exit status %d", ec);
-        else
-            snprintf(st_text, sizeof st_text, "%s", status ? status : "signal: killed");
-        push(s, json_pack("{s:{s:i, s:b, s:s}}", "end", "exitCode", ec, "exited", json_is_integer(code), "status",
-                          st_text),
-             0);
-        push(s, json_object(), 2);
-        s->phase = 2;
+        return;
     }
-    json_decref(body);
+    char name[16] = "";
+    const char *data = NULL;
+    for (const char *l = ev; l < ev + len;) {
+        const char *nl = memchr(l, '\n', (size_t)(ev + len - l));
+        size_t ll = nl ? (size_t)(nl - l) : (size_t)(ev + len - l);
+        if (ll > 7 && memcmp(l, "event: ", 7) == 0)
+            snprintf(name, sizeof name, "%.*s", (int)(ll - 7), l + 7);
+        else if (ll > 6 && memcmp(l, "data: ", 6) == 0)
+            data = l + 6;
+        l += ll + 1;
+    }
+    json_error_t je;
+    json_t *d = data ? json_loadb(data, strcspn(data, "\n"), 0, &je) : NULL;
+    if (strcmp(name, "start") == 0)
+        push(s, json_pack("{s:{s:O}}", "start", "pid", json_object_get(d, "pid")), 0);
+    else if (strcmp(name, "stdout") == 0)
+        push_data(s, s->pty ? "pty" : "stdout", json_object_get(d, "data"));
+    else if (strcmp(name, "stderr") == 0)
+        push_data(s, "stderr", json_object_get(d, "data"));
+    else if (strcmp(name, "exit") == 0)
+        push_end(s, d);
+    json_decref(d);
 }
 
 static long stream_read(void *p, char *buf, size_t max)
@@ -103,9 +103,24 @@ static long stream_read(void *p, char *buf, size_t max)
     while (s->sent == s->pending.len) {
         s->pending.len = 0;
         s->sent = 0;
-        if (s->phase == 2)
+        if (s->done)
             return 0;
-        step(s);
+        char in[16384];
+        abx_reply *r = &s->inner->reply;
+        long n = r->stream_read(r->stream_state, in, sizeof in);
+        if (n <= 0) { /* ended without its exit event (the server stops) */
+            push(s, json_pack("{s:{s:s, s:s}}", "error", "code", "unavailable", "message", "the stream ended"), 2);
+            s->done = true;
+            continue;
+        }
+        abx_buf_append(&s->sse, in, (size_t)n);
+        char *end;
+        while (!s->done && s->sse.len && (end = memmem(s->sse.data, s->sse.len, "\n\n", 2))) {
+            size_t evlen = (size_t)(end - s->sse.data);
+            one_event(s, s->sse.data, evlen);
+            memmove(s->sse.data, end + 2, s->sse.len - evlen - 2);
+            s->sse.len -= evlen + 2;
+        }
     }
     size_t n = s->pending.len - s->sent;
     if (n > max)
@@ -115,22 +130,30 @@ static long stream_read(void *p, char *buf, size_t max)
     return (long)n;
 }
 
-static void answer_stream(e2b_call *c, int pid, bool pty, const ProtobufCMessageDescriptor *out, int phase)
+/* The process's events from its first byte abx still holds: process.stream, admitted
+ * once, relayed for the stream's life. */
+static void answer_stream(e2b_call *c, int pid, bool pty, const ProtobufCMessageDescriptor *out)
 {
-    proc_stream *s = abx_calloc(1, sizeof *s);
-    char *pr = abx_strdup(c->principal);
-    if (!s || !pr) {
-        abx_free(s);
-        abx_free(pr);
-        abx_e2b_fail_msg(c, ABX_E_SERVER_UNAVAILABLE, "out of memory");
+    json_t *args = json_pack("{s:i}", "pid", pid);
+    abx_call_in in = {.door = ABX_DOOR_E2B, .principal = c->principal, .op = "process.stream", .args = args,
+                      .conn_fd = -1, .client = c->r->client};
+    abx_request *x = abx_call_begin(c->server, &in);
+    json_decref(args);
+    abx_err e = !x ? ABX_E_SERVER_UNAVAILABLE : x->reply.err ? x->reply.err
+                                              : !x->reply.stream_read ? ABX_E_SERVER_UNAVAILABLE : ABX_OK;
+    proc_stream *s = e == ABX_OK ? abx_calloc(1, sizeof *s) : NULL;
+    if (!s) {
+        json_t *b = abx_error_json(e ? e : ABX_E_SERVER_UNAVAILABLE, x ? x->reply.message : NULL, NULL);
+        abx_e2b_fail(c, abx_err_status(e ? e : ABX_E_SERVER_UNAVAILABLE), b);
+        json_decref(b);
+        abx_request_free(x);
         return;
     }
-    s->principal = pr;
-    s->call = (e2b_call){.server = c->server, .principal = pr, .proto = c->proto, .stream = true};
+    s->call = (e2b_call){.server = c->server, .proto = c->proto, .stream = true};
     s->out = out;
-    s->pid = pid;
     s->pty = pty;
-    s->phase = phase;
+    s->inner = x;
+    abx_buf_init(&s->sse, 4 << 20);
     abx_buf_init(&s->pending, 0);
     abx_reply_stream(&c->r->reply, c->proto ? "application/connect+proto" : "application/connect+json", stream_read, s,
                      stream_free);
@@ -203,7 +226,7 @@ static void proc_start(e2b_call *c, const json_t *req)
     }
     int pid = (int)json_integer_value(json_object_get(body, "pid"));
     json_decref(body);
-    answer_stream(c, pid, pty, &process__start_response__descriptor, 0);
+    answer_stream(c, pid, pty, &process__start_response__descriptor);
 }
 
 /* The pid a ProcessSelector names ({pid} or {tag}, the caller's own processes), or 0. */
@@ -241,7 +264,7 @@ static void proc_connect(e2b_call *c, const json_t *req)
     if (st != 200)
         abx_e2b_fail(c, st, body);
     else
-        answer_stream(c, pid, json_is_true(json_object_get(body, "pty")), &process__connect_response__descriptor, 0);
+        answer_stream(c, pid, json_is_true(json_object_get(body, "pty")), &process__connect_response__descriptor);
     json_decref(body);
 }
 

@@ -113,7 +113,9 @@ def test_sdk_commands(sdk, envd, workspace):
     assert rep["refused"]["name"] == "SandboxError" and "permission_denied" in rep["refused"]["message"], rep
     assert "policy.path_not_allowed" in rep["refused"]["message"], rep
     ops = {r[0] for r in ledger(envd, "SELECT op FROM action_groups WHERE door = 'e2b' AND principal = 'alice'")}
-    assert {"process.start", "process.output", "process.write", "process.signal", "process.list"} <= ops, ops
+    assert {"process.start", "process.stream", "process.write", "process.signal", "process.list"} <= ops, ops
+    # one admitted process.stream per SDK stream, not a poll per second
+    assert "process.output" not in ops, ops
 
 
 def test_sdk_pty(sdk, envd, workspace):
