@@ -20,7 +20,7 @@ cat >"$tmp/cfg/abx.yaml" <<YAML
 workspace: $tmp/ws
 terminal_listen: "off"
 ledger: {path: $tmp/cfg/ledger.db}
-e2b: {envd_listen: 127.0.0.1:$envd}
+e2b: {envd_listen: 127.0.0.1:$envd, interpreter_listen: "off"}
 auth: {tokens: [{principal: bench, roles: [agent], token_sha256: $hash}]}
 policy:
   allow:
@@ -31,4 +31,5 @@ YAML
 ABX_HOME="$tmp/home" "$bin" serve --config "$tmp/cfg/abx.yaml" --listen "127.0.0.1:$port" >"$tmp/log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.05; done
+kill -0 "$pid" 2>/dev/null || { cat "$tmp/log" >&2; exit 1; }
 node "$here/e2b.mjs" "http://127.0.0.1:$envd" "http://127.0.0.1:$port" "$token" "$tmp/ws" "${N:-200}"
