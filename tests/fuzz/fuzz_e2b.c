@@ -1,13 +1,15 @@
 /* fuzz_e2b.c — libFuzzer target for the E2B door's parsers (src/doors/e2b*.c).
  *
  * First input byte picks the mode, the rest is the payload:
- *  - 0 mod 3: a multipart/form-data body with boundary "zz" through abx_e2b_multipart_next.
+ *  - 0 mod 4: a multipart/form-data body with boundary "zz" through abx_e2b_multipart_next.
  *    Invariants: every part lies inside the body, the position only moves forward, and
  *    the walk ends (end or malformed) within len/4 + 2 parts.
- *  - 1 mod 3: binary protobuf for one of envd's request/response messages (second byte
+ *  - 1 mod 4: binary protobuf for one of envd's request/response messages (second byte
  *    picks it): unpack → JSON → message → pack → unpack → JSON gives the same JSON.
- *  - 2 mod 3: JSON text for one of those messages: JSON → message → JSON → message →
+ *  - 2 mod 4: JSON text for one of those messages: JSON → message → JSON → message →
  *    JSON is stable after the first conversion (the converter is idempotent).
+ *  - 3 mod 4: a Connect request stream through abx_e2b_envelope: each message lies
+ *    inside the data, the position only moves forward, and the walk ends.
  * Owns no state across inputs. */
 #include <stdint.h>
 #include <stdio.h>
@@ -54,6 +56,23 @@ static void multipart_mode(const uint8_t *data, size_t size)
     if (k != 0 && k != -1)
         fail("unexpected result", NULL);
     abx_arena_free(a);
+}
+
+static void envelope_mode(const uint8_t *data, size_t size)
+{
+    const char *d = (const char *)data, *msg;
+    size_t at = 0, mlen, n = 0;
+    long k;
+    while ((k = abx_e2b_envelope(d, size, &at, &msg, &mlen)) > 0) {
+        if (msg < d || msg + mlen > d + size || at > size || at < 5)
+            fail("an envelope lies outside the data", NULL);
+        if (k < 1 || k > 256)
+            fail("flags out of range", NULL);
+        if (++n > size / 5 + 1)
+            fail("the walk does not end", NULL);
+    }
+    if (k == 0 && at != size)
+        fail("the end before the end of the data", NULL);
 }
 
 static char *json_of(const ProtobufCMessage *m)
@@ -128,15 +147,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 2 || size > 8192)
         return 0;
     const ProtobufCMessageDescriptor *desc = descs[data[1] % (sizeof descs / sizeof descs[0])];
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
     case 0:
         multipart_mode(data + 1, size - 1);
         break;
     case 1:
         proto_mode(desc, data + 2, size - 2);
         break;
-    default:
+    case 2:
         json_mode(desc, data + 2, size - 2);
+        break;
+    default:
+        envelope_mode(data + 1, size - 1);
         break;
     }
     return 0;
