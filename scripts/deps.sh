@@ -7,7 +7,8 @@ set -euo pipefail
 what=${1:-build}
 pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libyaml-dev libcurl4-openssl-dev libwslay-dev libsqlite3-dev zlib1g-dev ca-certificates
       libzmq3-dev   # kernels.*: libzmq speaks the Jupyter protocol
-      libssl-dev)   # egress: credential injection terminates TLS (OpenSSL)
+      libssl-dev    # egress: credential injection terminates TLS (OpenSSL)
+      protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev)  # the E2B door: C from envd's .proto files (+ timestamp.proto)
 # the kernels abx starts (kernels.*, devtools.code.run): IPython and IRkernel, with the
 # libraries cells are expected to have (plots, data frames)
 pkgs+=(python3-ipykernel python3-matplotlib python3-pandas r-cran-irkernel)

@@ -134,6 +134,13 @@ set(ABX_SRC_EXT
 set(ABX_SRC_DOORS
   src/doors/batch.c
   src/doors/doors.c
+  src/doors/e2b.c
+  src/doors/e2b_fs.c
+  src/doors/e2b_interp.c
+  src/doors/e2b_pbjson.c
+  src/doors/e2b_proc.c
+  src/doors/e2b_rest.c
+  src/doors/e2b_watch.c
   src/doors/legacy.c
   src/doors/mcp.c
   src/doors/mcp_call.c
@@ -142,6 +149,7 @@ set(ABX_SRC_DOORS
   src/doors/toolcall.c
 )
 set(ABX_SRC_SERVER
+  src/server/checks.c
   src/server/conns.c
   src/server/listener.c
   src/server/server.c

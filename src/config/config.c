@@ -126,6 +126,14 @@ static const cfg_row rows[] = {
     {"terminal_listen", SH_STRING, parse_listen, FIELD(terminal_host), AUX(terminal_port), .type = "host:port",
      .sdef = "127.0.0.1:9001", .choices = "off",
      .doc = "WebSocket terminal listener host:port (port 0 = any; \"off\" = none)"},
+    {"e2b", SH_MAP, NULL, .type = "section",
+     .doc = "E2B's envd and code-interpreter protocols on listeners of their own (docs/e2b.md)"},
+    {"e2b.envd_listen", SH_ANY, parse_listen, FIELD(e2b_envd_host), AUX(e2b_envd_port), .type = "host:port",
+     .sdef = "127.0.0.1:49983", .choices = "off",
+     .doc = "the envd listener (Connect-RPC filesystem/process, REST /files) when e2b is present; \"off\" = none"},
+    {"e2b.interpreter_listen", SH_ANY, parse_listen, FIELD(e2b_interp_host), AUX(e2b_interp_port),
+     .type = "host:port", .sdef = "127.0.0.1:49999", .choices = "off",
+     .doc = "the code-interpreter listener when e2b is present; \"off\" = none"},
     {"confine", SH_STRING, parse_enum, FIELD(confine_required), AUX(confine_set), .type = "enum",
      .choices = "best_effort|required",
      .doc = "kernel confinement mode (default: required where the kernel has Landlock)"},
@@ -646,6 +654,7 @@ int abx_config_load(abx_config *c, const char *path, abx_diags *d)
     if (d->errors > errors_before || !load_rows(c, d))
         goto fail;
     resolve_dirs(c);
+    c->e2b_on = json_object_get(c->root, "e2b") != NULL;
     if (!json_object_get(c->root, "system"))
         default_env(c);
     return 0;
@@ -699,6 +708,8 @@ void abx_config_release(abx_config *c)
     abx_linemap_free(c->lines);
     abx_free(c->listen_host);
     abx_free(c->terminal_host);
+    abx_free(c->e2b_envd_host);
+    abx_free(c->e2b_interp_host);
     abx_free(c->workspace);
     for (size_t i = 0; i < c->n_allowed_hosts; i++)
         abx_free(c->allowed_hosts[i]);

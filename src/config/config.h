@@ -20,6 +20,11 @@ typedef struct abx_config {
     int listen_port;
     char *terminal_host;        /* owned; NULL when off */
     int terminal_port;          /* -1 = off */
+    bool e2b_on;                /* the e2b section is present: its listeners open */
+    char *e2b_envd_host;        /* owned; NULL when off */
+    int e2b_envd_port;          /* -1 = off */
+    char *e2b_interp_host;      /* owned; NULL when off */
+    int e2b_interp_port;        /* -1 = off */
     char *workspace;            /* owned, absolute (not yet canonical) */
     char **allowed_hosts;       /* owned */
     size_t n_allowed_hosts;

@@ -55,6 +55,9 @@ abx_err abx_err_from_errno(int err)
         return ABX_E_ARGS_INVALID;
     case ENXIO: /* open() of a Unix socket, or of a device without a driver */
         return ABX_E_FILES_NOT_REGULAR;
+    case ENOSPC:
+    case EDQUOT:
+        return ABX_E_FILES_NO_SPACE;
     case EMFILE:
     case ENFILE:
     case ENOMEM:

@@ -76,6 +76,11 @@ void abx_doors_route(abx_request *r)
     if (r->routed)
         return;
     r->routed = true;
+    if (r->e2b_listener) { /* the envd listener: one door, its own routes (e2b.c) */
+        r->door = ABX_DOOR_E2B;
+        r->door_run = abx_e2b_envd;
+        return;
+    }
     if (r->door != ABX_DOOR_HTTP)
         return;
     const door_route *d = find(r, FIRST);

@@ -31,6 +31,13 @@ void abx_commands_list(abx_request *r);
  * tool_soft_timeout), so a long command answers status running before an agent's client
  * gives up. A new reference (args copied), or NULL: use args as they are. */
 json_t *abx_door_tool_args(const abx_server *s, const char *op_id, const json_t *args);
+/* E2B (e2b*.c, docs/e2b.md): everything arriving on the envd listener */
+void abx_e2b_envd(abx_request *r);
+/* End the server's polled watchers (CreateWatcher) before it stops. */
+void abx_e2b_watchers_stop(const abx_server *s);
+/* One multipart/form-data part after *pos (POST /files): 1 a part, 0 the end, -1 malformed. */
+int abx_e2b_multipart_next(const char *body, size_t len, const char *boundary, size_t *pos, abx_arena *a,
+                           const char **filename, const char **data, size_t *dlen);
 
 /* LLM provider tool formats (toolcall.c): GET /tools, POST /tools/call */
 void abx_tools_run(abx_request *r);

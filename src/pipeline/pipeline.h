@@ -99,6 +99,9 @@ struct abx_server {
     abx_policy *snap;           /* current policy snapshot (one reference held) */
     void *mhd;                  /* struct MHD_Daemon * */
     void *mhd_terminal;         /* the terminal listener (WebSocket ops only), or NULL */
+    void *mhd_e2b;              /* the E2B envd listener (door e2b), or NULL */
+    void *mhd_e2b_interp;       /* the E2B code-interpreter listener (door e2b), or NULL */
+    int e2b_port;               /* 0 when off */
     int port;
     int terminal_port;          /* 0 when the terminal listener is off */
     atomic_int conns;           /* open connections */
@@ -170,6 +173,7 @@ typedef struct abx_request {
     bool ws_upgrade;            /* Upgrade: websocket and Connection: upgrade */
     bool terminal_listener;     /* arrived on the terminal listener */
     int ticket_target;          /* authenticated by a WebSocket ticket: the terminal it opens; -1 not */
+    bool e2b_listener;          /* arrived on the E2B envd listener (door e2b) */
     uint64_t group_id;          /* ledger group, once recorded durably (mutating calls) */
     abx_approval *approved;     /* the approval this run executes (door approval), borrowed */
     int prefer_wait;            /* Prefer: wait=N seconds (held calls) */

@@ -12,6 +12,7 @@
 #include "doors/doors.h"
 #include "http/offload.h"
 #include "server/conns.h"
+#include "server/checks.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdatomic.h>
@@ -51,6 +52,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls);
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c);
 static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *c);
+static void *on_uri_e2b(void *cls, const char *uri, struct MHD_Connection *c);
 
 /* The request's header lookup (abx_ctx_header): the connection answers while it lives,
  * which is as long as the request does. */
@@ -97,6 +99,77 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     (void)addrlen;
     abx_server *s = cls;
     return abx_conns_admit(s->conn_table, addr) ? MHD_YES : MHD_NO;
+}
+
+typedef struct side_listen {
+    unsigned flags;      /* the main listener's, without TLS and IPv6 */
+    unsigned timeout_s;
+    struct MHD_OptionItem *tls_opts; /* NULL: plaintext */
+} side_listen;
+
+/* A listener beside the main one (terminal, E2B envd): the same handlers, its own URI
+ * callback (which marks its requests). NULL when it cannot open (errno says why). */
+static struct MHD_Daemon *side_listener(abx_server *s, const char *host, int port, const side_listen *sl,
+                                        void *(*uri_cb)(void *, const char *, struct MHD_Connection *), int *bound)
+{
+    struct sockaddr_storage ts = {0};
+    struct sockaddr_in *t4 = (struct sockaddr_in *)&ts;
+    struct sockaddr_in6 *t6 = (struct sockaddr_in6 *)&ts;
+    const char *th = strcmp(host, "localhost") == 0 ? "127.0.0.1" : host;
+    unsigned flags = sl->flags | (sl->tls_opts ? MHD_USE_TLS : 0);
+    if (inet_pton(AF_INET, th, &t4->sin_addr) == 1) {
+        t4->sin_family = AF_INET;
+        t4->sin_port = htons((uint16_t)port);
+    } else if (inet_pton(AF_INET6, th, &t6->sin6_addr) == 1) {
+        t6->sin6_family = AF_INET6;
+        t6->sin6_port = htons((uint16_t)port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct MHD_OptionItem none[] = {{MHD_OPTION_END, 0, NULL}};
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, 0, on_accept, s, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ts,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->cfg.connections + HEALTH_RESERVE), MHD_OPTION_CONNECTION_TIMEOUT,
+        sl->timeout_s, MHD_OPTION_URI_LOG_CALLBACK, uri_cb, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(512 * 1024),
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_ARRAY, sl->tls_opts ? sl->tls_opts : none, MHD_OPTION_END);
+    if (d) {
+        const union MHD_DaemonInfo *ti = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+        *bound = ti ? ti->port : port;
+    }
+    return d;
+}
+
+/* The E2B listeners when the config has an e2b section (e2b.envd_listen,
+ * e2b.interpreter_listen): the same door and routes on both. */
+static int e2b_listener_start(abx_server *s, side_listen *sl, struct MHD_OptionItem *tls_opts, char *errbuf,
+                              size_t errlen)
+{
+    const struct { const char *key, *host; int port; void **mhd; int *bound; } l[] = {
+        {"e2b.envd_listen", s->cfg.e2b_envd_host, s->cfg.e2b_envd_port, &s->mhd_e2b, &s->e2b_port},
+        {"e2b.interpreter_listen", s->cfg.e2b_interp_host, s->cfg.e2b_interp_port, &s->mhd_e2b_interp, &s->e2b_port},
+    };
+    for (size_t i = 0; s->cfg.e2b_on && i < 2; i++) {
+        int bound = 0;
+        if (!l[i].host || l[i].port < 0)
+            continue;
+        if (!abx_host_is_loopback(l[i].host) && !tls_opts && !s->cfg.allow_plaintext) {
+            snprintf(errbuf, errlen, "%s %s is not loopback: configure tls: {cert, key} or allow_plaintext: true",
+                     l[i].key, l[i].host);
+            return -1;
+        }
+        sl->tls_opts = tls_opts;
+        *l[i].mhd = side_listener(s, l[i].host, l[i].port, sl, on_uri_e2b, i == 0 ? l[i].bound : &bound);
+        sl->tls_opts = NULL;
+        if (!*l[i].mhd) {
+            snprintf(errbuf, errlen, "cannot listen on %s %s:%d: %s", l[i].key, l[i].host, l[i].port,
+                     strerror(errno ? errno : EADDRINUSE));
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* libmicrohttpd's per-connection memory pool: the header section up to
@@ -173,9 +246,9 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)IO_THREADS,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
         MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
-    abx_free(cert);
-    abx_free(key);
     if (!d0) {
+        abx_free(cert);
+        abx_free(key);
         snprintf(errbuf, errlen, "cannot listen on %s:%d: %s", s->cfg.listen_host, s->cfg.listen_port,
                  strerror(errno ? errno : EADDRINUSE));
         abx_conn_layer_free(s);
@@ -184,49 +257,31 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
     s->mhd = d0;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d0, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : s->cfg.listen_port;
+    side_listen side = {.flags = flags & ~(unsigned)(MHD_USE_IPv6 | MHD_USE_TLS), .timeout_s = timeout_s};
     /* the terminal listener: same pipeline, WebSocket ops only, plaintext loopback; a busy
      * port is reported, not fatal (terminals stay reachable on the main listener) */
     if (s->cfg.terminal_port >= 0 && s->cfg.terminal_host) {
-        struct sockaddr_storage ts = {0};
-        struct sockaddr_in *t4 = (struct sockaddr_in *)&ts;
-        struct sockaddr_in6 *t6 = (struct sockaddr_in6 *)&ts;
-        const char *th = strcmp(s->cfg.terminal_host, "localhost") == 0 ? "127.0.0.1" : s->cfg.terminal_host;
-        unsigned tflags = flags & ~(unsigned)(MHD_USE_IPv6 | MHD_USE_TLS);
-        bool addr_ok = true;
-        if (inet_pton(AF_INET, th, &t4->sin_addr) == 1) {
-            t4->sin_family = AF_INET;
-            t4->sin_port = htons((uint16_t)s->cfg.terminal_port);
-        } else if (inet_pton(AF_INET6, th, &t6->sin6_addr) == 1) {
-            t6->sin6_family = AF_INET6;
-            t6->sin6_port = htons((uint16_t)s->cfg.terminal_port);
-            tflags |= MHD_USE_IPv6;
-        } else {
-            addr_ok = false;
-        }
         bool loop = abx_host_is_loopback(s->cfg.terminal_host);
-        struct MHD_Daemon *d1 =
-            !addr_ok || !loop ? NULL
-                              : MHD_start_daemon(tflags, 0, on_accept, s, on_request, s, MHD_OPTION_SOCK_ADDR,
-                                                 (struct sockaddr *)&ts, MHD_OPTION_CONNECTION_LIMIT,
-                                                 (unsigned)(s->cfg.connections + HEALTH_RESERVE),
-                                                 MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_URI_LOG_CALLBACK,
-                                                 on_uri_terminal, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                                                 MHD_OPTION_THREAD_STACK_SIZE, (size_t)(512 * 1024),
-                                                
-                                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_END);
-        if (d1) {
+        struct MHD_Daemon *d1 = loop ? side_listener(s, s->cfg.terminal_host, s->cfg.terminal_port, &side,
+                                                     on_uri_terminal, &s->terminal_port)
+                                     : NULL;
+        if (d1)
             s->mhd_terminal = d1;
-            const union MHD_DaemonInfo *ti = MHD_get_daemon_info(d1, MHD_DAEMON_INFO_BIND_PORT);
-            s->terminal_port = ti ? ti->port : s->cfg.terminal_port;
-        } else {
+        else
             abx_log("warn", NULL,
                     "terminal listener %s:%d not started (%s); terminals stay reachable on the main listener",
                     s->cfg.terminal_host, s->cfg.terminal_port,
                     !loop ? "it must be a loopback address" : strerror(errno ? errno : EADDRINUSE));
-        }
     }
-    *tls = cert != NULL;
+    /* the E2B envd listener (door e2b): as the main listener, TLS or loopback or plaintext allowed */
+    int rc = e2b_listener_start(s, &side, cert ? tls_opts : NULL, errbuf, errlen);
+    abx_free(cert);
+    abx_free(key);
+    if (rc != 0) {
+        abx_listener_stop(s);
+        return -1;
+    }
+    *tls = s->cfg.tls_cert != NULL;
     return 0;
 }
 
@@ -235,11 +290,18 @@ void abx_listener_stop(abx_server *s)
     /* suspended connections must be back before libmicrohttpd stops: calls in flight
      * finish (and resume theirs), pumps end after their current read */
     abx_workers_stop(s->workers);
+    abx_e2b_watchers_stop(s);
     abx_pumps_stop(s->pumps);
     if (s->mhd_terminal) {
         MHD_stop_daemon(s->mhd_terminal);
         s->mhd_terminal = NULL;
     }
+    void **e2b[] = {&s->mhd_e2b, &s->mhd_e2b_interp};
+    for (size_t i = 0; i < 2; i++)
+        if (*e2b[i]) {
+            MHD_stop_daemon(*e2b[i]);
+            *e2b[i] = NULL;
+        }
     if (s->mhd) {
         MHD_stop_daemon(s->mhd);
         s->mhd = NULL;
@@ -285,6 +347,14 @@ static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *
     conn_req *cr = on_uri(cls, uri, c);
     if (cr)
         cr->r->terminal_listener = true;
+    return cr;
+}
+
+static void *on_uri_e2b(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    conn_req *cr = on_uri(cls, uri, c);
+    if (cr)
+        cr->r->e2b_listener = true;
     return cr;
 }
 
@@ -509,85 +579,6 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     return MHD_YES;
 }
 
-/* The size of the header section as it came on the wire (request line, each header line,
- * the blank line), rebuilt from what libmicrohttpd parsed: it keeps the whole block in the
- * connection's memory pool, sized about twice limits.header_bytes (conn_pool_bytes). */
-typedef struct hdr_size {
-    size_t bytes;
-    size_t count;
-} hdr_size;
-
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t klen,
-                                    const char *value, size_t vlen)
-{
-    (void)kind;
-    (void)key;
-    (void)value;
-    hdr_size *hz = cls;
-    hz->bytes += klen + 2 + vlen + 2; /* "Key: value\r\n" */
-    hz->count++;
-    return MHD_YES;
-}
-
-static bool headers_within_limits(struct MHD_Connection *c, const abx_config *cfg, const char *method,
-                                  size_t target_len, const char *version)
-{
-    hdr_size hz = {strlen(method) + 1 + target_len + 1 + strlen(version) + 2 + 2, 0};
-    MHD_get_connection_values_n(c, MHD_HEADER_KIND, count_header, &hz);
-    return hz.bytes <= (size_t)cfg->header_bytes && hz.count <= (size_t)cfg->header_count;
-}
-
-static bool host_allowed(abx_server *s, const char *host)
-{
-    if (!host)
-        return true; /* HTTP/1.0 without Host: no browser sends that, nothing to rebind */
-    char h[256];
-    snprintf(h, sizeof h, "%s", host);
-    for (size_t i = 0; i < s->cfg.n_allowed_hosts; i++)
-        if (strcasecmp(s->cfg.allowed_hosts[i], h) == 0)
-            return true;
-    /* strip the port */
-    char *colon = h[0] == '[' ? strstr(h, "]:") : strrchr(h, ':');
-    if (colon) {
-        if (h[0] == '[')
-            colon++;
-        *colon = '\0';
-    }
-    if (strcasecmp(h, "localhost") == 0 || strcmp(h, "[::1]") == 0)
-        return true;
-    struct in_addr a;
-    if (inet_pton(AF_INET, h, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127)
-        return true;
-    for (size_t i = 0; i < s->cfg.n_allowed_hosts; i++)
-        if (strcasecmp(s->cfg.allowed_hosts[i], h) == 0)
-            return true;
-    return false;
-}
-
-/* allowed_origins, or the request's own origin: a page served from the origin this
- * request names in Host (already checked against the allowed hosts, so a rebound name
- * never gets here) may call it, as browsers' same-origin rule intends; its WebSocket
- * authenticates with a ticket (terminal.ticket). */
-static bool origin_allowed(abx_server *s, const char *origin, const char *host)
-{
-    const char *scheme = s->cfg.tls_cert ? "https://" : "http://";
-    size_t sl = strlen(scheme);
-    if (host && *host && strncasecmp(origin, scheme, sl) == 0 && strcasecmp(origin + sl, host) == 0)
-        return true;
-    for (size_t i = 0; i < s->cfg.n_allowed_origins; i++)
-        if (strcmp(s->cfg.allowed_origins[i], origin) == 0)
-            return true;
-    return false;
-}
-
-static bool is_json_type(const char *ct)
-{
-    if (!ct)
-        return false;
-    size_t n = strlen("application/json");
-    return strncasecmp(ct, "application/json", n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
-}
-
 /* First call for a request: step 0 and the transport half of step 1. */
 static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const char *method,
                                   const char *version)
@@ -596,7 +587,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
     abx_server *s = r->server;
     r->method = abx_arena_strdup(r->arena, method);
     /* step 0a: bounded headers, before anything reads them (and before authentication) */
-    if (!headers_within_limits(c, &s->cfg, method, cr->raw_len, version))
+    if (!abx_headers_within_limits(c, &s->cfg, method, cr->raw_len, version))
         return reject(c, cr, ABX_E_REQUEST_HEADERS_TOO_LARGE,
                       "the request line and headers exceed limits.header_bytes or limits.headers");
     /* step 0b: the raw target */
@@ -620,15 +611,17 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
     r->bearer = h->bearer;
     r->auth_bad_scheme = h->auth_bad_scheme;
     r->x_token = h->x_token;
+    if (r->e2b_listener && !r->x_token) /* E2B's code-interpreter SDK sends only this on /contexts */
+        r->x_token = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "E2B-Traffic-Access-Token");
     r->idem_key = h->idem_key;
     r->prefer_wait = h->prefer_wait;
     r->ws_key = h->ws_key;
     r->ws_upgrade = h->ws_upgrade;
     r->last_event_id = h->last_event_id;
     /* step 0c: Host and Origin */
-    if (!host_allowed(s, h->host))
+    if (!abx_host_allowed(s, h->host))
         return reject(c, cr, ABX_E_REQUEST_HOST_DENIED, "the Host header is not allowed");
-    if (h->origin && !origin_allowed(s, h->origin, h->host))
+    if (h->origin && !abx_origin_allowed(s, h->origin, h->host))
         return reject(c, cr, ABX_E_REQUEST_ORIGIN_DENIED, "the Origin header is not allowed");
     /* step 2 early (pure trie walk): the busy slot and the body rules depend on the op */
     abx_doors_route(r);
@@ -647,7 +640,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
     if (atomic_load(&s->conns) > s->cfg.connections && !health)
         return reject(c, cr, ABX_E_REQUEST_BUSY, "too many connections; try again");
     cr->bytes_body = op && op->def->raw_body && r->door == ABX_DOOR_HTTP;
-    cr->max_body = cr->bytes_body ? s->cfg.upload_max_bytes : s->cfg.request_max_bytes;
+    cr->max_body = cr->bytes_body || r->e2b_listener ? s->cfg.upload_max_bytes : s->cfg.request_max_bytes;
     /* step 1: size cap before reading; JSON bodies must say so */
     bool has_body = clen > 0 || h->te != NULL;
     if (clen > cr->max_body) {
@@ -656,7 +649,8 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
                  (long long)cr->max_body);
         return reject(c, cr, ABX_E_LIMIT_REQUEST_TOO_LARGE, msg);
     }
-    if (has_body && !cr->bytes_body && !is_json_type(r->content_type))
+    /* the E2B door reads Connect's protobuf and JSON, and envd's uploads, itself */
+    if (has_body && !cr->bytes_body && !r->e2b_listener && !abx_is_json_type(r->content_type))
         return reject(c, cr, ABX_E_REQUEST_BAD_CONTENT_TYPE, "send the body as Content-Type: application/json");
     r->has_body = has_body;
     abx_buf_init(&r->body, (size_t)cr->max_body);

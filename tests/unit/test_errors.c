@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,6 +81,17 @@ static void test_code_round_trip(void **state)
     assert_int_equal(abx_err_by_code("no.such_code"), -1);
 }
 
+/* a full disk is its own code with 507 Insufficient Storage (envd's answer, which the
+ * E2B SDK turns into NotEnoughSpaceError) */
+static void test_full_disk_is_507(void **state)
+{
+    (void)state;
+    assert_int_equal(abx_err_from_errno(ENOSPC), ABX_E_FILES_NO_SPACE);
+    assert_int_equal(abx_err_from_errno(EDQUOT), ABX_E_FILES_NO_SPACE);
+    assert_int_equal(abx_err_status(ABX_E_FILES_NO_SPACE), 507);
+    assert_string_equal(abx_err_code(ABX_E_FILES_NO_SPACE), "files.no_space");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -89,6 +101,7 @@ int main(void)
         cmocka_unit_test(test_envelope_unknown_code),
         cmocka_unit_test(test_oom_body_is_an_envelope),
         cmocka_unit_test(test_code_round_trip),
+        cmocka_unit_test(test_full_disk_is_507),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

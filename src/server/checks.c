@@ -1,0 +1,89 @@
+/* checks.c — step 0's pure checks on what libmicrohttpd parsed (listener.c asks them):
+ * the header section's size and count, the Host and Origin headers, a JSON body's
+ * Content-Type. */
+#include "server/checks.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+/* The size of the header section as it came on the wire (request line, each header line,
+ * the blank line), rebuilt from what libmicrohttpd parsed: it keeps the whole block in the
+ * connection's memory pool, sized about twice limits.header_bytes (conn_pool_bytes). */
+typedef struct hdr_size {
+    size_t bytes;
+    size_t count;
+} hdr_size;
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t klen,
+                                    const char *value, size_t vlen)
+{
+    (void)kind;
+    (void)key;
+    (void)value;
+    hdr_size *hz = cls;
+    hz->bytes += klen + 2 + vlen + 2; /* "Key: value\r\n" */
+    hz->count++;
+    return MHD_YES;
+}
+
+bool abx_headers_within_limits(struct MHD_Connection *c, const abx_config *cfg, const char *method,
+                                  size_t target_len, const char *version)
+{
+    hdr_size hz = {strlen(method) + 1 + target_len + 1 + strlen(version) + 2 + 2, 0};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, count_header, &hz);
+    return hz.bytes <= (size_t)cfg->header_bytes && hz.count <= (size_t)cfg->header_count;
+}
+
+bool abx_host_allowed(abx_server *s, const char *host)
+{
+    if (!host)
+        return true; /* HTTP/1.0 without Host: no browser sends that, nothing to rebind */
+    char h[256];
+    snprintf(h, sizeof h, "%s", host);
+    for (size_t i = 0; i < s->cfg.n_allowed_hosts; i++)
+        if (strcasecmp(s->cfg.allowed_hosts[i], h) == 0)
+            return true;
+    /* strip the port */
+    char *colon = h[0] == '[' ? strstr(h, "]:") : strrchr(h, ':');
+    if (colon) {
+        if (h[0] == '[')
+            colon++;
+        *colon = '\0';
+    }
+    if (strcasecmp(h, "localhost") == 0 || strcmp(h, "[::1]") == 0)
+        return true;
+    struct in_addr a;
+    if (inet_pton(AF_INET, h, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127)
+        return true;
+    for (size_t i = 0; i < s->cfg.n_allowed_hosts; i++)
+        if (strcasecmp(s->cfg.allowed_hosts[i], h) == 0)
+            return true;
+    return false;
+}
+
+/* allowed_origins, or the request's own origin: a page served from the origin this
+ * request names in Host (already checked against the allowed hosts, so a rebound name
+ * never gets here) may call it, as browsers' same-origin rule intends; its WebSocket
+ * authenticates with a ticket (terminal.ticket). */
+bool abx_origin_allowed(abx_server *s, const char *origin, const char *host)
+{
+    const char *scheme = s->cfg.tls_cert ? "https://" : "http://";
+    size_t sl = strlen(scheme);
+    if (host && *host && strncasecmp(origin, scheme, sl) == 0 && strcasecmp(origin + sl, host) == 0)
+        return true;
+    for (size_t i = 0; i < s->cfg.n_allowed_origins; i++)
+        if (strcmp(s->cfg.allowed_origins[i], origin) == 0)
+            return true;
+    return false;
+}
+
+bool abx_is_json_type(const char *ct)
+{
+    if (!ct)
+        return false;
+    size_t n = strlen("application/json");
+    return strncasecmp(ct, "application/json", n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
