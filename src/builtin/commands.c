@@ -220,7 +220,8 @@ static abx_err sessions_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 #define COMMAND_PARAMS                                                                                                \
     {"command", ABX_T_STRING, .kind = ABX_KIND_COMMAND,                                                               \
-     .doc = "Command line, split into words like a POSIX shell does (no expansion; shell syntax is refused)"},        \
+     .doc = "Command line: split into words like a POSIX shell does, without expansion (shell syntax refused), "    \
+            "or run by /bin/sh -c where the scope says shell: true (the default preset does)"},                     \
         {"argv", ABX_T_LIST, .item = ABX_T_STRING, .kind = ABX_KIND_COMMAND,                                          \
          .doc = "The program and its arguments, used as given"},                                                      \
         {"cwd", ABX_T_STRING, .kind = ABX_KIND_PATH, .access = ABX_ACC_READ,                                          \

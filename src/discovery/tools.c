@@ -4,10 +4,12 @@
  * abx_op_args_schema) into each provider's subset:
  *  - openai / responses: strict mode — every property listed in `required`, optional
  *    ones nullable (null means absent, as everywhere in abx), `additionalProperties:
- *    false` on every object, only the keywords strict mode accepts. A schema strict mode
- *    cannot express (a free-form map, a value of any type) is declared `strict: false`
- *    with the portable schema instead: a strict declaration the API refuses would fail
- *    the agent's whole request.
+ *    false` on every object, only the keywords strict mode accepts. What strict mode
+ *    cannot say directly is reshaped, and the tool-call door (toolcall.c) reshapes it
+ *    back before validation: a free-form map becomes a list of {name, value} pairs, a
+ *    value of any type becomes its JSON text. Should a schema still fall outside, it is
+ *    declared `strict: false` with the portable schema: a strict declaration the API
+ *    refuses would fail the agent's whole request.
  *  - anthropic: the portable schema (JSON Schema as is, abx's x- annotations removed).
  *  - gemini: the OpenAPI 3.0 subset of `parameters` — upper-case types, `nullable`
  *    instead of type arrays, `const` as a one-value `enum`, no `additionalProperties`,
@@ -170,12 +172,51 @@ static bool type_has(const json_t *t, const char *name)
     return false;
 }
 
+static json_t *openai_strict(const json_t *s, bool *ok);
+
+/* A value of any type: its JSON text (the door parses it back). */
+static json_t *openai_any_as_text(const json_t *s)
+{
+    json_t *out = json_pack("{s:s}", "type", "string");
+    const json_t *d = json_object_get(s, "description");
+    if (json_is_string(d))
+        json_object_set_new(out, "description", json_string(json_string_value(d)));
+    fold_into_description(out, "The value as JSON text.");
+    return out;
+}
+
+/* A map with free keys: a list of {name, value} pairs (the door makes it a map again). */
+static json_t *openai_map_as_list(const json_t *s, bool *ok)
+{
+    const json_t *ap = json_object_get(s, "additionalProperties");
+    json_t *value = json_is_object(ap) ? openai_strict(ap, ok) : openai_any_as_text(ap);
+    json_t *item = json_pack("{s:s, s:{s:{s:s}, s:o}, s:[s,s], s:b}", "type", "object", "properties", "name", "type",
+                             "string", "value", value, "required", "name", "value", "additionalProperties", 0);
+    json_t *out = json_pack("{s:s, s:o}", "type", "array", "items", item);
+    const json_t *d = json_object_get(s, "description");
+    if (json_is_string(d))
+        json_object_set_new(out, "description", json_string(json_string_value(d)));
+    fold_into_description(out, "A list of {name, value} pairs, one per key.");
+    return out;
+}
+
+static bool is_free_map(const json_t *s)
+{
+    const json_t *ap = json_object_get(s, "additionalProperties");
+    return type_has(json_object_get(s, "type"), "object") && !json_object_size(json_object_get(s, "properties")) &&
+           (!ap || json_is_object(ap) || json_is_true(ap));
+}
+
 static json_t *openai_strict(const json_t *s, bool *ok)
 {
-    if (!json_is_object(s) || is_any_schema(s)) {
+    if (!json_is_object(s)) {
         *ok = false;
         return json_object();
     }
+    if (is_any_schema(s))
+        return openai_any_as_text(s);
+    if (is_free_map(s))
+        return openai_map_as_list(s, ok);
     static const char *const keep[] = {"type", "description", "enum", "minimum", "maximum", "exclusiveMinimum",
                                        "exclusiveMaximum", "multipleOf", "pattern", "minItems", "maxItems", "$ref"};
     json_t *out = json_object();

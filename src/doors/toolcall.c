@@ -348,21 +348,79 @@ static bool query_format(abx_request *r, abx_tool_format *f)
     return true;
 }
 
-/* OpenAI strict declarations make optional parameters nullable; null means absent. */
-static void strip_optional_nulls(const abx_param *params, json_t *obj)
+/* A value the strict declaration carried as JSON text (tools.c: openai_any_as_text). */
+static bool any_from_text(json_t *holder, const char *key, size_t idx, const char *name, char *why, size_t wl)
+{
+    json_t *v = key ? json_object_get(holder, key) : json_array_get(holder, idx);
+    if (!json_is_string(v))
+        return true; /* already a JSON value: as is */
+    json_error_t je;
+    json_t *parsed = json_loads(json_string_value(v), JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    if (!parsed) {
+        snprintf(why, wl, "'%.60s' is the value as JSON text in this format: %.100s", name, je.text);
+        return false;
+    }
+    if (key)
+        json_object_set_new(holder, key, parsed);
+    else
+        json_array_set_new(holder, idx, parsed);
+    return true;
+}
+
+/* A map the strict declaration carried as [{name, value}] (tools.c: openai_map_as_list). */
+static bool map_from_list(json_t *obj, const abx_param *p, char *why, size_t wl)
+{
+    json_t *list = json_object_get(obj, p->name);
+    if (!json_is_array(list))
+        return true; /* already a map (or wrong, which validation says) */
+    json_t *map = json_object();
+    size_t i;
+    json_t *it;
+    json_array_foreach(list, i, it)
+    {
+        const char *k = json_string_value(json_object_get(it, "name"));
+        json_t *v = json_object_get(it, "value");
+        if (!json_is_object(it) || !k || !v || json_object_size(it) != 2 || json_object_get(map, k)) {
+            snprintf(why, wl, "'%.60s' is a list of {name, value} pairs with distinct names in this format", p->name);
+            json_decref(map);
+            return false;
+        }
+        json_object_set(map, k, v);
+        if (p->item == ABX_T_ANY && !any_from_text(map, k, 0, p->name, why, wl)) {
+            json_decref(map);
+            return false;
+        }
+    }
+    json_object_set_new(obj, p->name, map);
+    return true;
+}
+
+/* OpenAI strict declarations make optional parameters nullable (null means absent),
+ * carry maps as lists of pairs and values of any type as JSON text: back to the op's
+ * own shapes before validation. */
+static bool from_strict(const abx_param *params, json_t *obj, char *why, size_t wl)
 {
     for (const abx_param *p = params; p && p->name; p++) {
         json_t *v = json_object_get(obj, p->name);
         if (json_is_null(v) && !p->required)
             json_object_del(obj, p->name);
-        else if (json_is_object(v) && p->type == ABX_T_OBJECT)
-            strip_optional_nulls(p->fields, v);
+        else if (p->type == ABX_T_MAP && !map_from_list(obj, p, why, wl))
+            return false;
+        else if (p->type == ABX_T_ANY && v && !any_from_text(obj, p->name, 0, p->name, why, wl))
+            return false;
+        else if (json_is_object(v) && p->type == ABX_T_OBJECT && !from_strict(p->fields, v, why, wl))
+            return false;
         else if (json_is_array(v) && p->type == ABX_T_LIST && p->item == ABX_T_OBJECT) {
             size_t i;
             json_t *it;
-            json_array_foreach(v, i, it) if (json_is_object(it)) strip_optional_nulls(p->fields, it);
+            json_array_foreach(v, i, it) if (json_is_object(it) && !from_strict(p->fields, it, why, wl)) return false;
+        } else if (json_is_array(v) && p->type == ABX_T_LIST && p->item == ABX_T_ANY) {
+            for (size_t i = 0; i < json_array_size(v); i++)
+                if (!any_from_text(v, NULL, i, p->name, why, wl))
+                    return false;
         }
     }
+    return true;
 }
 
 static void tools_call(abx_request *r, abx_tool_format f)
@@ -407,9 +465,11 @@ static void tools_call(abx_request *r, abx_tool_format f)
             snprintf(why, sizeof why, "no tool '%.100s' is available to this caller", c->name);
             res[i].status = abx_err_status(ABX_E_OP_NOT_ENABLED);
             own[i] = abx_error_json(ABX_E_OP_NOT_ENABLED, why, NULL);
+        } else if (op && (f == ABX_TOOLS_OPENAI || f == ABX_TOOLS_RESPONSES) &&
+                   !from_strict(op->def->params, c->args, why, sizeof why)) {
+            res[i].status = abx_err_status(ABX_E_ARGS_INVALID);
+            own[i] = abx_error_json(ABX_E_ARGS_INVALID, why, NULL);
         } else {
-            if (op && (f == ABX_TOOLS_OPENAI || f == ABX_TOOLS_RESPONSES))
-                strip_optional_nulls(op->def->params, c->args);
             json_t *own_args = op ? abx_door_tool_args(r->server, op->id, c->args) : NULL;
             if (own_args) { /* the door's soft timeout for commands */
                 json_decref(c->args);

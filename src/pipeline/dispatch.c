@@ -542,7 +542,16 @@ static abx_step step7_policy(abx_request *r)
 {
     abx_decide(r->policy, r->slot, r->op, r->op_index, r->args, &r->decision, NULL);
     if (r->decision.err) {
-        abx_fail(r, r->decision.err, "%s", r->decision.message);
+        json_t *details = NULL;
+        if (r->server->opts.explain_denials && r->decision.err != ABX_E_OP_NOT_ENABLED) {
+            /* development only: the decision again, with its trace (core.explain's) */
+            abx_decision again;
+            json_t *trace = json_object();
+            abx_decide(r->policy, r->slot, r->op, r->op_index, r->args, &again, trace);
+            abx_decision_release(&again);
+            details = json_pack("{s:o}", "trace", trace);
+        }
+        abx_reply_error(&r->reply, r->decision.err, details, "%s", r->decision.message);
         return ABX_STEP_FAIL;
     }
     /* hooks may veto or narrow an admitted call, never widen it */

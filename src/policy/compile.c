@@ -22,10 +22,12 @@ static bool expand_preset(cctx *c, const char *name, int line)
     /* preset workspace: every non-admin op for every authenticated principal, files
      * confined to the workspace; any program may run, because the kernel confines it to
      * the workspace (Landlock), without network and without capabilities; kernels
-     * likewise, in the languages abx can start. */
-    json_t *st = json_pack("{s:[s], s:[s], s:[s], s:{s:b, s:b, s:[s,s,s,s]}, s:[s,s]}", "ops", "*", "principals",
-                           "*", "paths", "**", "commands", "unrestricted", 1, "unsafe", 1, "env", "LANG", "TZ", "TERM",
-                           "PYTHONPATH", "languages", "python", "r");
+     * likewise, in the languages abx can start. A command string runs through /bin/sh -c
+     * (pipes, &&): shell syntax lets nothing run that the unrestricted scope does not
+     * already allow, and the kernel confines the shell like any other program. */
+    json_t *st = json_pack("{s:[s], s:[s], s:[s], s:{s:b, s:b, s:b, s:[s,s,s,s]}, s:[s,s]}", "ops", "*",
+                           "principals", "*", "paths", "**", "commands", "unrestricted", 1, "unsafe", 1, "shell", 1,
+                           "env", "LANG", "TZ", "TERM", "PYTHONPATH", "languages", "python", "r");
     abx_stmt s;
     c->in_preset = true;
     bool ok = abx_pol_parse_stmt(c, &s, st, true, "preset:workspace[0]");

@@ -383,7 +383,13 @@ static bool step_in_scope(decide_run *r)
     for (size_t k = 0; k < d->n_paths && scope_has_paths(&r->cs); k++) {
         if (scope_admits(&r->cs, d->paths[k].canonical))
             continue;
-        set_err(d, ABX_E_POLICY_PATH_NOT_ALLOWED, "path '%s' is outside the allowed paths", d->paths[k].param);
+        static const char *const kinds[] = {"paths.read", "paths.write", "paths.delete"};
+        unsigned need = acc_bits_to_idx_mask(param_of(r->op, d->paths[k].param)->access);
+        int a = need & 1u ? 0 : need & 2u ? 1 : 2;
+        set_err(d, ABX_E_POLICY_PATH_NOT_ALLOWED,
+                "path '%s' is outside the allowed paths: %s of no statement mounting '%s' covers it (%s: add a "
+                "pattern to %s)",
+                d->paths[k].param, kinds[a], r->op->id, r->p->allow[r->cs.mounting[0]].label, kinds[a]);
         return false;
     }
     return true;
@@ -456,9 +462,10 @@ static bool step_deny(decide_run *r)
             code = hit;
     }
     if (code == ABX_E_POLICY_PATH_DENIED)
-        set_err(d, code, "path '%s' is denied by %s", param, d->determining);
+        set_err(d, code, "path '%s' is denied by %s (its paths match: remove or narrow it)", param,
+                d->determining);
     else if (code)
-        set_err(d, code, "denied by %s", d->determining);
+        set_err(d, code, "denied by %s (deny statements win over allow: remove or narrow it)", d->determining);
     return code == ABX_OK;
 }
 
@@ -483,7 +490,10 @@ static bool step_protected(decide_run *r)
         if (!abx_pol_protected_path(r->p, d->paths[k].canonical, pa->access) ||
             protection_waived(r, d->paths[k].canonical))
             continue;
-        set_err(d, ABX_E_POLICY_PATH_DENIED, "path '%s' lies in a protected area", d->paths[k].param);
+        set_err(d, ABX_E_POLICY_PATH_DENIED,
+                "path '%s' lies in a protected area (abx's own state): only an unsafe: true statement whose "
+                "paths name it waives that",
+                d->paths[k].param);
         snprintf(d->determining, sizeof d->determining, "protected");
         return false;
     }
@@ -504,7 +514,8 @@ static bool paths_admitted(const decide_run *r, const abx_stmt *s, json_t *st, r
             trace_check(st, kinds[a], d->paths[k].canonical, hit, NULL);
             if (!hit) {
                 why->code = ABX_E_POLICY_PATH_NOT_ALLOWED;
-                snprintf(why->msg, sizeof why->msg, "path '%s' is outside the allowed paths", d->paths[k].param);
+                snprintf(why->msg, sizeof why->msg, "path '%s' is outside the allowed paths: %s of %s does not cover it",
+                         d->paths[k].param, kinds[a], s->label);
                 return false;
             }
         }
@@ -520,7 +531,8 @@ static bool env_admitted(const abx_stmt *s, const json_t *env, char *why, size_t
     json_object_foreach((json_t *)env, k, v)
     {
         if (!name_in(s->env_allow, s->n_env, k)) {
-            snprintf(why, whylen, "environment variable '%.100s' is not in the env allowlist of %s", k, s->label);
+            snprintf(why, whylen, "environment variable '%.100s' is not in the env allowlist of %s: add it to commands.env",
+                     k, s->label);
             return false;
         }
     }
@@ -536,12 +548,18 @@ static bool command_admitted(const decide_run *r, const abx_stmt *s, json_t *st,
         return true;
     char msg[300] = "";
     bool ok = !r->has_cmd || build_argv(s, ci, av, msg, sizeof msg) == 0;
+    if (!ok && strncmp(msg, "shell syntax", 12) == 0) /* what would change it */
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (%s: set commands.shell: true, or pass argv)",
+                 s->label);
+    else if (!ok)
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (%s: commands.path)", s->label);
     if (ok && r->has_cmd && !s->cmd_unrestricted) {
         ok = false;
         for (size_t k = 0; k < s->n_cmds && !ok; k++)
             ok = abx_cmd_pattern_match(&s->cmds[k], (const char *const *)av->v, av->n);
         if (!ok)
-            snprintf(msg, sizeof msg, "the command matches no pattern of %s", s->label);
+            snprintf(msg, sizeof msg, "the command matches no pattern of %s: add '%.100s' to commands.allow", s->label,
+                     av->v[0]);
     }
     if (ok && ci->env && !s->cmd_unrestricted)
         ok = env_admitted(s, ci->env, msg, sizeof msg);
@@ -569,7 +587,8 @@ static bool url_admitted(const abx_stmt *s, json_t *st, const abx_param *pa, con
     abx_free(cu);
     if (!ok) {
         why->code = ABX_E_POLICY_URL_NOT_ALLOWED;
-        snprintf(why->msg, sizeof why->msg, "url '%s' is outside the allowed urls", pa->name);
+        snprintf(why->msg, sizeof why->msg, "url '%s' is outside the allowed urls: add a pattern for it to urls of %s",
+                 pa->name, s->label);
     }
     return ok;
 }
@@ -592,7 +611,8 @@ static bool values_admitted(const decide_run *r, const abx_stmt *s, json_t *st, 
         trace_check(st, lang ? "languages" : "agents", value, ok, NULL);
         if (!ok) {
             why->code = ABX_E_POLICY_LANGUAGE_NOT_ALLOWED;
-            snprintf(why->msg, sizeof why->msg, "%s '%s' is not allowed", lang ? "language" : "agent", value);
+            snprintf(why->msg, sizeof why->msg, "%s '%.60s' is not allowed: add it to %s of %s",
+                     lang ? "language" : "agent", value, lang ? "languages" : "agents", s->label);
             return false;
         }
     }
@@ -606,8 +626,8 @@ static bool stmt_admits(const decide_run *r, const abx_stmt *s, json_t *st, abx_
     if (missing) {
         trace_check(st, missing, NULL, false, "scope required");
         if (why->code == ABX_E_POLICY_SCOPE_REQUIRED)
-            snprintf(why->msg, sizeof why->msg, "%s mounts '%s' but carries no '%s' scope", s->label, r->op->id,
-                     missing);
+            snprintf(why->msg, sizeof why->msg, "%s mounts '%s' but carries no '%s' scope: add a '%s' key to it",
+                     s->label, r->op->id, missing, missing);
         return false;
     }
     return paths_admitted(r, s, st, why) && command_admitted(r, s, st, av, why) && values_admitted(r, s, st, why);

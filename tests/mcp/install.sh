@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the pinned npm packages of the MCP client tests (package-lock.json): the
-# official TypeScript SDK and the MCP conformance suite. `npm ci` only when the lock
+# official TypeScript SDK, the MCP conformance suite and OpenAI's Agents SDK (the
+# strict-mode check of the openai tool format). `npm ci` only when the lock
 # changed since the last install (a stamp in node_modules records its hash).
 # Exit status: 0 installed (or already current), 3 the npm registry is unreachable
 # (the tests that need these packages skip and say so), anything else a real failure.

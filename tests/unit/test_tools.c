@@ -146,7 +146,7 @@ static void test_every_builtin_op_translates(void **state)
             const char *t = json_string_value(json_object_get(s, "type"));
             assert_non_null(t);
             assert_string_equal(t, f == ABX_TOOLS_GEMINI && native ? "OBJECT" : "object");
-            if (f == ABX_TOOLS_ANTHROPIC)
+            if (f != ABX_TOOLS_GEMINI) /* strict mode takes every op: maps and any-values reshaped */
                 assert_true(native);
             else if (native == needs_fallback(op->def->params))
                 fail_msg("%s (%s): native=%d", op->id, abx_tool_format_name((abx_tool_format)f), native);
@@ -267,13 +267,25 @@ static void test_fallbacks(void **state)
         for (int f = 0; f < ABX_TOOLS__COUNT; f++) {
             bool native = true;
             json_t *out = abx_tool_schema(in, (abx_tool_format)f, &native);
-            assert_int_equal(native, f == ABX_TOOLS_ANTHROPIC);
+            assert_int_equal(native, f != ABX_TOOLS_GEMINI);
             check_no_vendor_keys(out);
-            /* the portable schema keeps the JSON Schema meaning */
             assert_string_equal(json_string_value(json_object_get(out, "type")), "object");
             const json_t *p = json_object_get(json_object_get(out, "properties"), i == 0 ? "env" : "v");
             assert_non_null(p);
-            if (i == 0) {
+            if (f == ABX_TOOLS_OPENAI || f == ABX_TOOLS_RESPONSES) {
+                /* strict: a map is a list of {name, value}, an any-value its JSON text; nullable (optional) */
+                check_openai_strict(out, "fallback case");
+                if (i == 0) {
+                    assert_json(json_object_get(p, "items"),
+                                "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+                                "\"value\":{\"type\":\"string\"}},\"required\":[\"name\",\"value\"],"
+                                "\"additionalProperties\":false}");
+                    assert_json(json_object_get(p, "type"), "[\"array\",\"null\"]");
+                } else {
+                    assert_json(json_object_get(p, "type"), "[\"string\",\"null\"]");
+                    assert_non_null(strstr(json_string_value(json_object_get(p, "description")), "JSON text"));
+                }
+            } else if (i == 0) { /* the portable schema keeps the JSON Schema meaning */
                 assert_non_null(json_object_get(p, "additionalProperties"));
                 assert_int_equal(json_object_get(p, "default") != NULL, f != ABX_TOOLS_GEMINI);
             }
@@ -393,7 +405,7 @@ static void test_declarations(void **state)
     assert_null(json_object_get(d, "parameters"));
     json_decref(d);
     d = abx_tool_declaration(envy, ABX_TOOLS_OPENAI);
-    assert_true(json_is_false(json_object_get(json_object_get(d, "function"), "strict")));
+    assert_true(json_is_true(json_object_get(json_object_get(d, "function"), "strict")));
     json_decref(d);
 
     json_t *all = abx_tools(reg, NULL, 0, ABX_TOOLS_GEMINI);

@@ -259,7 +259,7 @@ def test_schemas_stay_in_the_providers_subset(srv, fmt):
             assert d["type"] == "function" and set(f) >= {"name", "description", "parameters", "strict"}
             params = f["parameters"]
             assert params["type"] == "object", name
-            assert f["strict"] is (not free_form(op)), name
+            assert f["strict"] is True, name   # maps as {name, value} lists, any-values as JSON text
             if f["strict"]:
                 for s in walk(params):
                     assert set(s) <= OPENAI_STRICT_KEYS, (name, set(s) - OPENAI_STRICT_KEYS)
@@ -372,6 +372,61 @@ def test_openai_bare_tool_calls_and_stream_result(srv, workspace):
     assert not out[1][1] and out[1][2]["stdout"] == "hi\n", out[1]
     assert out[2][1] and "type 'custom'" in out[2][2]["error"]["message"], out[2]
     assert out[3][1] and "object" in out[3][2]["error"]["message"], out[3]
+
+
+@pytest.mark.parametrize("fmt", ("openai", "responses"))
+def test_strict_list_form_of_maps_comes_back_as_the_map(srv, fmt):
+    decl = [d for d in declarations(tools(srv, fmt), fmt) if decl_name(d, fmt) == "commands__run"][0]
+    f = decl["function"] if fmt == "openai" else decl
+    env = f["parameters"]["properties"]["env"]
+    assert env["type"] == ["array", "null"] and env["items"]["required"] == ["name", "value"], env
+    args = [
+        {"argv": ["echo", "x"], "env": [{"name": "FOO", "value": "1"}], "command": None, "cwd": None},
+        {"argv": ["echo", "x"], "env": {"FOO": "1"}},            # the map itself is still fine
+        {"argv": ["echo", "x"], "env": []},                       # an empty list is an empty map
+        {"argv": ["echo", "x"], "env": [{"name": "FOO"}]},        # no value
+        {"argv": ["echo", "x"], "env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]},
+        {"argv": ["echo", "x"], "env": [{"name": "A", "value": "1", "extra": 1}]},
+    ]
+    if fmt == "openai":
+        payload = {"tool_calls": [{"id": "c%d" % i, "type": "function",
+                                   "function": {"name": "commands__run", "arguments": json.dumps(a)}}
+                                  for i, a in enumerate(args)]}
+    else:
+        payload = {"output": [{"type": "function_call", "call_id": "c%d" % i, "name": "commands__run",
+                               "arguments": json.dumps(a)} for i, a in enumerate(args)]}
+    r = call(srv, fmt, payload)
+    assert r.status_code == 200, r.text[:800]
+    out = results(fmt, r.json(), ["c%d" % i for i in range(len(args))])
+    # the scope has no env allowlist: a FOO that reached the policy as a map is refused by name
+    for k in (0, 1):
+        assert out[k][1] and out[k][2]["error"]["code"] == "policy.command_not_allowed", out[k]
+        assert "'FOO'" in out[k][2]["error"]["message"], out[k]
+    assert not out[2][1] and out[2][2]["stdout"] == "x\n", out[2]
+    for k in (3, 4, 5):
+        assert out[k][1] and out[k][2]["error"]["code"] == "args.invalid", out[k]
+        assert "{name, value}" in out[k][2]["error"]["message"], out[k]
+
+
+def test_strict_any_value_travels_as_json_text(abx, workspace, tmp_path):
+    cfg = make_config(workspace, str(tmp_path / "l.db"))
+    cfg["policy"]["allow"].append({"ops": ["runs.*"], "principals": ["role:agent"]})
+    s = abx(cfg)
+    decl = [d for d in declarations(tools(s, "openai"), "openai") if decl_name(d, "openai") == "runs__finalize"][0]
+    assert decl["function"]["strict"] is True
+    assert decl["function"]["parameters"]["properties"]["output"]["type"] == "string"
+    rids = [s.op("runs.create", {}, token=ALICE_TOKEN).json()["id"] for _ in range(3)]
+    texts = [json.dumps({"answer": [1, "two"]}), "not json {", json.dumps("plain")]
+    payload = {"tool_calls": [{"id": "f%d" % i, "type": "function", "function": {
+        "name": "runs__finalize", "arguments": json.dumps({"id": rid, "output": t})}}
+        for i, (rid, t) in enumerate(zip(rids, texts))]}
+    r = call(s, "openai", payload)
+    assert r.status_code == 200, r.text[:800]
+    out = results("openai", r.json(), ["f0", "f1", "f2"])
+    assert not out[0][1] and out[0][2]["output"] == {"answer": [1, "two"]}, out[0]
+    assert out[1][1] and out[1][2]["error"]["code"] == "args.invalid" and "JSON text" in out[1][2]["error"]["message"]
+    assert not out[2][1] and out[2][2]["output"] == "plain", out[2]
+    assert s.op("runs.get", {"id": rids[1]}, token=ALICE_TOKEN).json()["status"] == "open"
 
 
 def test_viewer_gets_unmounted_tools_as_error_results(srv, workspace):

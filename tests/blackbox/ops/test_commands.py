@@ -201,6 +201,34 @@ def test_shell_true_scope_runs_through_sh(abx, workspace):
     assert os.path.basename(j["argv"][0]) in ("sh", "dash", "bash") and j["argv"][1] == "-c"
 
 
+def test_default_preset_runs_pipes_and_and_through_sh(abx, workspace):
+    s = abx()  # no config: the embedded default, preset workspace
+    j = ok(run(s, {"command": "echo hi | wc -c"}, token=s.token))
+    assert j["stdout"].strip() == "3", j
+    assert os.path.basename(j["argv"][0]) in ("sh", "dash", "bash") and j["argv"][1] == "-c", j
+    j = ok(run(s, {"command": "true && echo second && false || echo third"}, token=s.token))
+    assert j["stdout"] == "second\nthird\n", j
+    j = ok(run(s, {"command": "echo made > made.txt; cat made.txt"}, token=s.token))
+    assert j["stdout"] == "made\n" and os.path.exists(os.path.join(workspace, "made.txt"))
+    # argv is used as given: no shell
+    j = ok(run(s, {"argv": ["echo", "a | b"]}, token=s.token))
+    assert j["stdout"] == "a | b\n"
+
+
+def test_default_preset_shell_still_confined(abx, tmp_path):
+    outside = tmp_path / "outside.txt"
+    s = abx()
+    j = ok(run(s, {"command": "echo x > %s; cat /etc/hostname >/dev/null && echo read" % outside}, token=s.token))
+    assert not outside.exists(), j
+
+
+def test_pinned_programs_refuse_shell_syntax_naming_the_key(srv):
+    for command in ("echo hi | wc -c", "echo a && echo b"):
+        j = assert_error(run(srv, {"command": command}), 403, "policy.command_not_allowed")
+        msg = j["error"]["message"]
+        assert "shell syntax" in msg and "commands.shell" in msg and "allow[1]" in msg, msg
+
+
 def test_unknown_program_refused(srv):
     assert_error(run(srv, {"command": "no-such-program-xyz --help"}), 403, "policy.command_not_allowed")
 
