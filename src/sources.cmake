@@ -19,6 +19,7 @@ set(ABX_SRC_SANDBOX
   src/sandbox/egress.c
   src/sandbox/egress_match.c
   src/sandbox/egress_parse.c
+  src/sandbox/homes.c
   src/sandbox/jail.c
   src/sandbox/plan.c
   src/sandbox/proc.c

@@ -8,6 +8,7 @@
 #include "doors/doors.h"
 #include "ext/ext.h"
 #include "core/yaml.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,6 +259,26 @@ static int start_tables(abx_server *s, char *errbuf, size_t errlen)
     return 0;
 }
 
+/* Principals' private HOMEs: $ABX_HOME/homes, kept across restarts. When the processes
+ * run as another user who cannot pass through abx's home (mode 0700), they live in the
+ * runtime folder instead (kept across calls, not restarts). NULL: the runtime folder. */
+static char *private_homes_dir(unsigned run_uid)
+{
+    char *home = abx_home_dir();
+    struct stat st;
+    if (!home || (mkdir(home, 0700) != 0 && errno != EEXIST)) {
+        abx_free(home);
+        return NULL;
+    }
+    if (run_uid != geteuid() && (stat(home, &st) != 0 || !(st.st_mode & S_IXOTH))) {
+        abx_free(home);
+        return NULL;
+    }
+    char *dir = abx_asprintf("%s/homes", home);
+    abx_free(home);
+    return dir;
+}
+
 /* Start, step 2: the process manager (what every process shares, decided once), held
  * calls, idempotency keys and the namespaces' states. */
 static int start_services(abx_server *s, char *errbuf, size_t errlen)
@@ -280,7 +301,11 @@ static int start_services(abx_server *s, char *errbuf, size_t errlen)
     }
     if (abx_run_as_check(s->cfg.run_as_set, &po.run_uid, &po.run_gid, errbuf, errlen) != 0)
         return -1;
+    char *homes = private_homes_dir(po.run_uid);
+    po.homes_dir = homes;
+    po.homes_ttl_ms = s->cfg.homes_ttl_ms;
     s->procs = abx_procs_new(&po, errbuf, errlen);
+    abx_free(homes);
     s->reload.fn = reload_installed;
     s->reload.ud = s;
     s->approvals = abx_approvals_new();
