@@ -3,6 +3,7 @@
  * Thin: every command is a few calls into the library; nothing here decides policy. */
 #include "cli/cli.h"
 #include "policy/enforce.h"
+#include "sandbox/tiers.h"
 #include "config/config.h"
 #include "core/core.h"
 #include "discovery/discovery.h"
@@ -191,6 +192,13 @@ static int cmd_explain(int argc, char **argv)
     }
     json_t *trace = abx_explain(p, abx_server_registry(s), principal ? principal : (config ? NULL : "local"), op, typed);
     json_decref(typed);
+    json_t *conf = json_object_get(trace, "confinement");
+    if (conf) { /* the tier this machine would give it (probed, as check-config does) */
+        abx_tiers t;
+        abx_tiers_probe(&t, true);
+        abx_tiers_pick(&t);
+        json_object_set_new(conf, "tier", json_string(abx_tier_name(t.tier)));
+    }
     if (as_json) {
         char *j = json_dumps(trace, JSON_INDENT(2));
         puts(j ? j : "{}");

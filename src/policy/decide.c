@@ -2,7 +2,8 @@
  * The algebra (POLICY.md): default deny; a matching deny wins; protected areas are
  * denied unless an unsafe statement names them; otherwise at least one mounting
  * statement must admit the call with all its scopes; limits are the tightest over
- * admitting statements. Decisions never depend on statement order or duplication.
+ * admitting statements; the process runs under one admitting statement's confinement
+ * (take_stmt). Decisions never depend on statement order or duplication.
  * Nothing outside the caller's scope is looked up while deciding (no existence
  * oracle). Must never touch file contents or spawn anything. */
 #include "policy/internal.h"
@@ -609,17 +610,25 @@ static bool stmt_admits(const decide_run *r, const abx_stmt *s, json_t *st, abx_
     return paths_admitted(r, s, st, why) && command_admitted(r, s, st, av, why) && values_admitted(r, s, st, why);
 }
 
-/* An admitting statement: the first one chosen (its argv runs), every one
- * determining, approval if any asks, network only if all grant it, tightest limits. */
-static void take_stmt(decide_run *r, uint16_t idx, json_t *st, abx_argv *av, bool *net_all)
+/* An admitting statement: every one determining, approval if any asks, tightest limits.
+ * The process runs under one statement's confinement, whole (its argv, roots and
+ * network): the first admitting statement that grants the network when any does, else
+ * the first admitting one. So adding a statement never takes the network away from a
+ * call it admits, and `curl URL` has the network exactly when `curl URL | cat` does
+ * under a {shell: true, net: true} statement (issue 25). */
+static void take_stmt(decide_run *r, uint16_t idx, json_t *st, abx_argv *av, bool *net_any)
 {
     abx_decision *d = r->d;
     const abx_stmt *s = &r->p->allow[idx];
+    bool net = s->has_net && s->net;
     if (st)
         json_object_set_new(st, "admits", json_true());
-    if (d->chosen < 0) {
+    if (d->chosen < 0 || (net && !*net_any)) {
+        if (d->chosen >= 0)
+            abx_argv_release(&d->argv);
         d->chosen = idx;
         d->argv = *av;
+        *net_any = net;
     } else {
         abx_argv_release(av);
     }
@@ -630,8 +639,6 @@ static void take_stmt(decide_run *r, uint16_t idx, json_t *st, abx_argv *av, boo
     append_label(d->determining, sizeof d->determining, s->label);
     if (s->approval)
         d->approval = true;
-    if (!s->has_net || !s->net)
-        *net_all = false;
     for (int i = 0; i < ABX_LIM__COUNT; i++)
         if (s->limits[i] >= 0 && (d->limits[i] < 0 || s->limits[i] < d->limits[i]))
             d->limits[i] = s->limits[i];
@@ -642,13 +649,13 @@ static void take_stmt(decide_run *r, uint16_t idx, json_t *st, abx_argv *av, boo
 static bool step_allow(decide_run *r)
 {
     refusal why = {ABX_E_POLICY_SCOPE_REQUIRED, ""};
-    bool net_all = true;
+    bool net_any = false;
     for (size_t m = 0; m < r->cs.n_mounting; m++) {
         const abx_stmt *s = &r->p->allow[r->cs.mounting[m]];
         json_t *st = trace_stmt(r->trace, s);
         abx_argv av = {0};
         if (stmt_admits(r, s, st, &av, &why))
-            take_stmt(r, r->cs.mounting[m], st, &av, &net_all);
+            take_stmt(r, r->cs.mounting[m], st, &av, &net_any);
         else
             abx_argv_release(&av);
     }
@@ -656,7 +663,7 @@ static bool step_allow(decide_run *r)
         set_err(r->d, why.code, "%s", why.msg[0] ? why.msg : "no statement admits the call");
         return false;
     }
-    r->d->net = net_all;
+    r->d->net = net_any;
     return true;
 }
 

@@ -201,7 +201,7 @@ typedef struct abx_decision {
     size_t n_paths;
     abx_argv argv;                        /* canonical argv of a command op (program resolved); owned */
     bool net;                             /* the process may use the host network */
-    int chosen;                           /* the first admitting statement (its scopes shape the jail) */
+    int chosen;                           /* the admitting statement whose confinement the process gets (decide.c take_stmt) */
     uint16_t *admitting;                  /* owned: every allow statement that admitted the call */
     size_t n_admitting;
     size_t n_held;                        /* concurrency slots taken by abx_admit (released by abx_release) */

@@ -3,13 +3,14 @@ session, Landlock (read roots read-only, write roots read-write, system dirs rea
 /etc secrets, /tmp and /root out of reach, a private TMPDIR), an empty network
 namespace unless `net: true`, cgroup pids and memory limits, hard timeouts that reach
 grandchildren, no leaked descriptors, deny rules masked inside granted roots, TIOCSTI."""
+import json
 import os
 import random
 import time
 
 import pytest
 
-from abxtest import ALICE_TOKEN, pgrep, sha256_hex, uniq_sleep, wait_for
+from abxtest import ALICE_TOKEN, pgrep, run_abx, sha256_hex, uniq_sleep, wait_for
 
 CMDS = ["cat *", "ls *", "python3 *", "sh *"]
 
@@ -410,3 +411,46 @@ def test_background_process_confined_too(abx, workspace, outside):
     assert "outside-content" not in o["stdout"]
     assert "Permission denied" in o["stderr"]
     assert "NoNewPrivs:\t1" in o["stdout"]
+
+
+# -- which statement's confinement applies (issue 25) -----------------------------------------------
+
+def preset_plus_shell_net(ws):
+    shell = {"ops": ["commands.run"], "principals": ["*"], "paths": [ws + "/**"],
+             "commands": {"allow": ["sh *"], "shell": True}, "net": True}
+    return {"workspace": ws, "terminal_listen": "off",
+            "auth": {"tokens": [{"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)}]},
+            "policy": {"presets": ["workspace"], "allow": [shell]}}
+
+
+def test_network_does_not_depend_on_the_commands_shape(abx, workspace, tmp_path):
+    """A preset (no network) and a {shell: true, net: true} statement both admit `python3 probe.py`;
+    only the latter admits `... | cat`. The call runs under the admitting statement that grants
+    the network in both cases, so both reach the network."""
+    with open(os.path.join(workspace, "probe.py"), "w") as f:
+        f.write(CONNECT)
+    s = abx(preset_plus_shell_net(workspace))
+    plain = run(s, {"command": "python3 probe.py %d" % s.port})
+    piped = run(s, {"command": "python3 probe.py %d | cat" % s.port})
+    assert piped["stdout"].strip() == "connected 200", piped
+    assert plain["stdout"].strip() == "connected 200", plain
+    # `abx explain` says so, with the confinement it gets
+    cfg = os.path.join(str(tmp_path), "net.json")
+    with open(cfg, "w") as f:
+        json.dump(preset_plus_shell_net(workspace), f)
+    for cmd in ("python3 probe.py 1", "python3 probe.py 1 | cat"):
+        r = run_abx(["explain", "--config", cfg, "--op", "commands.run", "--principal", "alice",
+                     "--arg", "command=" + cmd, "--json"], home=str(tmp_path / "h"))
+        conf = json.loads(r.stdout)["confinement"]
+        assert conf["net"] is True, conf
+        assert conf["statement"] == "allow[0]", conf
+        assert workspace in conf["write_roots"], conf
+        assert conf["tier"] in ("full", "unprivileged", "minimal", "none"), conf
+
+
+def test_without_a_network_statement_the_preset_confines(workspace, tmp_path):
+    r = run_abx(["explain", "--op", "commands.run", "--arg", "command=curl http://x"], home=str(tmp_path / "h"),
+                cwd=workspace)
+    assert r.returncode == 0, r.stderr
+    assert "confinement (preset:workspace[0]): network off, tier " in r.stdout, r.stdout
+    assert "write_roots " + workspace in r.stdout, r.stdout
