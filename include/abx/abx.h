@@ -250,6 +250,8 @@ typedef struct abx_server_opts {
     bool explain_denials;     /* add did-you-mean suggestions to 404s (development) */
     bool quiet;               /* no banner on stdout */
     abx_registry *registry;   /* parent registry (default: abx_registry_default()) */
+    const char *net;          /* embedded default only: the preset's network, "on", "off" or
+                                 "allow:HOST,..." (abx serve --net); NULL = off */
 } abx_server_opts;
 
 /* Create a server: a child registry of opts->registry, config loaded and linted.

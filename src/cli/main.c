@@ -47,6 +47,8 @@ static int cmd_serve(int argc, char **argv)
             abx_log_set_level(argv[++i]);
         else if (strcmp(a, "--quiet") == 0)
             o.quiet = true;
+        else if (strcmp(a, "--net") == 0 && i + 1 < argc)
+            o.net = argv[++i];
         else {
             fprintf(stderr, "abx serve: unknown option '%s'\n", a);
             return 2;
@@ -408,7 +410,7 @@ typedef struct {
 } cli_command;
 
 static const cli_command commands[] = {
-    {"serve", cmd_serve, "[--config FILE] [--listen HOST:PORT] [--workspace DIR] [--explain-denials] [--log-level L]",
+    {"serve", cmd_serve, "[--config FILE] [--listen HOST:PORT] [--workspace DIR] [--net on|off|allow:HOST,...] [--explain-denials] [--log-level L]",
      "run the server (no --config: embedded default, preset workspace on .)"},
     {"mcp", abx_cli_mcp, "[--config FILE] [--workspace DIR] [--principal NAME] [--log-level L]",
      "serve MCP over stdin/stdout (same config and policy as serve)"},

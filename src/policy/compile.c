@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static bool expand_preset(cctx *c, const char *name, int line)
+static bool expand_preset(cctx *c, const char *name, int line, const json_t *net)
 {
     if (strcmp(name, "workspace") != 0) {
         abx_diag_add(c->d, "error", "config.unknown_preset", line, "unknown preset '%s' (known: workspace)", name);
@@ -26,6 +26,8 @@ static bool expand_preset(cctx *c, const char *name, int line)
     json_t *st = json_pack("{s:[s], s:[s], s:[s], s:{s:b, s:b, s:[s,s,s,s]}, s:[s,s]}", "ops", "*", "principals",
                            "*", "paths", "**", "commands", "unrestricted", 1, "unsafe", 1, "env", "LANG", "TZ", "TERM",
                            "PYTHONPATH", "languages", "python", "r");
+    if (net) /* abx serve --net: the embedded default grows a network */
+        json_object_set_new(st, "net", json_deep_copy(net));
     abx_stmt s;
     c->in_preset = true;
     bool ok = abx_pol_parse_stmt(c, &s, st, true, "preset:workspace[0]");
@@ -260,7 +262,7 @@ static bool add_anonymous(cctx *c, json_t *anon)
 static bool add_presets(cctx *c, const json_t *pol)
 {
     if (!pol)
-        return expand_preset(c, "workspace", 0);
+        return expand_preset(c, "workspace", 0, c->in->default_net);
     if (!json_object_get(pol, "presets"))
         return true;
     char **names;
@@ -269,7 +271,7 @@ static bool add_presets(cctx *c, const json_t *pol)
         return false;
     bool ok = true;
     for (size_t i = 0; i < n && ok; i++)
-        ok = expand_preset(c, names[i], abx_pol_line_of(c, pol, "presets"));
+        ok = expand_preset(c, names[i], abx_pol_line_of(c, pol, "presets"), NULL);
     abx_pol_free_strlist(names, n);
     return ok;
 }

@@ -163,6 +163,8 @@ typedef struct abx_policy_input {
     const char *const *protected_what; /* [n_protected] what each is ("the ledger"); may be NULL */
     size_t n_protected;
     bool allow_lint_errors;         /* unsafe scopes become warnings */
+    const json_t *default_net;      /* embedded default: the preset statement's `net` (abx serve
+                                       --net), or NULL */
 } abx_policy_input;
 
 abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags);

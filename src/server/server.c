@@ -25,6 +25,35 @@ abx_server *abx_server_new(const abx_server_opts *opts, char *errbuf, size_t err
 }
 
 /* diags (may be NULL) receives the config diagnostics as they are (check-config). */
+/* abx serve --net grows the embedded default's preset: "on" (the host network), "off",
+ * or "allow:HOST,..." (egress by name, docs/egress.md). A config says `net:` in its own
+ * statements instead. */
+static int parse_net(abx_server *s, const abx_server_opts *o, char *errbuf, size_t errlen)
+{
+    if (o->config_path) {
+        snprintf(errbuf, errlen, "--net grows the embedded default; with --config, give a statement `net:`");
+        return -1;
+    }
+    if (strcmp(o->net, "on") == 0 || strcmp(o->net, "off") == 0) {
+        s->default_net = json_boolean(strcmp(o->net, "on") == 0);
+        return 0;
+    }
+    if (strncmp(o->net, "allow:", 6) == 0 && o->net[6]) {
+        json_t *hosts = json_array();
+        const char *p = o->net + 6;
+        while (*p) {
+            size_t n = strcspn(p, ",");
+            if (n)
+                json_array_append_new(hosts, json_stringn(p, n));
+            p += n + (p[n] == ',');
+        }
+        s->default_net = json_pack("{s:o}", "allow", hosts);
+        return 0;
+    }
+    snprintf(errbuf, errlen, "--net must read on, off or allow:HOST,... (got '%s')", o->net);
+    return -1;
+}
+
 abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char *errbuf, size_t errlen)
 {
     abx_server_opts o = opts ? *opts : (abx_server_opts){0};
@@ -59,6 +88,10 @@ abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char 
             abx_server_free(s);
             return NULL;
         }
+    }
+    if (o.net && parse_net(s, &o, errbuf, errlen) != 0) {
+        abx_server_free(s);
+        return NULL;
     }
     char cwd[4096];
     const char *ws = o.workspace ? o.workspace : s->cfg.workspace;
@@ -170,6 +203,7 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
         .protected_what = st.what,
         .n_protected = st.n,
         .allow_lint_errors = cfg->allow_lint_errors,
+        .default_net = cfg->path ? NULL : s->default_net,
     };
     for (const abx_registry *rg = s->reg; rg; rg = rg->parent) {
         const abx_lint *lints;
@@ -441,8 +475,13 @@ void abx_server_free(abx_server *s)
     abx_ledger_close(s->ledger); /* after the listeners: every call in flight has been recorded */
     abx_free(s->ledger_path);
     pthread_mutex_destroy(&s->flood_mu);
-    if (s->runtime_dir[0])
+    if (s->runtime_dir[0]) {
+        char *homes = abx_asprintf("%s/homes", s->runtime_dir); /* private HOMEs without abx's home */
+        abx_rm_tree(homes);
+        abx_free(homes);
         rmdir(s->runtime_dir);
+    }
+    json_decref(s->default_net);
     abx_config_release(&s->cfg);
     abx_registry_free(s->reg);
     abx_ext_free(s->ext); /* after the registry: it borrows the declarations and plugin code */

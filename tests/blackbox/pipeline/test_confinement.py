@@ -454,3 +454,35 @@ def test_without_a_network_statement_the_preset_confines(workspace, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "confinement (preset:workspace[0]): network off, tier " in r.stdout, r.stdout
     assert "write_roots " + workspace in r.stdout, r.stdout
+
+
+# -- abx serve --net: the embedded default grows a network, keeping `local` (issue 25) ----------------
+
+def test_serve_net_on_keeps_the_local_principal(abx, workspace):
+    with open(os.path.join(workspace, "probe.py"), "w") as f:
+        f.write(CONNECT)
+    s = abx(None, args=["--net", "on"])
+    r = s.post("/commands/run", token=s.token, json_body={"command": "python3 probe.py %d" % s.port}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert r.json()["stdout"].strip() == "connected 200", r.json()
+    off = abx(None, args=["--net", "off"])
+    r = off.post("/commands/run", token=off.token, json_body={"command": "python3 probe.py %d" % off.port}, timeout=30)
+    assert r.json()["stdout"].startswith("refused"), r.json()
+
+
+@pytest.mark.parametrize("args,why", [
+    (["--net", "sometimes"], "--net must read on, off or allow:HOST"),
+    (["--net", "allow:"], "--net must read on, off or allow:HOST"),
+])
+def test_serve_net_bad_value(abx, args, why):
+    s = abx(None, args=args, start=False)
+    with pytest.raises(RuntimeError) as e:
+        s.start()
+    assert why in str(e.value)
+
+
+def test_serve_net_with_a_config_is_refused(abx, workspace):
+    s = abx(make_config(workspace), args=["--net", "on"], start=False)
+    with pytest.raises(RuntimeError) as e:
+        s.start()
+    assert "--net grows the embedded default" in str(e.value)
