@@ -106,6 +106,7 @@ set(ABX_SRC_BUILTIN
   src/builtin/kernel_exec.c
   src/builtin/kernels.c
   src/builtin/ledger_ops.c
+  src/builtin/ports.c
   src/builtin/process.c
   src/builtin/runs.c
   src/builtin/system.c

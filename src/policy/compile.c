@@ -26,6 +26,7 @@ static bool expand_preset(cctx *c, const char *name, int line, const json_t *net
     json_t *st = json_pack("{s:[s], s:[s], s:[s], s:{s:b, s:b, s:[s,s,s,s]}, s:[s,s]}", "ops", "*", "principals",
                            "*", "paths", "**", "commands", "unrestricted", 1, "unsafe", 1, "env", "LANG", "TZ", "TERM",
                            "PYTHONPATH", "languages", "python", "r");
+    json_object_set_new(st, "ports", json_pack("[s]", "*")); /* its own processes' servers (ports.*) */
     if (net) /* abx serve --net: the embedded default grows a network */
         json_object_set_new(st, "net", json_deep_copy(net));
     abx_stmt s;

@@ -577,6 +577,20 @@ static bool values_admitted(const decide_run *r, const abx_stmt *s, json_t *st, 
     for (size_t i = 0; i < r->op->n_params; i++) {
         const abx_param *pa = &r->op->def->params[i];
         const json_t *v = json_object_get(r->args, pa->name);
+        if (pa->kind == ABX_KIND_PORT && json_is_integer(v)) {
+            bool ok = false;
+            for (size_t k = 0; k < s->n_ports && !ok; k++)
+                ok = abx_pol_port_in(s->ports[k], (long)json_integer_value(v));
+            char num[24];
+            snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
+            trace_check(st, "ports", num, ok, NULL);
+            if (!ok) {
+                why->code = ABX_E_POLICY_PORT_NOT_ALLOWED;
+                snprintf(why->msg, sizeof why->msg, "port %s is outside %s's ports scope", num, s->label);
+                return false;
+            }
+            continue;
+        }
         if (!json_is_string(v))
             continue;
         const char *value = json_string_value(v);

@@ -30,6 +30,9 @@ char *abx_pol_canon_glob(const char *workspace, const char *pat, char *err, size
 bool abx_pol_add_patterns(cctx *c, abx_stmt *s, int k, const json_t *list, int line);
 bool abx_pol_parse_paths(cctx *c, abx_stmt *s, const json_t *stmt);
 /* Parse one statement into *s (always initialized, release it on failure too). */
+/* A ports scope entry ("8000", "3000-3999", "*"): port -1 asks whether the entry is
+ * well formed; otherwise whether it holds port. */
+bool abx_pol_port_in(const char *entry, long port);
 bool abx_pol_parse_stmt(cctx *c, abx_stmt *s, const json_t *stmt, bool allow_side, const char *label);
 /* Append *s to the array (moved in on success). */
 bool abx_pol_add_stmt(abx_stmt **arr, size_t *n, abx_stmt *s);

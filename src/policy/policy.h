@@ -77,6 +77,9 @@ typedef struct abx_stmt {
     bool has_agents;
     char **agents;
     size_t n_agents;
+    bool has_ports;           /* ports: ["8000", "3000-3999", "*"] (ports.*) */
+    char **ports;
+    size_t n_ports;
 } abx_stmt;
 
 /* Data derived from one snapshot by another module (the discovery documents), built

@@ -369,9 +369,10 @@ def test_effect_set_selector(abx):
     assert "files.read" in _mounted(s, ALICE_TOKEN)
 
 
-SCOPE_KEYS = {"path": None, "command": "commands", "url": "urls", "language": "languages", "agent": "agents"}
+SCOPE_KEYS = {"path": None, "command": "commands", "url": "urls", "language": "languages", "agent": "agents",
+              "port": "ports"}
 SCOPE_VALUES = {"commands": '["/bin/true"]', "urls": '["https://example.invalid/**"]', "languages": "[python]",
-                "agents": "[codex]"}
+                "agents": "[codex]", "ports": '["8000"]'}
 
 
 def star_config():
