@@ -99,7 +99,7 @@ static abx_server *offline_server(const char *config, abx_diags *d, abx_policy *
         return NULL;
     }
     abx_registry_freeze(abx_server_registry(s));
-    if (!config)
+    if (!config || s->cfg.extends_default)
         snprintf(s->token_sha256_hex, sizeof s->token_sha256_hex, "%064d", 0);
     *policy = abx_server_compile(s, &s->cfg, d);
     return s;
@@ -192,7 +192,7 @@ static int cmd_explain(int argc, char **argv)
             continue;
         json_object_set(typed, k, v);
     }
-    json_t *trace = abx_explain(p, abx_server_registry(s), principal ? principal : (config ? NULL : "local"), op, typed);
+    json_t *trace = abx_explain(p, abx_server_registry(s), principal ? principal : (config && !s->cfg.extends_default ? NULL : "local"), op, typed);
     json_decref(typed);
     json_t *conf = json_object_get(trace, "confinement");
     if (conf) { /* the tier this machine would give it (probed, as check-config does) */

@@ -128,6 +128,8 @@ static const cfg_row rows[] = {
      .doc = "kernel confinement mode (default: required where the kernel has Landlock)"},
     {"run_as", SH_STRING, parse_run_as, .type = "user", .sdef = "auto",
      .doc = "uid:gid (or user name) of spawned processes; auto = the workspace's owner"},
+    {"extends", SH_STRING, parse_enum, FIELD(extends_default), .type = "enum", .choices = "none|default",
+     .sdef = "none", .doc = "default: grow the embedded default (principal local and its token, preset workspace)"},
     {"homes", SH_MAP, NULL, .type = "section", .doc = "principals' private HOME folders"},
     {"homes.ttl", SH_ANY, parse_duration, FIELD(homes_ttl_ms), .type = "duration", .min = 1000,
      .flags = CFG_TEXT_ONLY, .doc = "remove a principal's HOME unused this long, checked at start and as HOMEs are handed out (default: never)"},

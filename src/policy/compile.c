@@ -259,12 +259,23 @@ static bool add_anonymous(cctx *c, json_t *anon)
     return true;
 }
 
-/* No policy block means the workspace preset; otherwise the presets it names. */
+static bool preset_named(const json_t *pol, const char *name)
+{
+    size_t i;
+    json_t *it;
+    json_array_foreach(json_object_get(pol, "presets"), i, it) if (json_is_string(it) &&
+                                                                   !strcmp(json_string_value(it), name)) return true;
+    return false;
+}
+
+/* No policy block means the workspace preset; otherwise the presets it names; a file
+ * that extends the embedded default has it too. */
 static bool add_presets(cctx *c, const json_t *pol)
 {
-    if (!pol)
-        return expand_preset(c, "workspace", 0, c->in->default_net);
-    if (!json_object_get(pol, "presets"))
+    if (!pol || (c->in->extends_default && !preset_named(pol, "workspace")))
+        if (!expand_preset(c, "workspace", 0, c->in->default_net))
+            return false;
+    if (!pol || !json_object_get(pol, "presets"))
         return true;
     char **names;
     size_t n;

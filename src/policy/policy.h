@@ -168,6 +168,8 @@ typedef struct abx_policy_input {
     bool allow_lint_errors;         /* unsafe scopes become warnings */
     const json_t *default_net;      /* embedded default: the preset statement's `net` (abx serve
                                        --net), or NULL */
+    bool extends_default;           /* `extends: default`: the file grows the embedded default
+                                       (principal local, preset workspace) */
 } abx_policy_input;
 
 abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags);

@@ -30,8 +30,9 @@ abx_server *abx_server_new(const abx_server_opts *opts, char *errbuf, size_t err
  * statements instead. */
 static int parse_net(abx_server *s, const abx_server_opts *o, char *errbuf, size_t errlen)
 {
-    if (o->config_path) {
-        snprintf(errbuf, errlen, "--net grows the embedded default; with --config, give a statement `net:`");
+    if (o->config_path && !s->cfg.extends_default) {
+        snprintf(errbuf, errlen, "--net grows the embedded default; with a --config that does not say "
+                                 "`extends: default`, give a statement `net:`");
         return -1;
     }
     if (strcmp(o->net, "on") == 0 || strcmp(o->net, "off") == 0) {
@@ -197,13 +198,14 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
         .lines = cfg->lines,
         .config_path = cfg->path,
         .workspace = s->workspace,
-        .default_token_sha256_hex = cfg->path ? NULL : s->token_sha256_hex,
+        .default_token_sha256_hex = cfg->path && !cfg->extends_default ? NULL : s->token_sha256_hex,
         .runtime_dir = s->runtime_dir[0] ? s->runtime_dir : "/tmp/abx-0-0",
         .protected_files = st.path,
         .protected_what = st.what,
         .n_protected = st.n,
         .allow_lint_errors = cfg->allow_lint_errors,
-        .default_net = cfg->path ? NULL : s->default_net,
+        .default_net = cfg->path && !cfg->extends_default ? NULL : s->default_net,
+        .extends_default = cfg->path && cfg->extends_default,
     };
     for (const abx_registry *rg = s->reg; rg; rg = rg->parent) {
         const abx_lint *lints;
@@ -417,7 +419,7 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     if (start_tables(s, errbuf, errlen) != 0 || start_services(s, errbuf, errlen) != 0 ||
         start_ledger(s, errbuf, errlen) != 0)
         return -1;
-    if (!s->cfg.path && abx_server_token(s, errbuf, errlen, &created, token) != 0)
+    if ((!s->cfg.path || s->cfg.extends_default) && abx_server_token(s, errbuf, errlen, &created, token) != 0)
         return -1;
     if (start_policy(s, errbuf, errlen) != 0)
         return -1;

@@ -486,3 +486,52 @@ def test_serve_net_with_a_config_is_refused(abx, workspace):
     with pytest.raises(RuntimeError) as e:
         s.start()
     assert "--net grows the embedded default" in str(e.value)
+
+
+# -- extends: default — a config that grows the embedded default (issue 25) -------------------------
+
+def extends_config(ws):
+    shell = {"ops": ["commands.run"], "principals": ["local"], "paths": [ws + "/**"],
+             "commands": {"allow": ["sh *"], "shell": True}, "net": True}
+    return {"extends": "default", "workspace": ws, "terminal_listen": "off",
+            "auth": {"tokens": [{"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)}]},
+            "policy": {"allow": [shell]}}
+
+
+def test_extends_default_keeps_local_and_its_token(abx, workspace):
+    with open(os.path.join(workspace, "probe.py"), "w") as f:
+        f.write(CONNECT)
+    s = abx(extends_config(workspace))
+    local = s.token  # $ABX_HOME/token, made as for the embedded default
+    r = s.get("/files/read", token=local, params={"path": "a.txt"})
+    assert r.status_code == 200 and r.json()["content"] == "hello\n", r.text
+    # the file's own principal gets the preset too
+    assert s.get("/files/read", token=ALICE_TOKEN, params={"path": "a.txt"}).status_code == 200
+    # the file's statement grows local: the network for its commands, pipes or not
+    for cmd in ("python3 probe.py %d", "python3 probe.py %d | cat"):
+        j = s.post("/commands/run", token=local, json_body={"command": cmd % s.port}, timeout=30).json()
+        assert j["stdout"].strip() == "connected 200", j
+    # alice has no network statement: the preset confines her
+    j = s.post("/commands/run", token=ALICE_TOKEN, json_body={"command": "python3 probe.py %d" % s.port},
+               timeout=30).json()
+    assert j["stdout"].startswith("refused"), j
+
+
+def test_extends_default_takes_serve_net(abx, workspace):
+    cfg = extends_config(workspace)
+    cfg["policy"] = {"allow": []}
+    with open(os.path.join(workspace, "probe.py"), "w") as f:
+        f.write(CONNECT)
+    s = abx(cfg, args=["--net", "on"])
+    j = s.post("/commands/run", token=ALICE_TOKEN, json_body={"command": "python3 probe.py %d" % s.port},
+               timeout=30).json()
+    assert j["stdout"].strip() == "connected 200", j
+
+
+def test_extends_must_name_default(abx, workspace):
+    cfg = extends_config(workspace)
+    cfg["extends"] = "mine"
+    s = abx(cfg, start=False)
+    with pytest.raises(RuntimeError) as e:
+        s.start()
+    assert "extends" in str(e.value) and "none or default" in str(e.value)
