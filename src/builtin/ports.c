@@ -111,7 +111,7 @@ static void scan_table(int pid, int root, int family, const unsigned long *inode
         char local[64];
         unsigned port, st;
         unsigned long ino;
-        if (sscanf(line, " %*d: %64[0-9A-Fa-f]:%x %*64[0-9A-Fa-f]:%*x %x %*x:%*x %*x:%*x %*x %*d %*d %lu", local,
+        if (sscanf(line, " %*d: %63[0-9A-Fa-f]:%x %*64[0-9A-Fa-f]:%*x %x %*x:%*x %*x:%*x %*x %*d %*d %lu", local,
                    &port, &st, &ino) != 4 ||
             st != 0x0A)
             continue;
