@@ -501,7 +501,16 @@ static void check_top_keys(abx_config *c, abx_diags *d)
     json_object_foreach(c->root, k, v)
     {
         const cfg_row *r = find_row(NULL, 0, k);
-        if (!r)
+        static const char *const policy_keys[] = {"presets", "allow", "deny", "strict"};
+        bool of_policy = false;
+        for (size_t i = 0; !r && i < ABX_ARRAY_LEN(policy_keys); i++)
+            of_policy = of_policy || strcmp(k, policy_keys[i]) == 0;
+        if (of_policy) /* a common slip: presets/allow/deny written at the top level */
+            abx_diag_add(d, "error", "config.unknown_key", key_line(c, c->root, k),
+                         "unknown key '%s': it belongs under 'policy:' (policy: {%s: ...}), or use "
+                         "'extends: default' to grow the embedded default",
+                         k, k);
+        else if (!r)
             abx_diag_add(d, "error", "config.unknown_key", key_line(c, c->root, k), "unknown key '%s'", k);
         else if (!shape_ok(r->shape, v))
             abx_diag_add(d, "error", "config.invalid", key_line(c, c->root, k), "'%s' must be %s", k,
