@@ -147,8 +147,10 @@ static void scan_table(int pid, int root, int family, const unsigned long *inode
     fclose(f);
 }
 
-/* Every listening socket of the caller's running processes. */
-static size_t collect(abx_ctx *ctx, listener **out)
+/* Every listening socket of the caller's running processes. want > 0 (the proxy): look
+ * at the started processes themselves first, and through their whole sessions (a scan
+ * of /proc) only when none of them holds that port. */
+static size_t collect(abx_ctx *ctx, listener **out, int want)
 {
     *out = NULL;
     abx_proc **procs;
@@ -166,6 +168,15 @@ static size_t collect(abx_ctx *ctx, listener **out)
     int *pids = abx_calloc(MAX_PIDS, sizeof *pids), *root_of = abx_calloc(MAX_PIDS, sizeof *root_of);
     unsigned long *inodes = abx_calloc(MAX_INODES, sizeof *inodes);
     size_t n = 0, cap = 0;
+    for (size_t i = 0; want > 0 && inodes && i < nr; i++) {
+        size_t ni = socket_inodes(roots[i], inodes, MAX_INODES);
+        scan_table(roots[i], roots[i], AF_INET, inodes, ni, out, &n, &cap);
+        scan_table(roots[i], roots[i], AF_INET6, inodes, ni, out, &n, &cap);
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((*out)[i].port == want)
+            goto done;
+    n = 0;
     if (pids && root_of && inodes) {
         size_t npid = session_pids(roots, nr, pids, root_of, MAX_PIDS);
         for (size_t i = 0; i < npid; i++) {
@@ -176,6 +187,7 @@ static size_t collect(abx_ctx *ctx, listener **out)
             scan_table(pids[i], root_of[i], AF_INET6, inodes, ni, out, &n, &cap);
         }
     }
+done:
     abx_free(pids);
     abx_free(root_of);
     abx_free(inodes);
@@ -186,7 +198,7 @@ static abx_err ports_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     (void)args;
     listener *ls;
-    size_t n = collect(ctx, &ls);
+    size_t n = collect(ctx, &ls, 0);
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) {
         char text[INET6_ADDRSTRLEN];
@@ -358,7 +370,7 @@ static abx_err ports_proxy(abx_ctx *ctx, const json_t *args, abx_reply *r)
     int port = (int)json_integer_value(json_object_get(args, "port"));
     const char *rest = json_string_value(json_object_get(args, "rest"));
     listener *ls;
-    size_t n = collect(ctx, &ls);
+    size_t n = collect(ctx, &ls, port);
     const listener *hit = NULL;
     for (size_t i = 0; i < n && !hit; i++)
         if (ls[i].port == port)

@@ -117,3 +117,24 @@ def test_explain_shows_the_port_verdict(workspace, tmp_path):
                  "--arg", "port=9000", "--json"], home=str(tmp_path / "h"))
     t = json.loads(r.stdout)
     assert t["code"] == "policy.port_not_allowed", t
+
+
+def test_a_server_started_by_a_child_counts(abx, workspace):
+    """The socket is held by a grandchild of the started process (its session): found by
+    the scan of the session, not only of the started process itself."""
+    port = free_port()
+    s = abx(make_config(workspace, ["*"]))
+    code = ("import subprocess, sys; subprocess.run([sys.executable, '-m', 'http.server', '%d', "
+            "'--bind', '127.0.0.1', '--directory', %r])" % (port, workspace))
+    r = s.post("/process", token=ALICE_TOKEN, json_body={"argv": ["python3", "-c", code]})
+    assert r.status_code == 200, r.text
+    pid = r.json()["pid"]
+    try:
+        assert wait_for(lambda: any(p["port"] == port for p in s.get("/ports", token=ALICE_TOKEN).json()["ports"]),
+                        timeout=10)
+        entry = [p for p in s.get("/ports", token=ALICE_TOKEN).json()["ports"] if p["port"] == port][0]
+        assert entry["process"] == pid and entry["pid"] != pid, entry
+        r = s.get("/ports/%d/a.txt" % port, token=ALICE_TOKEN)
+        assert r.status_code == 200 and r.text == "hello\n", r.text
+    finally:
+        stop(s, pid)
