@@ -24,6 +24,7 @@ set(ABX_SRC_SANDBOX
   src/sandbox/egress_match.c
   src/sandbox/egress_parse.c
   src/sandbox/egress_tls.c
+  src/sandbox/homes.c
   src/sandbox/jail.c
   src/sandbox/plan.c
   src/sandbox/proc.c
@@ -119,6 +120,7 @@ set(ABX_SRC_BUILTIN
   src/builtin/kernel_mem.c
   src/builtin/kernels.c
   src/builtin/ledger_ops.c
+  src/builtin/ports.c
   src/builtin/process.c
   src/builtin/runs.c
   src/builtin/system.c

@@ -147,6 +147,8 @@ typedef struct abx_op_def {
     bool requires_approval;
     bool raw_body;                           /* the request body is the op's data (uploads): streamed to
                                                 a sink (abx_ctx_body_sink), other params from the query */
+    bool raw_query;                          /* the query string is the op's data (ports.proxy:
+                                                abx_ctx_raw_query), not arguments; HTTP bindings only */
     abx_handler handler;
     void *udata;                             /* borrowed; handed to the handler via abx_ctx_udata */
 } abx_op_def;
@@ -209,6 +211,8 @@ void abx_ctx_body_sink(abx_ctx *ctx, abx_body_chunk_fn chunk, abx_body_end_fn en
 
 /* A request header (HTTP front door), or NULL (also for in-process calls). */
 const char *abx_ctx_header(const abx_ctx *ctx, const char *name);
+/* The request's raw query string (after '?', not decoded) for raw_query ops, or NULL. */
+const char *abx_ctx_raw_query(const abx_ctx *ctx, size_t *len);
 /* Add a response header (Content-Range, Content-Disposition...). Values are copied. */
 void abx_reply_header(abx_reply *r, const char *name, const char *value);
 
@@ -250,6 +254,8 @@ typedef struct abx_server_opts {
     bool explain_denials;     /* add did-you-mean suggestions to 404s (development) */
     bool quiet;               /* no banner on stdout */
     abx_registry *registry;   /* parent registry (default: abx_registry_default()) */
+    const char *net;          /* embedded default only: the preset's network, "on", "off" or
+                                 "allow:HOST,..." (abx serve --net); NULL = off */
 } abx_server_opts;
 
 /* Create a server: a child registry of opts->registry, config loaded and linted.

@@ -46,6 +46,24 @@ static void env_free(env_builder *e)
     abx_free(e->v);
 }
 
+/* HOME and the places programs derive from it: caches, configs, histories and Python's
+ * bytecode stay in the principal's HOME, never in the workspace. */
+static void home_env(env_builder *e, const char *home)
+{
+    static const char *const sub[][2] = {
+        {"XDG_CACHE_HOME", ".cache"},         {"XDG_CONFIG_HOME", ".config"},
+        {"XDG_DATA_HOME", ".local/share"},    {"XDG_STATE_HOME", ".local/state"},
+        {"PYTHONPYCACHEPREFIX", ".cache/pycache"}, {"HISTFILE", ".bash_history"},
+    };
+    env_set(e, "HOME", home);
+    for (size_t i = 0; i < ABX_ARRAY_LEN(sub); i++) {
+        char *val = abx_asprintf("%s/%s", home, sub[i][1]);
+        if (val)
+            env_set(e, sub[i][0], val);
+        abx_free(val);
+    }
+}
+
 /* An execution attempt whose statement needs layers the tier lacks records them in its
  * ledger group before anything starts: "missing" (confine: required, the call is then
  * refused) or "not_enforced" (best_effort, it runs without them). The tier itself is in
@@ -109,6 +127,25 @@ static bool egress_env(abx_procs *procs, const abx_decision *d, const char *tmpd
     return true;
 }
 
+/* The call's file-system view (roots, masks) for the spawn; false with the reply set. */
+static bool fs_view(abx_ctx *ctx, abx_fs_view *v, abx_reply *r)
+{
+    int vrc = abx_ctx_fs_view(ctx, v);
+    if (vrc == -2) { /* the mask cannot follow the file: refuse rather than run unmasked */
+        abx_reply_error(r, ABX_E_POLICY_PATH_DENIED, NULL,
+                        "the denied path %s was moved or replaced outside abx and its file cannot be found; "
+                        "restore it or reload the policy",
+                        v->moved);
+        abx_fs_view_release(v);
+        return false;
+    }
+    if (vrc != 0) {
+        abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+        return false;
+    }
+    return true;
+}
+
 abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *o, abx_reply *r)
 {
     abx_procs *procs = abx_ctx_procs(ctx);
@@ -126,19 +163,8 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         abx_reply_error(r, ABX_E_SERVER_INTERNAL, NULL, "no admitted argv");
         return NULL;
     }
-    int vrc = abx_ctx_fs_view(ctx, &v);
-    if (vrc == -2) { /* the mask cannot follow the file: refuse rather than run unmasked */
-        abx_reply_error(r, ABX_E_POLICY_PATH_DENIED, NULL,
-                        "the denied path %s was moved or replaced outside abx and its file cannot be found; "
-                        "restore it or reload the policy",
-                        v.moved);
-        abx_fs_view_release(&v);
+    if (!fs_view(ctx, &v, r))
         return NULL;
-    }
-    if (vrc != 0) {
-        abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
-        return NULL;
-    }
     cwd_fd = open_cwd(ctx, o, &v, s.workspace, &cwd_path);
     if (cwd_fd < 0) {
         abx_reply_error(r, cwd_fd == -ENOTDIR ? ABX_E_FILES_NOT_A_DIRECTORY : abx_err_from_errno(-cwd_fd), NULL,
@@ -153,11 +179,17 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "%s", why);
         goto out;
     }
+    /* the principal's private HOME (homes.c), outside the workspace */
+    char home[512];
+    if (abx_procs_home(procs, abx_ctx_principal(ctx), home, sizeof home, why, sizeof why) != 0) {
+        abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "%s", why);
+        goto out;
+    }
     /* environment: a small fixed base, the session's, then the call's allowlisted values;
      * nothing of abx's own environment (tokens) leaks in */
     env_set(&env, "PATH", "/usr/local/bin:/usr/bin:/bin");
     env_set(&env, "LANG", "C.UTF-8");
-    env_set(&env, "HOME", v.cwd_root ? v.cwd_root : s.workspace);
+    home_env(&env, home);
     env_set(&env, "TMPDIR", tmpdir);
     if (o->pty)
         env_set(&env, "TERM", "xterm-256color");
@@ -189,7 +221,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         kill_after = o->hard_timeout_ms;
     abx_proc_spec spec = {
         .spawn = {.argv = argv, .envp = env.v, .cwd_fd = cwd_fd, .cwd_path = cwd_path, .confine = &conf,
-                  .tmpdir = tmpdir, .keep_fds = o->keep_fds, .n_keep_fds = o->n_keep_fds},
+                  .tmpdir = tmpdir, .home = home, .keep_fds = o->keep_fds, .n_keep_fds = o->n_keep_fds},
         .owner = abx_ctx_principal(ctx),
         .tag = o->tag,
         .kill_after_ms = kill_after,

@@ -1,8 +1,10 @@
 /* system.c — the system namespace: what the machine is (system.info), allowlisted
- * environment variables (system.env.get), and policy reload (explicit-only). */
+ * environment variables (system.env.get), policy reload (explicit-only) and the
+ * caller's private HOME (system.home.delete). */
 #include "builtin/builtin.h"
 #include "sandbox/jail.h"
 #include "sandbox/tiers.h"
+#include <errno.h>
 #include <linux/landlock.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +124,20 @@ static abx_err system_policy_reload(abx_ctx *ctx, const json_t *args, abx_reply 
     return ABX_OK;
 }
 
+/* The caller's private HOME (sandbox/homes.c) goes with everything in it; the next
+ * process it starts gets a fresh, empty one. */
+static abx_err system_home_delete(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    (void)args;
+    int rc = abx_procs_home_clean(abx_ctx_procs(ctx), abx_ctx_principal(ctx));
+    if (rc < 0)
+        return abx_reply_error(r, abx_err_from_errno(errno), NULL, "cannot remove the private HOME: %s",
+                               strerror(errno));
+    abx_ctx_log(ctx, "info", "private HOME of %s %s", abx_ctx_principal(ctx), rc ? "removed" : "was absent");
+    abx_reply_json(r, json_pack("{s:b}", "removed", rc > 0));
+    return ABX_OK;
+}
+
 static const abx_param env_params[] = {
     {"names", ABX_T_LIST, .item = ABX_T_STRING, .doc = "Variables to read (default: every allowlisted one)"},
     {0},
@@ -138,6 +154,9 @@ static const abx_op_def system_ops[] = {
      .summary = "Re-read the config file and swap the policy atomically; a broken file keeps the old policy.",
      .http = {"POST /system/policy/reload"}, .since = "0.1",
      .errors = "config.reload_failed", .handler = system_policy_reload},
+    {.id = "system.home.delete", .effects = ABX_EFF_DELETE,
+     .summary = "Remove the caller's private HOME (dotfiles, caches, histories); the next process gets an empty one.",
+     .http = {"DELETE /system/home"}, .since = "0.2", .handler = system_home_delete},
     {0},
 };
 

@@ -3,6 +3,7 @@
  * Thin: every command is a few calls into the library; nothing here decides policy. */
 #include "cli/cli.h"
 #include "policy/enforce.h"
+#include "sandbox/tiers.h"
 #include "config/config.h"
 #include "core/core.h"
 #include "discovery/discovery.h"
@@ -46,6 +47,8 @@ static int cmd_serve(int argc, char **argv)
             abx_log_set_level(argv[++i]);
         else if (strcmp(a, "--quiet") == 0)
             o.quiet = true;
+        else if (strcmp(a, "--net") == 0 && i + 1 < argc)
+            o.net = argv[++i];
         else {
             fprintf(stderr, "abx serve: unknown option '%s'\n", a);
             return 2;
@@ -96,7 +99,7 @@ static abx_server *offline_server(const char *config, abx_diags *d, abx_policy *
         return NULL;
     }
     abx_registry_freeze(abx_server_registry(s));
-    if (!config)
+    if (!config || s->cfg.extends_default)
         snprintf(s->token_sha256_hex, sizeof s->token_sha256_hex, "%064d", 0);
     *policy = abx_server_compile(s, &s->cfg, d);
     return s;
@@ -240,10 +243,17 @@ static int cmd_explain(int argc, char **argv)
             continue;
         json_object_set(typed, k, v);
     }
-    json_t *trace = abx_explain(p, abx_server_registry(s), principal ? principal : (config ? NULL : "local"), op, typed);
+    json_t *trace = abx_explain(p, abx_server_registry(s), principal ? principal : (config && !s->cfg.extends_default ? NULL : "local"), op, typed);
     json_decref(typed);
     if (net_host)
         explain_net_host(p, trace, net_host);
+    json_t *conf = json_object_get(trace, "confinement");
+    if (conf) { /* the tier this machine would give it (probed, as check-config does) */
+        abx_tiers t;
+        abx_tiers_probe(&t, true);
+        abx_tiers_pick(&t);
+        json_object_set_new(conf, "tier", json_string(abx_tier_name(t.tier)));
+    }
     if (as_json) {
         char *j = json_dumps(trace, JSON_INDENT(2));
         puts(j ? j : "{}");
@@ -453,7 +463,7 @@ typedef struct {
 } cli_command;
 
 static const cli_command commands[] = {
-    {"serve", cmd_serve, "[--config FILE] [--listen HOST:PORT] [--workspace DIR] [--explain-denials] [--log-level L]",
+    {"serve", cmd_serve, "[--config FILE] [--listen HOST:PORT] [--workspace DIR] [--net on|off|allow:HOST,...] [--explain-denials] [--log-level L]",
      "run the server (no --config: embedded default, preset workspace on .)"},
     {"mcp", abx_cli_mcp, "[--config FILE] [--workspace DIR] [--principal NAME] [--log-level L]",
      "serve MCP over stdin/stdout (same config and policy as serve)"},

@@ -49,7 +49,7 @@ static const char *pick_principal(abx_server *s, const char *asked, char *out, s
     } else if (tok && *tok) {
         slot = abx_policy_auth(p, tok, strlen(tok), abx_wall_ms());
         how = "ABX_TOKEN is unknown or expired";
-    } else if (!s->cfg.path) {
+    } else if (!s->cfg.path || s->cfg.extends_default) {
         slot = abx_policy_principal_slot(p, "local");
         how = "the embedded default has no principal 'local'";
     } else {

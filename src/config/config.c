@@ -139,6 +139,11 @@ static const cfg_row rows[] = {
      .doc = "kernel confinement mode (default: required where the kernel has Landlock)"},
     {"run_as", SH_STRING, parse_run_as, .type = "user", .sdef = "auto",
      .doc = "uid:gid (or user name) of spawned processes; auto = the workspace's owner"},
+    {"extends", SH_STRING, parse_enum, FIELD(extends_default), .type = "enum", .choices = "none|default",
+     .sdef = "none", .doc = "default: grow the embedded default (principal local and its token, preset workspace)"},
+    {"homes", SH_MAP, NULL, .type = "section", .doc = "principals' private HOME folders"},
+    {"homes.ttl", SH_ANY, parse_duration, FIELD(homes_ttl_ms), .type = "duration", .min = 1000,
+     .flags = CFG_TEXT_ONLY, .doc = "remove a principal's HOME unused this long, checked at start and as HOMEs are handed out (default: never)"},
     {"ledger", SH_MAP, NULL, .type = "section", .doc = "the action ledger"},
     {"ledger.path", SH_ANY, parse_string, FIELD(ledger_path), .type = "path",
      .doc = "the ledger file (default: .abx/ledger.db beside the config file)"},
@@ -518,7 +523,16 @@ static void check_top_keys(abx_config *c, abx_diags *d)
     json_object_foreach(c->root, k, v)
     {
         const cfg_row *r = find_row(NULL, 0, k);
-        if (!r)
+        static const char *const policy_keys[] = {"presets", "allow", "deny", "strict"};
+        bool of_policy = false;
+        for (size_t i = 0; !r && i < ABX_ARRAY_LEN(policy_keys); i++)
+            of_policy = of_policy || strcmp(k, policy_keys[i]) == 0;
+        if (of_policy) /* a common slip: presets/allow/deny written at the top level */
+            abx_diag_add(d, "error", "config.unknown_key", key_line(c, c->root, k),
+                         "unknown key '%s': it belongs under 'policy:' (policy: {%s: ...}), or use "
+                         "'extends: default' to grow the embedded default",
+                         k, k);
+        else if (!r)
             abx_diag_add(d, "error", "config.unknown_key", key_line(c, c->root, k), "unknown key '%s'", k);
         else if (!shape_ok(r->shape, v))
             abx_diag_add(d, "error", "config.invalid", key_line(c, c->root, k), "'%s' must be %s", k,

@@ -54,6 +54,8 @@ typedef struct abx_config {
     int64_t ledger_max_size;             /* bytes; 0 = the live segment is never archived by size */
     int64_t ledger_retention_ms;         /* 0 = never archived by age */
     bool ledger_off;
+    bool extends_default;                /* extends: default */
+    int64_t homes_ttl_ms;                /* 0 = private HOMEs are kept until system.home.delete */
     const json_t *auth;         /* borrowed from root */
     const json_t *policy;       /* borrowed from root */
     const json_t *egress;       /* borrowed from root: the egress proxy's settings */

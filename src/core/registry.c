@@ -266,7 +266,12 @@ static int check_binding_path(const abx_op *op, const char *path, char *err, siz
                 return -1;
             }
             char var[64];
-            snprintf(var, sizeof var, "%.*s", (int)(n - 2), s + 1);
+            bool rest = s[n - 2] == '*'; /* {name*}: the rest of the path; the last segment only */
+            snprintf(var, sizeof var, "%.*s", (int)(n - 2 - rest), s + 1);
+            if (rest && (s[n] != '\0' || n < 4)) {
+                snprintf(err, errlen, "op '%s': binding path '%s' has a {name*} variable before its end", id, path);
+                return -1;
+            }
             const abx_param *p = abx_op_param(op, var);
             if (!p || p->type == ABX_T_LIST || p->type == ABX_T_MAP || p->type == ABX_T_OBJECT || p->type == ABX_T_ANY) {
                 snprintf(err, errlen, "op '%s': path variable '{%s}' is not a declared scalar parameter", id, var);

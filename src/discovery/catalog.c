@@ -112,6 +112,8 @@ json_t *abx_catalog_entry(const abx_op *op)
     }
     if (e && d->raw_body) /* the request body is the data; other parameters in the query */
         json_object_set_new(e, "body", json_string("raw"));
+    if (e && d->raw_query) /* the query string is the data (ports.proxy); not a tool */
+        json_object_set_new(e, "query", json_string("raw"));
     return e;
 }
 

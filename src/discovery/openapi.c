@@ -170,7 +170,7 @@ static json_t *operation(const abx_op *op, const char *method, const char *path,
     for (const char *s = path; !rpc && (s = strchr(s, '{')) != NULL; s++) {
         const char *e = strchr(s, '}');
         char name[64];
-        snprintf(name, sizeof name, "%.*s", (int)(e - s - 1), s + 1);
+        snprintf(name, sizeof name, "%.*s", (int)(e - s - 1 - (e[-1] == '*')), s + 1);
         const abx_param *p = abx_op_param(op, name);
         json_array_append_new(params, json_pack("{s:s, s:s, s:b, s:o}", "name", name, "in", "path", "required", 1,
                                                 "schema", abx_param_schema(p)));
@@ -288,10 +288,15 @@ json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot,
             continue;
         const abx_op *op = abx_registry_at(reg, i);
         for (size_t b = 0; b < op->n_bindings; b++) {
-            json_t *item = json_object_get(paths, op->bindings[b].path);
+            /* {name*} (the rest of the path, slashes and all) is {name} in OpenAPI's template */
+            char key[256];
+            const char *star = strstr(op->bindings[b].path, "*}");
+            snprintf(key, sizeof key, "%.*s%s", (int)(star ? star - op->bindings[b].path : (long)sizeof key),
+                     op->bindings[b].path, star ? "}" : "");
+            json_t *item = json_object_get(paths, key);
             if (!item) {
                 item = json_object();
-                json_object_set_new(paths, op->bindings[b].path, item);
+                json_object_set_new(paths, key, item);
             }
             char m[8];
             lower_method(op->bindings[b].method, m);

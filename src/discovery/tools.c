@@ -43,7 +43,7 @@ bool abx_tool_offered(const abx_op *op)
 {
     char tn[2 * ABX_ID_MAX];
     /* a WebSocket session or a raw request body cannot travel in a tool call */
-    if (op->def->stream == ABX_STREAM_WS || op->def->raw_body)
+    if (op->def->stream == ABX_STREAM_WS || op->def->raw_body || op->def->raw_query)
         return false;
     return abx_id_tool_name(op->id, tn, sizeof tn) && strlen(tn) <= ABX_TOOL_NAME_MAX;
 }

@@ -15,6 +15,7 @@ typedef struct node {
     struct node **kids;        /* literal children */
     size_t n_kids;
     struct node *var;          /* the {variable} child */
+    struct node *rest;         /* the {variable*} child: the rest of the path, slashes and all */
     struct {
         const abx_op *op;
         size_t op_index;
@@ -42,12 +43,18 @@ static void node_free(node *n)
         node_free(n->kids[i]);
     abx_free(n->kids);
     node_free(n->var);
+    node_free(n->rest);
     abx_free(n->seg);
     abx_free(n);
 }
 
 static node *child(node *n, const char *seg, size_t len, bool var)
 {
+    if (var && len > 2 && seg[len - 2] == '*') {
+        if (!n->rest)
+            n->rest = abx_calloc(1, sizeof(node));
+        return n->rest;
+    }
     if (var) {
         if (!n->var)
             n->var = abx_calloc(1, sizeof(node));
@@ -114,8 +121,33 @@ void abx_router_free(abx_router *r)
 }
 
 /* Depth-first: literal first, then variable. Returns the terminal node or NULL. */
+static const node *rest_of(const node *n, int method, bool need_method)
+{
+    const node *t = n->rest;
+    if (!t)
+        return NULL;
+    if (!need_method)
+        for (int i = 0; i < M__N; i++)
+            if (t->h[i].op)
+                return t;
+    return need_method && t->h[method].op ? t : NULL;
+}
+
 static const node *walk(const node *n, const char *p, const char *end, int method, bool need_method)
 {
+    if (p < end && *p == '/' && n->rest) { /* {x*}: literal and variable children first */
+        const node *t = NULL;
+        if (p + 1 < end) {
+            const char *se = memchr(p + 1, '/', (size_t)(end - p - 1));
+            size_t len = (size_t)((se ? se : end) - (p + 1));
+            for (size_t i = 0; i < n->n_kids && !t && len; i++)
+                if (strlen(n->kids[i]->seg) == len && memcmp(n->kids[i]->seg, p + 1, len) == 0)
+                    t = walk(n->kids[i], se ? se : end, end, method, need_method);
+            if (!t && n->var && len)
+                t = walk(n->var, se ? se : end, end, method, need_method);
+        }
+        return t ? t : rest_of(n, method, need_method);
+    }
     if (p >= end || (p + 1 == end && *p == '/')) {
         if (p < end && *p == '/')
             return NULL; /* trailing slash: no route (the target check refuses "//" anyway) */
@@ -157,6 +189,15 @@ static void extract_vars(const char *bpath, const char *path, const char *end, a
         size_t bl = strcspn(b, "/");
         const char *pe = memchr(p, '/', (size_t)(end - p));
         size_t pl = pe ? (size_t)(pe - p) : (size_t)(end - p);
+        if (b[0] == '{' && bl > 2 && b[bl - 2] == '*' && m->n_vars < ABX_ROUTE_MAX_VARS) {
+            size_t nl = bl - 3 < sizeof m->vars[0].name - 1 ? bl - 3 : sizeof m->vars[0].name - 1;
+            memcpy(m->vars[m->n_vars].name, b + 1, nl);
+            m->vars[m->n_vars].name[nl] = '\0';
+            m->vars[m->n_vars].val = p;
+            m->vars[m->n_vars].len = (size_t)(end - p);
+            m->n_vars++;
+            return;
+        }
         if (b[0] == '{' && m->n_vars < ABX_ROUTE_MAX_VARS) {
             size_t nl = bl - 2 < sizeof m->vars[0].name - 1 ? bl - 2 : sizeof m->vars[0].name - 1;
             memcpy(m->vars[m->n_vars].name, b + 1, nl);

@@ -141,7 +141,12 @@ json_t *abx_ctx_explain(const abx_ctx *ctx, const char *principal, const char *o
     const abx_request *q = req_of(ctx);
     if (!principal)
         principal = abx_policy_principal_id(q->policy, q->slot);
-    return abx_explain(q->policy, q->server->reg, principal, op, args);
+    json_t *t = abx_explain(q->policy, q->server->reg, principal, op, args);
+    json_t *conf = json_object_get(t, "confinement");
+    if (conf)
+        json_object_set_new(conf, "tier", json_string(abx_sandbox_tier_name(
+                                              q->server->procs ? abx_procs_sandbox(q->server->procs) : NULL)));
+    return t;
 }
 
 json_t *abx_ctx_approvals_list(abx_ctx *ctx, bool approver)

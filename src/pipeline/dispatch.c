@@ -506,7 +506,7 @@ static abx_step step6_args(abx_request *r)
         }
         bool query_args = strcmp(r->method, "GET") == 0 || strcmp(r->method, "DELETE") == 0 ||
                           op->def->raw_body;
-        if (!e && r->query && r->query_len) {
+        if (!e && r->query && r->query_len && !op->def->raw_query) {
             if (!query_args) {
                 e = ABX_E_ARGS_INVALID;
                 snprintf(msg, sizeof msg, "arguments of %s requests go in the JSON body, not the query string",

@@ -5,6 +5,37 @@
 #include "pipeline/pipeline.h"
 #include <string.h>
 
+static json_t *str_list(char *const *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(v[i]));
+    return a;
+}
+
+/* What a process the call starts gets: the statement whose confinement applies
+ * (decide.c take_stmt), its roots, the masks, the network and the limits (the tier is
+ * added by the caller that knows the sandbox). Only for ops that start processes. */
+static void add_confinement(json_t *trace, const abx_policy *p, int slot, const abx_op *op, const abx_decision *d)
+{
+    if (d->err || d->chosen < 0 || !(op->effects & ABX_EFF_EXEC))
+        return;
+    abx_fs_view v;
+    json_t *c = json_object();
+    json_object_set_new(c, "statement", json_string(p->allow[d->chosen].label));
+    json_object_set_new(c, "net", json_boolean(d->net));
+    if (abx_policy_fs_view(p, slot, op, d, &v) == 0) {
+        json_object_set_new(c, "read_roots", str_list(v.ro, v.n_ro));
+        json_object_set_new(c, "write_roots", str_list(v.rw, v.n_rw));
+        json_object_set_new(c, "masks", str_list(v.masks, v.n_masks));
+        json_object_set_new(c, "readonly", str_list(v.readonly, v.n_readonly));
+        abx_fs_view_release(&v);
+    }
+    json_t *lim = json_object_get(trace, "limits");
+    json_object_set(c, "limits", lim ? lim : json_object());
+    json_object_set_new(trace, "confinement", c);
+}
+
 json_t *abx_explain(const abx_policy *p, const abx_registry *reg, const char *principal, const char *op_name,
                     const json_t *args)
 {
@@ -40,6 +71,7 @@ json_t *abx_explain(const abx_policy *p, const abx_registry *reg, const char *pr
     }
     abx_decision d;
     abx_decide(p, slot, op, idx, a, &d, trace);
+    add_confinement(trace, p, slot, op, &d);
     if (d.err == ABX_OK && (d.approval || op->def->requires_approval))
         json_object_set_new(trace, "decision", json_string("approval"));
     abx_decision_release(&d);
@@ -87,6 +119,17 @@ char *abx_explain_text(const json_t *t)
     const char *k;
     json_object_foreach((json_t *)lim, k, v) abx_buf_printf(&b, "  limit %s = %lld\n", k,
                                                              (long long)json_integer_value(v));
+    const json_t *conf = json_object_get(t, "confinement");
+    if (conf) {
+        abx_buf_printf(&b, "  confinement (%s): network %s, tier %s\n",
+                       json_string_value(json_object_get(conf, "statement")) ?: "?",
+                       json_is_true(json_object_get(conf, "net")) ? "on" : "off",
+                       json_string_value(json_object_get(conf, "tier")) ?: "?");
+        static const char *const lists[] = {"read_roots", "write_roots", "masks", "readonly"};
+        for (size_t l = 0; l < sizeof lists / sizeof *lists; l++)
+            json_array_foreach(json_object_get(conf, lists[l]), i, v)
+                abx_buf_printf(&b, "    %s %s\n", lists[l], json_string_value(v));
+    }
     const char *code = json_string_value(json_object_get(t, "code"));
     const char *message = json_string_value(json_object_get(t, "message"));
     abx_buf_printf(&b, "decision: %s%s%s%s%s\n", json_string_value(json_object_get(t, "decision")) ?: "?",

@@ -88,6 +88,7 @@ typedef struct abx_auth_limiter abx_auth_limiter;
 typedef const char *(*abx_command_at_fn)(void *ud, size_t i, const char **name);
 
 struct abx_server {
+    json_t *default_net;        /* owned: --net for the embedded default's preset, or NULL */
     abx_registry *reg;          /* owned child registry */
     abx_router *router;         /* owned, built at start */
     abx_config cfg;             /* owned */

@@ -89,6 +89,13 @@ const char *abx_ctx_header(const abx_ctx *ctx, const char *name)
     return r->header_fn ? r->header_fn(r->header_ud, name) : NULL;
 }
 
+const char *abx_ctx_raw_query(const abx_ctx *ctx, size_t *len)
+{
+    const abx_request *r = ctx->req;
+    *len = r->op && r->op->def->raw_query ? r->query_len : 0;
+    return *len ? r->query : NULL;
+}
+
 int abx_ctx_reload(abx_ctx *ctx, abx_diags *diags)
 {
     abx_server *s = ctx->req->server;

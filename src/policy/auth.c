@@ -76,22 +76,32 @@ static bool read_token_source(cctx *c, const json_t *t, int line, unsigned char 
     return true;
 }
 
+/* The embedded default's principal: `local`, role owner, the token in $ABX_HOME/token. */
+static void add_local(cctx *c, size_t slots)
+{
+    abx_policy *p = c->p;
+    p->principals = abx_calloc(slots, sizeof *p->principals);
+    if (!p->principals)
+        return;
+    p->principals[0].id = abx_strdup("local");
+    p->principals[0].roles = abx_calloc(1, sizeof(char *));
+    if (p->principals[0].roles) {
+        p->principals[0].roles[0] = abx_strdup("owner");
+        p->principals[0].n_roles = 1;
+    }
+    abx_unhex(c->in->default_token_sha256_hex, 64, p->principals[0].token_sha256, 32);
+    p->principals[0].has_token = true;
+    p->n_principals = 1;
+}
+
 bool abx_pol_parse_auth(cctx *c, const json_t *auth, json_t **anon_ops)
 {
     abx_policy *p = c->p;
     static const char *const keys[] = {"tokens", "anonymous", NULL};
     *anon_ops = NULL;
     if (!auth) {
-        if (c->in->default_token_sha256_hex) {
-            p->principals = abx_calloc(1, sizeof *p->principals);
-            p->principals[0].id = abx_strdup("local");
-            p->principals[0].roles = abx_calloc(1, sizeof(char *));
-            p->principals[0].roles[0] = abx_strdup("owner");
-            p->principals[0].n_roles = 1;
-            abx_unhex(c->in->default_token_sha256_hex, 64, p->principals[0].token_sha256, 32);
-            p->principals[0].has_token = true;
-            p->n_principals = 1;
-        }
+        if (c->in->default_token_sha256_hex)
+            add_local(c, 1);
         return true;
     }
     if (!json_is_object(auth)) {
@@ -107,7 +117,10 @@ bool abx_pol_parse_auth(cctx *c, const json_t *auth, json_t **anon_ops)
         return false;
     }
     size_t n = json_array_size(tokens);
-    p->principals = abx_calloc(n + 1, sizeof *p->principals);
+    if (c->in->default_token_sha256_hex) /* extends: default — local first, then the file's */
+        add_local(c, n + 2);
+    else
+        p->principals = abx_calloc(n + 1, sizeof *p->principals);
     static const char *const tkeys[] = {"principal", "roles", "token_sha256", "token_env", "token_file", "token",
                                         "expires_at", NULL};
     for (size_t i = 0; i < n; i++) {

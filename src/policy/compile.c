@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static bool expand_preset(cctx *c, const char *name, int line)
+static bool expand_preset(cctx *c, const char *name, int line, const json_t *net)
 {
     if (strcmp(name, "workspace") != 0) {
         abx_diag_add(c->d, "error", "config.unknown_preset", line, "unknown preset '%s' (known: workspace)", name);
@@ -28,6 +28,9 @@ static bool expand_preset(cctx *c, const char *name, int line)
     json_t *st = json_pack("{s:[s], s:[s], s:[s], s:{s:b, s:b, s:b, s:[s,s,s,s]}, s:[s,s]}", "ops", "*",
                            "principals", "*", "paths", "**", "commands", "unrestricted", 1, "unsafe", 1, "shell", 1,
                            "env", "LANG", "TZ", "TERM", "PYTHONPATH", "languages", "python", "r");
+    json_object_set_new(st, "ports", json_pack("[s]", "*")); /* its own processes' servers (ports.*) */
+    if (net) /* abx serve --net: the embedded default grows a network */
+        json_object_set_new(st, "net", json_deep_copy(net));
     abx_stmt s;
     c->in_preset = true;
     bool ok = abx_pol_parse_stmt(c, &s, st, true, "preset:workspace[0]");
@@ -258,12 +261,23 @@ static bool add_anonymous(cctx *c, json_t *anon)
     return true;
 }
 
-/* No policy block means the workspace preset; otherwise the presets it names. */
+static bool preset_named(const json_t *pol, const char *name)
+{
+    size_t i;
+    json_t *it;
+    json_array_foreach(json_object_get(pol, "presets"), i, it) if (json_is_string(it) &&
+                                                                   !strcmp(json_string_value(it), name)) return true;
+    return false;
+}
+
+/* No policy block means the workspace preset; otherwise the presets it names; a file
+ * that extends the embedded default has it too. */
 static bool add_presets(cctx *c, const json_t *pol)
 {
-    if (!pol)
-        return expand_preset(c, "workspace", 0);
-    if (!json_object_get(pol, "presets"))
+    if (!pol || (c->in->extends_default && !preset_named(pol, "workspace")))
+        if (!expand_preset(c, "workspace", 0, c->in->default_net))
+            return false;
+    if (!pol || !json_object_get(pol, "presets"))
         return true;
     char **names;
     size_t n;
@@ -271,7 +285,7 @@ static bool add_presets(cctx *c, const json_t *pol)
         return false;
     bool ok = true;
     for (size_t i = 0; i < n && ok; i++)
-        ok = expand_preset(c, names[i], abx_pol_line_of(c, pol, "presets"));
+        ok = expand_preset(c, names[i], abx_pol_line_of(c, pol, "presets"), NULL);
     abx_pol_free_strlist(names, n);
     return ok;
 }

@@ -2,7 +2,8 @@
  * The algebra (POLICY.md): default deny; a matching deny wins; protected areas are
  * denied unless an unsafe statement names them; otherwise at least one mounting
  * statement must admit the call with all its scopes; limits are the tightest over
- * admitting statements. Decisions never depend on statement order or duplication.
+ * admitting statements; the process runs under one admitting statement's confinement
+ * (take_stmt). Decisions never depend on statement order or duplication.
  * Nothing outside the caller's scope is looked up while deciding (no existence
  * oracle). Must never touch file contents or spawn anything. */
 #include "policy/internal.h"
@@ -599,6 +600,20 @@ static bool values_admitted(const decide_run *r, const abx_stmt *s, json_t *st, 
     for (size_t i = 0; i < r->op->n_params; i++) {
         const abx_param *pa = &r->op->def->params[i];
         const json_t *v = json_object_get(r->args, pa->name);
+        if (pa->kind == ABX_KIND_PORT && json_is_integer(v)) {
+            bool ok = false;
+            for (size_t k = 0; k < s->n_ports && !ok; k++)
+                ok = abx_pol_port_in(s->ports[k], (long)json_integer_value(v));
+            char num[24];
+            snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
+            trace_check(st, "ports", num, ok, NULL);
+            if (!ok) {
+                why->code = ABX_E_POLICY_PORT_NOT_ALLOWED;
+                snprintf(why->msg, sizeof why->msg, "port %s is outside %s's ports scope", num, s->label);
+                return false;
+            }
+            continue;
+        }
         if (!json_is_string(v))
             continue;
         const char *value = json_string_value(v);
@@ -633,17 +648,26 @@ static bool stmt_admits(const decide_run *r, const abx_stmt *s, json_t *st, abx_
     return paths_admitted(r, s, st, why) && command_admitted(r, s, st, av, why) && values_admitted(r, s, st, why);
 }
 
-/* An admitting statement: the first one chosen (its argv runs), every one
- * determining, approval if any asks, network only if all grant it, tightest limits. */
-static void take_stmt(decide_run *r, uint16_t idx, json_t *st, abx_argv *av, bool *net_all, bool *net_none)
+/* An admitting statement: every one determining, approval if any asks, tightest limits.
+ * The process runs under one statement's confinement, whole (its argv, roots and
+ * network): the first admitting statement that grants the network when any does, else
+ * the first admitting one (an allowlist, net: {allow}, grants the network too: its
+ * process gets out through the egress proxy to those hosts). So adding a statement never takes the network away from a
+ * call it admits, and `curl URL` has the network exactly when `curl URL | cat` does
+ * under a {shell: true, net: true} statement (issue 25). */
+static void take_stmt(decide_run *r, uint16_t idx, json_t *st, abx_argv *av, bool *net_any)
 {
     abx_decision *d = r->d;
     const abx_stmt *s = &r->p->allow[idx];
+    bool net = s->has_net && (s->net || s->net_allow);
     if (st)
         json_object_set_new(st, "admits", json_true());
-    if (d->chosen < 0) {
+    if (d->chosen < 0 || (net && !*net_any)) {
+        if (d->chosen >= 0)
+            abx_argv_release(&d->argv);
         d->chosen = idx;
         d->argv = *av;
+        *net_any = net;
     } else {
         abx_argv_release(av);
     }
@@ -654,17 +678,6 @@ static void take_stmt(decide_run *r, uint16_t idx, json_t *st, abx_argv *av, boo
     append_label(d->determining, sizeof d->determining, s->label);
     if (s->approval)
         d->approval = true;
-    /* the tightest network over the admitting statements: none < an allowlist (the first
-     * admitting statement's that has one) < the host network */
-    if (!s->has_net || !s->net)
-        *net_all = false;
-    if (!s->has_net || (!s->net && !s->net_allow))
-        *net_none = true;
-    else if (s->net_allow && !d->net_allow) {
-        d->net_allow = s->net_allow;
-        d->net_stmt = s->label;
-        d->net_inject = s->net_inject;
-    }
     for (int i = 0; i < ABX_LIM__COUNT; i++)
         if (s->limits[i] >= 0 && (d->limits[i] < 0 || s->limits[i] < d->limits[i]))
             d->limits[i] = s->limits[i];
@@ -675,13 +688,13 @@ static void take_stmt(decide_run *r, uint16_t idx, json_t *st, abx_argv *av, boo
 static bool step_allow(decide_run *r)
 {
     refusal why = {ABX_E_POLICY_SCOPE_REQUIRED, ""};
-    bool net_all = true, net_none = false;
+    bool net_any = false;
     for (size_t m = 0; m < r->cs.n_mounting; m++) {
         const abx_stmt *s = &r->p->allow[r->cs.mounting[m]];
         json_t *st = trace_stmt(r->trace, s);
         abx_argv av = {0};
         if (stmt_admits(r, s, st, &av, &why))
-            take_stmt(r, r->cs.mounting[m], st, &av, &net_all, &net_none);
+            take_stmt(r, r->cs.mounting[m], st, &av, &net_any);
         else
             abx_argv_release(&av);
     }
@@ -689,12 +702,13 @@ static bool step_allow(decide_run *r)
         set_err(r->d, why.code, "%s", why.msg[0] ? why.msg : "no statement admits the call");
         return false;
     }
-    r->d->net = net_all;
-    if (net_none || net_all) {
-        r->d->net_allow = NULL;
-        r->d->net_stmt = NULL;
-        r->d->net_inject = NULL;
-    } else {
+    /* the chosen statement's network, whole: the host network, its allowlist, or none */
+    const abx_stmt *c = &r->p->allow[r->d->chosen];
+    r->d->net = c->has_net && c->net;
+    if (!r->d->net && c->net_allow) {
+        r->d->net_allow = c->net_allow;
+        r->d->net_stmt = c->label;
+        r->d->net_inject = c->net_inject;
         r->d->net_resolve = &r->p->egress_resolve;
     }
     return true;

@@ -37,6 +37,9 @@ bool abx_pol_parse_paths(cctx *c, abx_stmt *s, const json_t *stmt);
 bool abx_pol_parse_net(cctx *c, abx_stmt *s, const json_t *stmt);
 void abx_pol_net_release(abx_stmt *s);
 bool abx_pol_parse_egress(cctx *c, const json_t *egress);
+/* A ports scope entry ("8000", "3000-3999", "*"): port -1 asks whether the entry is
+ * well formed; otherwise whether it holds port. */
+bool abx_pol_port_in(const char *entry, long port);
 bool abx_pol_parse_stmt(cctx *c, abx_stmt *s, const json_t *stmt, bool allow_side, const char *label);
 /* Append *s to the array (moved in on success). */
 bool abx_pol_add_stmt(abx_stmt **arr, size_t *n, abx_stmt *s);

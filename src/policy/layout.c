@@ -63,7 +63,7 @@ int abx_policy_state_precheck(const abx_policy_input *in, abx_diags *diags)
                                   in->protected_what ? in->protected_what[i] : "abx's own file");
     const json_t *pol = in->policy, *allow = pol ? json_object_get(pol, "allow") : NULL;
     const json_t *presets = pol ? json_object_get(pol, "presets") : NULL;
-    bool workspace_preset = !pol;
+    bool workspace_preset = !pol || in->extends_default;
     size_t i;
     json_t *it;
     json_array_foreach(presets, i, it)

@@ -5,6 +5,7 @@
 #include "core/util.h"
 #include "policy/paths.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The intrinsic jail of a path parameter (abx_param.roots, patterns joined by '|'):
@@ -91,6 +92,25 @@ bool abx_pol_deny_applies(const abx_policy *p, const abx_stmt *s, const abx_op *
            (!s->n_principals || abx_pol_stmt_has_principal(p, s, slot));
 }
 
+bool abx_pol_port_in(const char *e, long port)
+{
+    if (strcmp(e, "*") == 0)
+        return true;
+    char *end;
+    long lo = strtol(e, &end, 10), hi = lo;
+    if (end == e || lo < 1 || lo > 65535)
+        return false;
+    if (*end == '-') {
+        const char *h = end + 1;
+        hi = strtol(h, &end, 10);
+        if (end == h || hi < lo || hi > 65535)
+            return false;
+    }
+    if (*end)
+        return false;
+    return port < 0 || (port >= lo && port <= hi);
+}
+
 /* The scope kind an op needs that a statement lacks ("paths", "commands", ...), or NULL. */
 const char *abx_pol_scope_missing(const abx_stmt *s, const abx_op *op)
 {
@@ -104,6 +124,8 @@ const char *abx_pol_scope_missing(const abx_stmt *s, const abx_op *op)
         return "languages";
     if ((op->scoped_kinds & (1u << ABX_KIND_AGENT)) && !s->has_agents)
         return "agents";
+    if ((op->scoped_kinds & (1u << ABX_KIND_PORT)) && !s->has_ports)
+        return "ports";
     return NULL;
 }
 

@@ -80,6 +80,9 @@ typedef struct abx_stmt {
     bool has_agents;
     char **agents;
     size_t n_agents;
+    bool has_ports;           /* ports: ["8000", "3000-3999", "*"] (ports.*) */
+    char **ports;
+    size_t n_ports;
 } abx_stmt;
 
 /* Data derived from one snapshot by another module (the discovery documents), built
@@ -176,6 +179,10 @@ typedef struct abx_policy_input {
     size_t n_protected;
     bool allow_lint_errors;         /* unsafe scopes become warnings */
     const struct abx_secrets *secrets; /* config secrets: ${secret:NAME} in net.inject; may be NULL */
+    const json_t *default_net;      /* embedded default: the preset statement's `net` (abx serve
+                                       --net), or NULL */
+    bool extends_default;           /* `extends: default`: the file grows the embedded default
+                                       (principal local, preset workspace) */
 } abx_policy_input;
 
 abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags);
@@ -219,7 +226,7 @@ typedef struct abx_decision {
     const abx_egress_resolver *net_resolve; /* borrowed: the config's egress.resolve */
     const char *net_stmt;                 /* borrowed: the label of the statement net_allow is from */
     const struct abx_egress_injects *net_inject; /* borrowed: that statement's net.inject, or NULL */
-    int chosen;                           /* the first admitting statement (its scopes shape the jail) */
+    int chosen;                           /* the admitting statement whose confinement the process gets (decide.c take_stmt) */
     uint16_t *admitting;                  /* owned: every allow statement that admitted the call */
     size_t n_admitting;
     size_t n_held;                        /* concurrency slots taken by abx_admit (released by abx_release) */

@@ -29,9 +29,9 @@ void abx_pol_stmt_release(abx_stmt *s)
     abx_free(s->cmd_path);
     abx_pol_net_release(s);
     abx_pol_net_inject_free(s);
-    char **lists[] = {s->env_allow, s->urls, s->languages, s->agents};
-    size_t counts[] = {s->n_env, s->n_urls, s->n_languages, s->n_agents};
-    for (size_t l = 0; l < 4; l++) {
+    char **lists[] = {s->env_allow, s->urls, s->languages, s->agents, s->ports};
+    size_t counts[] = {s->n_env, s->n_urls, s->n_languages, s->n_agents, s->n_ports};
+    for (size_t l = 0; l < 5; l++) {
         for (size_t i = 0; i < counts[l]; i++)
             abx_free(lists[l][i]);
         abx_free(lists[l]);

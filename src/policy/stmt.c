@@ -448,6 +448,13 @@ static bool parse_name_scope(cctx *c, const json_t *stmt, const char *key, bool 
     *has = true;
     if (!abx_pol_strlist(c, stmt, key, out, n))
         return false;
+    if (strcmp(key, "ports") == 0)
+        for (size_t i = 0; i < *n; i++)
+            if (!abx_pol_port_in((*out)[i], -1)) {
+                abx_diag_add(c->d, "error", "config.bad_value", abx_pol_line_of(c, stmt, key),
+                             "ports entry '%s' must read PORT, LOW-HIGH (1..65535) or *", (*out)[i]);
+                return false;
+            }
     if (strcmp(key, "urls") == 0)
         for (size_t i = 0; i < *n; i++) {
             char err[200];
@@ -464,7 +471,7 @@ static bool parse_name_scope(cctx *c, const json_t *stmt, const char *key, bool 
 bool abx_pol_parse_stmt(cctx *c, abx_stmt *s, const json_t *stmt, bool allow_side, const char *label)
 {
     static const char *const allow_keys[] = {"id", "ops", "principals", "paths", "limits", "approval", "unsafe",
-                                             "commands", "net", "urls", "languages", "agents", NULL};
+                                             "commands", "net", "urls", "languages", "agents", "ports", NULL};
     static const char *const deny_keys[] = {"id", "ops", "principals", "paths", "commands", "urls", NULL};
     memset(s, 0, sizeof *s);
     snprintf(s->label, sizeof s->label, "%s", label);
@@ -506,7 +513,8 @@ bool abx_pol_parse_stmt(cctx *c, abx_stmt *s, const json_t *stmt, bool allow_sid
     }
     if (allow_side) {
         if (!parse_name_scope(c, stmt, "languages", &s->has_languages, &s->languages, &s->n_languages) ||
-            !parse_name_scope(c, stmt, "agents", &s->has_agents, &s->agents, &s->n_agents))
+            !parse_name_scope(c, stmt, "agents", &s->has_agents, &s->agents, &s->n_agents) ||
+            !parse_name_scope(c, stmt, "ports", &s->has_ports, &s->ports, &s->n_ports))
             return false;
         if (!abx_pol_parse_net(c, s, stmt) || !parse_limits(c, s, stmt))
             return false;

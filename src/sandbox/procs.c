@@ -435,6 +435,12 @@ abx_procs *abx_procs_new(const abx_procs_opts *o, char *err, size_t errlen)
         return NULL;
     }
     snprintf(m->runtime_dir, sizeof m->runtime_dir, "%s", o->runtime_dir);
+    if (o->homes_dir)
+        snprintf(m->homes_dir, sizeof m->homes_dir, "%s", o->homes_dir);
+    else
+        snprintf(m->homes_dir, sizeof m->homes_dir, "%s/homes", o->runtime_dir);
+    m->homes_ttl_ms = o->homes_ttl_ms;
+    abx_procs_homes_expire(m, m->homes_ttl_ms);
     m->run_uid = o->run_uid;
     m->run_gid = o->run_gid;
     m->confine_set = o->confine_set;

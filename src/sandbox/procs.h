@@ -28,6 +28,9 @@ enum abx_stream_id { ABX_STDOUT = 0, ABX_STDERR = 1 };
  * server decides it once (config, workspace owner) and handlers ask the manager. */
 typedef struct abx_procs_opts {
     const char *runtime_dir;   /* private TMPDIRs live below it (copied) */
+    const char *homes_dir;     /* principals' private HOMEs live below it (copied); NULL:
+                                  <runtime_dir>/homes */
+    int64_t homes_ttl_ms;      /* remove a HOME unused this long (0 = never) */
     unsigned run_uid, run_gid; /* the ids confined processes run as */
     bool confine_set;          /* the config chose the confinement mode: */
     bool confine_required;     /*   required, else best effort (unset: see abx_procs_confine_required) */
@@ -59,6 +62,15 @@ int abx_procs_make_tmpdir(abx_procs *m, char *dir, size_t dirlen, char *why, siz
  * PATH_MAX long. 0, or -1 with why (fail closed: no process with inject rules without it). */
 int abx_procs_egress_ca_env(abx_procs *m, const char *dir, char *bundle, char *cert,
                             abx_env_pair out[ABX_EGRESS_CA_ENV], char *why, size_t whylen);
+/* The principal's private HOME (homes.c): <homes_dir>/<name>, made on first use with
+ * mode 0700 and owned by the run ids, kept across calls. 0 with dir filled, or -1 with
+ * why. The name is the principal's id when it is a plain name, else a hash of it. */
+int abx_procs_home(abx_procs *m, const char *principal, char *dir, size_t dirlen, char *why, size_t whylen);
+/* Remove the principal's HOME and everything in it (made again on next use). 1 removed,
+ * 0 there was none, -1 with errno. */
+int abx_procs_home_clean(abx_procs *m, const char *principal);
+/* Remove every HOME not used (modified) for ttl_ms; how many went. */
+size_t abx_procs_homes_expire(abx_procs *m, int64_t ttl_ms);
 /* TERM every process group, wait up to grace_ms, KILL the rest, stop the thread. */
 void abx_procs_free(abx_procs *m, int64_t grace_ms);
 /* Signal every running process group (stop: TERM at once, KILL when the grace is over). */

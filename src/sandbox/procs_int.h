@@ -55,6 +55,9 @@ struct abx_procs {
     abx_sandbox *sb;          /* owned; built by the manager thread */
     bool sb_ready;
     char runtime_dir[128];
+    char homes_dir[256];
+    int64_t homes_ttl_ms;
+    _Atomic int64_t homes_swept; /* monotonic ms of the last TTL sweep */
     unsigned run_uid, run_gid;
     bool confine_set, confine_required;
     void (*log)(const char *level, const char *request_id, const char *fmt, ...);

@@ -37,6 +37,15 @@ static int make_empty_netns(int *why)
     }
     pid_t pid = fork();
     if (pid == 0) {
+        /* keep only its two pipe ends: another thread's concurrent make_empty_netns (two
+         * servers in one process) must not find its pipe's write end held open here, or
+         * both children wait for an EOF that never comes */
+        unsigned a = (unsigned)(up[1] < down[0] ? up[1] : down[0]), b = (unsigned)(up[1] < down[0] ? down[0] : up[1]);
+        if (a > 3)
+            close_range(3, a - 1, 0);
+        if (b > a + 1)
+            close_range(a + 1, b - 1, 0);
+        close_range(b + 1, ~0U, 0);
         close(up[0]);
         close(down[1]);
         /* 'y', or the errno that refused it (tiers.h reports the reason) */

@@ -184,6 +184,8 @@ static int build_ruleset(const abx_sandbox *sb, const abx_spawn_req *req, char *
         rc = add_path_rule(rs, c->write_roots[i], handled, handled);
     if (rc == 0 && req->tmpdir)
         rc = add_path_rule(rs, req->tmpdir, handled, handled);
+    if (rc == 0 && req->home)
+        rc = add_path_rule(rs, req->home, handled, handled);
     if (rc != 0) {
         snprintf(err, errlen, "landlock: cannot add a rule: %s", strerror(-rc));
         close(rs);

@@ -99,6 +99,7 @@ typedef struct abx_spawn_req {
     bool ctty;                       /* stdin is a terminal slave: make it the controlling tty */
     const abx_confine *confine;
     const char *tmpdir;              /* private TMPDIR granted read-write, or NULL */
+    const char *home;                /* the principal's private HOME granted read-write, or NULL */
     const int *keep_fds;             /* descriptors the child keeps under their numbers (a
                                         kernel's listening sockets), or NULL */
     size_t n_keep_fds;

@@ -29,6 +29,36 @@ abx_server *abx_server_new(const abx_server_opts *opts, char *errbuf, size_t err
 }
 
 /* diags (may be NULL) receives the config diagnostics as they are (check-config). */
+/* abx serve --net grows the embedded default's preset: "on" (the host network), "off",
+ * or "allow:HOST,..." (egress by name, docs/egress.md). A config says `net:` in its own
+ * statements instead. */
+static int parse_net(abx_server *s, const abx_server_opts *o, char *errbuf, size_t errlen)
+{
+    if (o->config_path && !s->cfg.extends_default) {
+        snprintf(errbuf, errlen, "--net grows the embedded default; with a --config that does not say "
+                                 "`extends: default`, give a statement `net:`");
+        return -1;
+    }
+    if (strcmp(o->net, "on") == 0 || strcmp(o->net, "off") == 0) {
+        s->default_net = json_boolean(strcmp(o->net, "on") == 0);
+        return 0;
+    }
+    if (strncmp(o->net, "allow:", 6) == 0 && o->net[6]) {
+        json_t *hosts = json_array();
+        const char *p = o->net + 6;
+        while (*p) {
+            size_t n = strcspn(p, ",");
+            if (n)
+                json_array_append_new(hosts, json_stringn(p, n));
+            p += n + (p[n] == ',');
+        }
+        s->default_net = json_pack("{s:o}", "allow", hosts);
+        return 0;
+    }
+    snprintf(errbuf, errlen, "--net must read on, off or allow:HOST,... (got '%s')", o->net);
+    return -1;
+}
+
 abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char *errbuf, size_t errlen)
 {
     abx_server_opts o = opts ? *opts : (abx_server_opts){0};
@@ -63,6 +93,10 @@ abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char 
             abx_server_free(s);
             return NULL;
         }
+    }
+    if (o.net && parse_net(s, &o, errbuf, errlen) != 0) {
+        abx_server_free(s);
+        return NULL;
     }
     char cwd[4096];
     const char *ws = o.workspace ? o.workspace : s->cfg.workspace;
@@ -169,13 +203,15 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
         .lines = cfg->lines,
         .config_path = cfg->path,
         .workspace = s->workspace,
-        .default_token_sha256_hex = cfg->path ? NULL : s->token_sha256_hex,
+        .default_token_sha256_hex = cfg->path && !cfg->extends_default ? NULL : s->token_sha256_hex,
         .runtime_dir = s->runtime_dir[0] ? s->runtime_dir : "/tmp/abx-0-0",
         .protected_files = st.path,
         .protected_what = st.what,
         .n_protected = st.n,
         .allow_lint_errors = cfg->allow_lint_errors,
         .secrets = &cfg->secrets,
+        .default_net = cfg->path && !cfg->extends_default ? NULL : s->default_net,
+        .extends_default = cfg->path && cfg->extends_default,
     };
     for (const abx_registry *rg = s->reg; rg; rg = rg->parent) {
         const abx_lint *lints;
@@ -265,6 +301,26 @@ static int start_tables(abx_server *s, char *errbuf, size_t errlen)
     return 0;
 }
 
+/* Principals' private HOMEs: $ABX_HOME/homes, kept across restarts. When the processes
+ * run as another user who cannot pass through abx's home (mode 0700), they live in the
+ * runtime folder instead (kept across calls, not restarts). NULL: the runtime folder. */
+static char *private_homes_dir(unsigned run_uid)
+{
+    char *home = abx_home_dir();
+    struct stat st;
+    if (!home || (mkdir(home, 0700) != 0 && errno != EEXIST)) {
+        abx_free(home);
+        return NULL;
+    }
+    if (run_uid != geteuid() && (stat(home, &st) != 0 || !(st.st_mode & S_IXOTH))) {
+        abx_free(home);
+        return NULL;
+    }
+    char *dir = abx_asprintf("%s/homes", home);
+    abx_free(home);
+    return dir;
+}
+
 /* Start, step 2: the process manager (what every process shares, decided once), held
  * calls, idempotency keys and the namespaces' states. */
 static int start_services(abx_server *s, char *errbuf, size_t errlen)
@@ -290,7 +346,11 @@ static int start_services(abx_server *s, char *errbuf, size_t errlen)
     char *cadir = abx_server_egress_ca_dir(&s->cfg); /* made there the first time inject rules need it */
     po.egress_ca_dir = cadir;
     po.egress_upstream_ca = s->cfg.egress_upstream_ca;
+    char *homes = private_homes_dir(po.run_uid);
+    po.homes_dir = homes;
+    po.homes_ttl_ms = s->cfg.homes_ttl_ms;
     s->procs = abx_procs_new(&po, errbuf, errlen);
+    abx_free(homes);
     abx_free(cadir);
     s->reload.fn = reload_installed;
     s->reload.ud = s;
@@ -369,7 +429,7 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     if (start_tables(s, errbuf, errlen) != 0 || start_services(s, errbuf, errlen) != 0 ||
         start_ledger(s, errbuf, errlen) != 0)
         return -1;
-    if (!s->cfg.path && abx_server_token(s, errbuf, errlen, &created, token) != 0)
+    if ((!s->cfg.path || s->cfg.extends_default) && abx_server_token(s, errbuf, errlen, &created, token) != 0)
         return -1;
     if (start_policy(s, errbuf, errlen) != 0)
         return -1;
@@ -472,8 +532,13 @@ void abx_server_free(abx_server *s)
     abx_ledger_close(s->ledger); /* after the listeners: every call in flight has been recorded */
     abx_free(s->ledger_path);
     pthread_mutex_destroy(&s->flood_mu);
-    if (s->runtime_dir[0])
+    if (s->runtime_dir[0]) {
+        char *homes = abx_asprintf("%s/homes", s->runtime_dir); /* private HOMEs without abx's home */
+        abx_rm_tree(homes);
+        abx_free(homes);
         rmdir(s->runtime_dir);
+    }
+    json_decref(s->default_net);
     abx_config_release(&s->cfg);
     abx_registry_free(s->reg);
     abx_ext_free(s->ext); /* after the registry: it borrows the declarations and plugin code */

@@ -195,6 +195,7 @@ void abx_server_state_precheck(abx_server *s, abx_diags *d)
     abx_state_list st;
     abx_state_list_build(s, &s->cfg, &st);
     abx_policy_input in = {.reg = s->reg, .policy = s->cfg.policy, .lines = s->cfg.lines,
+                           .extends_default = s->cfg.path && s->cfg.extends_default,
                            .config_path = s->cfg.path, .workspace = s->workspace, .runtime_dir = "/tmp/abx-0-0",
                            .protected_files = st.path, .protected_what = st.what, .n_protected = st.n};
     abx_policy_state_precheck(&in, d);

@@ -38,7 +38,7 @@ static const abx_op_def custom_ops[] = {
 /* Broad selectors ("*", "effect:...") also mount built-ins with command, url, language
  * or agent parameters, and each of those needs its scope (scope_required). Empty scopes
  * admit nothing for those ops and keep these tests independent of the built-in set. */
-#define OTHER_SCOPES "\"commands\": [], \"urls\": [], \"languages\": [], \"agents\": []"
+#define OTHER_SCOPES "\"commands\": [], \"urls\": [], \"languages\": [], \"agents\": [], \"ports\": []"
 #define LIM_MAX_BYTES __builtin_ctz(ABX_LIM_MAX_BYTES)
 
 static const char *const tokens[3] = {"alice-secret-token-0001", "bob-secret-token-000002", "carol-secret-token-0003"};

@@ -13,7 +13,10 @@
  *    method does, and every listed method/op is really bound on a matching binding;
  *  - NONE: no binding of any method matches.
  * The reference must stay independent of router.c. No root binding ("GET /") is in
- * the table: that one is a known bug (tests/unit/test_router.c). */
+ * the table: that one is a known bug (tests/unit/test_router.c).
+ * Paths under /r/ meet a {rest*} binding (the rest of the path, slashes and all) beside
+ * a literal one; their reference is rest_check: "/r/X/lit" the literal, any other
+ * "/r/X/..." (X non-empty) the rest binding with everything after "/r/X/", else none. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -60,6 +63,8 @@ static const abx_op_def ops[] = {
     OP("fz.uv.get", "GET /u/{a}/v/{b}"),
     OP("fz.pqr.update", "PATCH /x/{p}/{q}/{r}"),
     OP("fz.deep.get", "GET /d/e/e/p/l/y/n/e/s/t/e/d"),
+    OP("fz.rest.get", "GET /r/{x}/{y*}"),
+    OP("fz.rlit.get", "GET /r/{x}/lit"),
     {0},
 };
 
@@ -148,6 +153,33 @@ static int cmp_kinds(const int *a, const int *b, size_t n)
     return 0;
 }
 
+static void rest_check(const char *method, const char *path, size_t plen, enum abx_route_result r,
+                       const abx_route_match *m)
+{
+    const char *x = path + 3, *end = path + plen;
+    const char *slash = memchr(x, '/', (size_t)(end - x));
+    if (!slash || slash == x) {
+        if (r != ABX_ROUTE_NONE)
+            fail("/r/ path without /r/X/ routed", method, path, plen);
+        return;
+    }
+    const char *rest = slash + 1;
+    size_t rl = (size_t)(end - rest);
+    bool lit = rl == 3 && memcmp(rest, "lit", 3) == 0;
+    if (strcmp(method, "GET") != 0) {
+        if (r != ABX_ROUTE_WRONG_METHOD || m->n_others != 1 || strcmp(m->others[0].method, "GET") != 0)
+            fail("/r/X/... with another method is not WRONG_METHOD [GET]", method, path, plen);
+        return;
+    }
+    if (r != ABX_ROUTE_FOUND || strcmp(m->op->id, lit ? "fz.rlit.get" : "fz.rest.get") != 0)
+        fail("/r/X/... not routed to its binding", method, path, plen);
+    if (m->n_vars != (lit ? 1u : 2u) || strcmp(m->vars[0].name, "x") != 0 || m->vars[0].val != x ||
+        m->vars[0].len != (size_t)(slash - x))
+        fail("/r/X/...: X is not the first variable", method, path, plen);
+    if (!lit && (strcmp(m->vars[1].name, "y") != 0 || m->vars[1].val != rest || m->vars[1].len != rl))
+        fail("/r/X/...: the rest variable is not the rest of the path", method, path, plen);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > MAX_INPUT)
@@ -174,6 +206,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     abx_route_match m;
     enum abx_route_result r = abx_router_match(router, method, pcopy, plen, &m);
 
+    if (plen >= 3 && memcmp(pcopy, "/r/", 3) == 0) {
+        rest_check(method, pcopy, plen, r, &m);
+        free(pcopy);
+        return 0;
+    }
     segs ps;
     bool splittable = split(pcopy, plen, &ps);
     /* reference: best binding for this method, and whether any method matches */

@@ -479,14 +479,19 @@ def test_pip_download_from_a_simple_index(abx, workspace, upstream, pip_index):
     assert any(e.get("path") == "/simple/abxdemo/abxdemo-1.0-py3-none-any.whl" for e in ev), ev
 
 
+# docs/policy.md rule 6: the process gets the network (and roots) of the first admitting
+# statement that grants one (net: true or an allowlist), else of the first admitting one
 @pytest.mark.parametrize("nets,want", [
-    ([True, {"allow": ["pypi.org"]}], {"allowlist": "allow[2]"}),
+    ([True, {"allow": ["pypi.org"]}], "host"),
+    ([{"allow": ["pypi.org"]}, True], {"allowlist": "allow[1]"}),
     ([{"allow": ["pypi.org"]}, {"allow": ["x.test"]}], {"allowlist": "allow[1]"}),
-    ([{"allow": ["pypi.org"]}, False], "none"),
-    ([{"allow": ["pypi.org"]}, None], "none"),
+    ([{"allow": ["pypi.org"]}, False], {"allowlist": "allow[1]"}),
+    ([None, {"allow": ["pypi.org"]}], {"allowlist": "allow[2]"}),
+    ([False, True], "host"),
+    ([False, None], "none"),
     ([True, True], "host"),
 ])
-def test_tightest_admitting_statement_decides_the_network(tmp_path, workspace, nets, want):
+def test_first_statement_granting_a_network_decides_it(tmp_path, workspace, nets, want):
     cfg = config(workspace)
     base = cfg["policy"]["allow"][1]
     cfg["policy"]["allow"] = cfg["policy"]["allow"][:1]

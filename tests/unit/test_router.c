@@ -293,6 +293,52 @@ static void test_root_binding_refused(void **state)
     abx_registry_free(reg);
 }
 
+/* {name*}: the rest of the path, slashes included (ports.proxy); literal and variable
+ * bindings below the same node still win; only as the last segment. */
+static void test_rest_variable(void **state)
+{
+    (void)state;
+    static const abx_param pp[] = {{.name = "port", .type = ABX_T_INT}, {.name = "path", .type = ABX_T_STRING}, {0}};
+    static const abx_op_def defs[] = {
+        OP("custom.p.get", ABX_EFF_READ, "GET /p/{port}/{path*}", pp),
+        OP("custom.q.list", ABX_EFF_READ, "GET /p/{port}/list", pp),
+        {0},
+    };
+    static const abx_op_def bad[] = {OP("custom.r.get", ABX_EFF_READ, "GET /r/{path*}/x", pp), {0}};
+    char err[256] = "";
+    abx_registry *reg = abx_registry_new(NULL);
+    assert_int_equal(abx_registry_add(reg, defs, err, sizeof err), 0);
+    assert_int_not_equal(abx_registry_add(reg, bad, err, sizeof err), 0);
+    assert_non_null(strstr(err, "before its end"));
+    abx_registry_freeze(reg);
+    abx_router *r = abx_router_build(reg);
+    abx_route_match m;
+    static const struct {
+        const char *path, *op, *rest;
+    } cases[] = {
+        {"/p/80/a/b/c.html", "custom.p.get", "a/b/c.html"},
+        {"/p/80/", "custom.p.get", ""},
+        {"/p/80/dir/", "custom.p.get", "dir/"},
+        {"/p/80/list", "custom.q.list", NULL},
+        {"/p/80/list/x", "custom.p.get", "list/x"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        assert_int_equal(abx_router_match(r, "GET", cases[i].path, strlen(cases[i].path), &m), ABX_ROUTE_FOUND);
+        assert_string_equal(m.op->id, cases[i].op);
+        assert_int_equal(m.vars[0].len, 2);
+        if (cases[i].rest) {
+            assert_int_equal(m.n_vars, 2);
+            assert_string_equal(m.vars[1].name, "path");
+            assert_int_equal(m.vars[1].len, strlen(cases[i].rest));
+            assert_memory_equal(m.vars[1].val, cases[i].rest, m.vars[1].len);
+        }
+    }
+    assert_int_equal(abx_router_match(r, "GET", "/p/80", 5, &m), ABX_ROUTE_NONE);
+    assert_int_equal(abx_router_match(r, "POST", "/p/80/x", 7, &m), ABX_ROUTE_WRONG_METHOD);
+    abx_router_free(r);
+    abx_registry_free(reg);
+}
+
 static void test_router_empty_registry(void **state)
 {
     (void)state;
@@ -573,6 +619,7 @@ int main(void)
         cmocka_unit_test(test_path_length_respected),
         cmocka_unit_test(test_root_binding_refused),
         cmocka_unit_test(test_router_empty_registry),
+        cmocka_unit_test(test_rest_variable),
         cmocka_unit_test(test_target_accepts),
         cmocka_unit_test(test_target_refuses),
         cmocka_unit_test(test_pct_decode),

@@ -253,6 +253,14 @@ def test_check_config_unknown_preset(tmp_path):
     assert codes(diags, "error")
 
 
+@pytest.mark.parametrize("key", ["presets", "allow"])
+def test_policy_keys_at_the_top_level_say_where_they_belong(tmp_path, key):
+    r, diags, _ = check(tmp_path, "workspace: /tmp\n%s: [workspace]\n" % key)
+    assert r.returncode == 1
+    msgs = [d["msg"] for d in diags if d["code"] == "config.unknown_key"]
+    assert msgs and "belongs under 'policy:'" in msgs[0] and "extends: default" in msgs[0], diags
+
+
 # -- serve refuses --------------------------------------------------------------------------------
 
 def _write(tmp_path, text, name="s.yaml"):
@@ -369,9 +377,10 @@ def test_effect_set_selector(abx):
     assert "files.read" in _mounted(s, ALICE_TOKEN)
 
 
-SCOPE_KEYS = {"path": None, "command": "commands", "url": "urls", "language": "languages", "agent": "agents"}
+SCOPE_KEYS = {"path": None, "command": "commands", "url": "urls", "language": "languages", "agent": "agents",
+              "port": "ports"}
 SCOPE_VALUES = {"commands": '["/bin/true"]', "urls": '["https://example.invalid/**"]', "languages": "[python]",
-                "agents": "[codex]"}
+                "agents": "[codex]", "ports": '["8000"]'}
 
 
 def star_config():

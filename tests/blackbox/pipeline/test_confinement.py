@@ -3,13 +3,14 @@ session, Landlock (read roots read-only, write roots read-write, system dirs rea
 /etc secrets, /tmp and /root out of reach, a private TMPDIR), an empty network
 namespace unless `net: true`, cgroup pids and memory limits, hard timeouts that reach
 grandchildren, no leaked descriptors, deny rules masked inside granted roots, TIOCSTI."""
+import json
 import os
 import random
 import time
 
 import pytest
 
-from abxtest import ALICE_TOKEN, pgrep, sha256_hex, uniq_sleep, wait_for
+from abxtest import ALICE_TOKEN, pgrep, run_abx, sha256_hex, uniq_sleep, wait_for
 
 CMDS = ["cat *", "ls *", "python3 *", "sh *"]
 
@@ -410,3 +411,138 @@ def test_background_process_confined_too(abx, workspace, outside):
     assert "outside-content" not in o["stdout"]
     assert "Permission denied" in o["stderr"]
     assert "NoNewPrivs:\t1" in o["stdout"]
+
+
+# -- which statement's confinement applies (issue 25) -----------------------------------------------
+
+def preset_plus_shell_net(ws):
+    shell = {"ops": ["commands.run"], "principals": ["*"], "paths": [ws + "/**"],
+             "commands": {"allow": ["sh *"], "shell": True}, "net": True}
+    return {"workspace": ws, "terminal_listen": "off",
+            "auth": {"tokens": [{"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)}]},
+            "policy": {"presets": ["workspace"], "allow": [shell]}}
+
+
+def test_network_does_not_depend_on_the_commands_shape(abx, workspace, tmp_path):
+    """A preset (no network) and a {shell: true, net: true} statement both admit `python3 probe.py`;
+    only the latter admits `... | cat`. The call runs under the admitting statement that grants
+    the network in both cases, so both reach the network."""
+    with open(os.path.join(workspace, "probe.py"), "w") as f:
+        f.write(CONNECT)
+    s = abx(preset_plus_shell_net(workspace))
+    plain = run(s, {"command": "python3 probe.py %d" % s.port})
+    piped = run(s, {"command": "python3 probe.py %d | cat" % s.port})
+    assert piped["stdout"].strip() == "connected 200", piped
+    assert plain["stdout"].strip() == "connected 200", plain
+    # `abx explain` says so, with the confinement it gets
+    cfg = os.path.join(str(tmp_path), "net.json")
+    with open(cfg, "w") as f:
+        json.dump(preset_plus_shell_net(workspace), f)
+    for cmd in ("python3 probe.py 1", "python3 probe.py 1 | cat"):
+        r = run_abx(["explain", "--config", cfg, "--op", "commands.run", "--principal", "alice",
+                     "--arg", "command=" + cmd, "--json"], home=str(tmp_path / "h"))
+        conf = json.loads(r.stdout)["confinement"]
+        assert conf["net"] is True, conf
+        assert conf["statement"] == "allow[0]", conf
+        assert workspace in conf["write_roots"], conf
+        assert conf["tier"] in ("full", "unprivileged", "minimal", "none"), conf
+
+
+def test_without_a_network_statement_the_preset_confines(workspace, tmp_path):
+    r = run_abx(["explain", "--op", "commands.run", "--arg", "command=curl http://x"], home=str(tmp_path / "h"),
+                cwd=workspace)
+    assert r.returncode == 0, r.stderr
+    assert "confinement (preset:workspace[0]): network off, tier " in r.stdout, r.stdout
+    assert "write_roots " + workspace in r.stdout, r.stdout
+
+
+# -- abx serve --net: the embedded default grows a network, keeping `local` (issue 25) ----------------
+
+def test_serve_net_on_keeps_the_local_principal(abx, workspace):
+    with open(os.path.join(workspace, "probe.py"), "w") as f:
+        f.write(CONNECT)
+    s = abx(None, args=["--net", "on"])
+    r = s.post("/commands/run", token=s.token, json_body={"command": "python3 probe.py %d" % s.port}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert r.json()["stdout"].strip() == "connected 200", r.json()
+    off = abx(None, args=["--net", "off"])
+    r = off.post("/commands/run", token=off.token, json_body={"command": "python3 probe.py %d" % off.port}, timeout=30)
+    assert r.json()["stdout"].startswith("refused"), r.json()
+
+
+def test_serve_net_allow_keeps_local_and_goes_out_only_through_the_proxy(abx, workspace):
+    # --net allow:HOST,... gives the preset an egress allowlist (docs/egress.md): the process
+    # gets the proxy variables, a listed host is decided allowed, an unlisted one is refused
+    # with the proxy's message, and principal `local` keeps its token
+    s = abx(None, args=["--net", "allow:pypi.org,*.example.test"])
+    j = s.post("/commands/run", token=s.token, timeout=60, json_body={
+        "command": "echo $HTTPS_PROXY; curl -sS --max-time 10 http://evil.test/ ; echo"}).json()
+    assert j["stdout"].splitlines()[0] == "http://127.0.0.1:3128", j
+    assert "abx: egress to evil.test denied by policy" in j["stdout"], j
+
+
+@pytest.mark.parametrize("args,why", [
+    (["--net", "sometimes"], "--net must read on, off or allow:HOST"),
+    (["--net", "allow:"], "--net must read on, off or allow:HOST"),
+])
+def test_serve_net_bad_value(abx, args, why):
+    s = abx(None, args=args, start=False)
+    with pytest.raises(RuntimeError) as e:
+        s.start()
+    assert why in str(e.value)
+
+
+def test_serve_net_with_a_config_is_refused(abx, workspace):
+    s = abx(make_config(workspace), args=["--net", "on"], start=False)
+    with pytest.raises(RuntimeError) as e:
+        s.start()
+    assert "--net grows the embedded default" in str(e.value)
+
+
+# -- extends: default — a config that grows the embedded default (issue 25) -------------------------
+
+def extends_config(ws):
+    shell = {"ops": ["commands.run"], "principals": ["local"], "paths": [ws + "/**"],
+             "commands": {"allow": ["sh *"], "shell": True}, "net": True}
+    return {"extends": "default", "workspace": ws, "terminal_listen": "off",
+            "auth": {"tokens": [{"principal": "alice", "roles": ["agent"], "token_sha256": sha256_hex(ALICE_TOKEN)}]},
+            "policy": {"allow": [shell]}}
+
+
+def test_extends_default_keeps_local_and_its_token(abx, workspace):
+    with open(os.path.join(workspace, "probe.py"), "w") as f:
+        f.write(CONNECT)
+    s = abx(extends_config(workspace))
+    local = s.token  # $ABX_HOME/token, made as for the embedded default
+    r = s.get("/files/read", token=local, params={"path": "a.txt"})
+    assert r.status_code == 200 and r.json()["content"] == "hello\n", r.text
+    # the file's own principal gets the preset too
+    assert s.get("/files/read", token=ALICE_TOKEN, params={"path": "a.txt"}).status_code == 200
+    # the file's statement grows local: the network for its commands, pipes or not
+    for cmd in ("python3 probe.py %d", "python3 probe.py %d | cat"):
+        j = s.post("/commands/run", token=local, json_body={"command": cmd % s.port}, timeout=30).json()
+        assert j["stdout"].strip() == "connected 200", j
+    # alice has no network statement: the preset confines her
+    j = s.post("/commands/run", token=ALICE_TOKEN, json_body={"command": "python3 probe.py %d" % s.port},
+               timeout=30).json()
+    assert j["stdout"].startswith("refused"), j
+
+
+def test_extends_default_takes_serve_net(abx, workspace):
+    cfg = extends_config(workspace)
+    cfg["policy"] = {"allow": []}
+    with open(os.path.join(workspace, "probe.py"), "w") as f:
+        f.write(CONNECT)
+    s = abx(cfg, args=["--net", "on"])
+    j = s.post("/commands/run", token=ALICE_TOKEN, json_body={"command": "python3 probe.py %d" % s.port},
+               timeout=30).json()
+    assert j["stdout"].strip() == "connected 200", j
+
+
+def test_extends_must_name_default(abx, workspace):
+    cfg = extends_config(workspace)
+    cfg["extends"] = "mine"
+    s = abx(cfg, start=False)
+    with pytest.raises(RuntimeError) as e:
+        s.start()
+    assert "extends" in str(e.value) and "none or default" in str(e.value)

@@ -1,0 +1,140 @@
+"""ports.* (issue 25): ports.list shows the TCP ports the caller's processes listen on, and
+GET /ports/{port}/{path...} relays HTTP to them through the pipeline, scoped by a `ports:`
+scope and only to a socket one of the caller's own processes holds."""
+import json
+import os
+
+import pytest
+
+from abxtest import ALICE_TOKEN, CAROL_TOKEN, assert_error, free_port, run_abx, tokens, wait_for
+
+
+def make_config(ws, ports, net=True, extra=None):
+    stmt = {"ops": ["process.*", "ports.*"], "principals": ["role:agent"], "paths": [ws + "/**"],
+            "commands": {"allow": ["python3 *"]}, "net": net}
+    if ports is not None:
+        stmt["ports"] = ports
+    stmt.update(extra or {})
+    return {"workspace": ws, "terminal_listen": "off", "auth": {"tokens": tokens("alice", "bob", "carol")},
+            "policy": {"allow": [{"ops": ["core.*"], "principals": ["*"]}, stmt]}}
+
+
+def serve(s, ws, port, token=ALICE_TOKEN):
+    """A dev server started by process.start (python's http.server over the workspace)."""
+    r = s.post("/process", token=token,
+               json_body={"command": "python3 -m http.server %d --bind 127.0.0.1 --directory %s" % (port, ws)})
+    assert r.status_code == 200, r.text
+    pid = r.json()["pid"]
+    assert wait_for(lambda: any(p["port"] == port for p in
+                                s.get("/ports", token=token).json().get("ports", [])), timeout=10), \
+        s.get("/process/%d/output" % pid, token=token).text
+    return pid
+
+
+def stop(s, pid, token=ALICE_TOKEN):
+    s.post("/process/%d/signal" % pid, token=token, json_body={"signal": "KILL"})
+
+
+def test_dev_server_reached_through_ports(abx, workspace):
+    port = free_port()
+    s = abx(make_config(workspace, ["1024-65535"]))
+    with open(os.path.join(workspace, "index.html"), "w") as f:
+        f.write("<h1>dev server</h1>\n")
+    pid = serve(s, workspace, port)
+    try:
+        listed = s.get("/ports", token=ALICE_TOKEN).json()["ports"]
+        entry = [p for p in listed if p["port"] == port][0]
+        assert entry["address"] == "127.0.0.1" and entry["family"] == "ipv4", entry
+        assert entry["process"] == pid and entry["path"] == "/ports/%d/" % port, entry
+        r = s.get("/ports/%d/index.html" % port, token=ALICE_TOKEN)
+        assert r.status_code == 200, r.text
+        assert r.text == "<h1>dev server</h1>\n"
+        assert r.headers["Content-Type"].startswith("text/html")
+        # a directory listing, with the query string passed through as is
+        sub = s.get("/ports/%d/sub/?a=1&b=%%20" % port, token=ALICE_TOKEN)
+        assert sub.status_code == 200 and "c.txt" in sub.text, sub.text
+        assert wait_for(lambda: "GET /sub/?a=1&b=%20 HTTP/1.0" in
+                        s.get("/process/%d/output" % pid, token=ALICE_TOKEN).text, timeout=5)
+        assert s.get("/ports/%d/" % port, token=ALICE_TOKEN).text == "<h1>dev server</h1>\n"
+        # a name with a space travels encoded again
+        with open(os.path.join(workspace, "sp ace.txt"), "w") as f:
+            f.write("odd name\n")
+        assert s.get("/ports/%d/sp%%20ace.txt" % port, token=ALICE_TOKEN).text == "odd name\n"
+        # the upstream's own status is relayed
+        assert s.get("/ports/%d/nosuch.txt" % port, token=ALICE_TOKEN).status_code == 404
+        # the same through the RPC door
+        rpc = s.op("ports.proxy", {"port": port, "rest": "index.html"}, token=ALICE_TOKEN)
+        assert rpc.status_code == 200 and "dev server" in rpc.text, rpc.text
+        # no credentials: the pipeline refuses before anything is relayed
+        assert_error(s.get("/ports/%d/index.html" % port), 401, "auth.required")
+    finally:
+        stop(s, pid)
+
+
+def test_port_outside_the_scope_is_refused(abx, workspace):
+    port = free_port()
+    s = abx(make_config(workspace, ["1-2"]))
+    pid = serve(s, workspace, port)
+    try:
+        assert_error(s.get("/ports/%d/" % port, token=ALICE_TOKEN), 403, "policy.port_not_allowed")
+    finally:
+        stop(s, pid)
+
+
+def test_port_of_another_principal_or_nobody_is_refused(abx, workspace):
+    port = free_port()
+    s = abx(make_config(workspace, ["*"]))
+    pid = serve(s, workspace, port)
+    try:
+        assert any(p["port"] == port for p in s.get("/ports", token=ALICE_TOKEN).json()["ports"])
+        assert not any(p["port"] == port for p in s.get("/ports", token=CAROL_TOKEN).json()["ports"])
+        assert_error(s.get("/ports/%d/" % port, token=CAROL_TOKEN), 404, "ports.not_found")
+        # abx's own port is no process of the caller's
+        assert_error(s.get("/ports/%d/health" % s.port, token=ALICE_TOKEN), 404, "ports.not_found")
+    finally:
+        stop(s, pid)
+
+
+def test_ports_scope_is_required(abx, workspace):
+    s = abx(make_config(workspace, None), start=False)
+    with pytest.raises(RuntimeError) as e:
+        s.start()
+    assert "config.scope_required" in str(e.value) and "'ports'" in str(e.value)
+
+
+@pytest.mark.parametrize("entry", ["0", "70000", "9-3", "http", "80-"])
+def test_ports_scope_entries_are_checked(abx, workspace, entry):
+    s = abx(make_config(workspace, [entry]), start=False)
+    with pytest.raises(RuntimeError) as e:
+        s.start()
+    assert "ports entry '%s'" % entry in str(e.value)
+
+
+def test_explain_shows_the_port_verdict(workspace, tmp_path):
+    cfg = tmp_path / "abx.json"
+    cfg.write_text(json.dumps(make_config(workspace, ["8000-8999"])))
+    r = run_abx(["explain", "--config", str(cfg), "--op", "ports.proxy", "--principal", "alice",
+                 "--arg", "port=9000", "--json"], home=str(tmp_path / "h"))
+    t = json.loads(r.stdout)
+    assert t["code"] == "policy.port_not_allowed", t
+
+
+def test_a_server_started_by_a_child_counts(abx, workspace):
+    """The socket is held by a grandchild of the started process (its session): found by
+    the scan of the session, not only of the started process itself."""
+    port = free_port()
+    s = abx(make_config(workspace, ["*"]))
+    code = ("import subprocess, sys; subprocess.run([sys.executable, '-m', 'http.server', '%d', "
+            "'--bind', '127.0.0.1', '--directory', %r])" % (port, workspace))
+    r = s.post("/process", token=ALICE_TOKEN, json_body={"argv": ["python3", "-c", code]})
+    assert r.status_code == 200, r.text
+    pid = r.json()["pid"]
+    try:
+        assert wait_for(lambda: any(p["port"] == port for p in s.get("/ports", token=ALICE_TOKEN).json()["ports"]),
+                        timeout=10)
+        entry = [p for p in s.get("/ports", token=ALICE_TOKEN).json()["ports"] if p["port"] == port][0]
+        assert entry["process"] == pid and entry["pid"] != pid, entry
+        r = s.get("/ports/%d/a.txt" % port, token=ALICE_TOKEN)
+        assert r.status_code == 200 and r.text == "hello\n", r.text
+    finally:
+        stop(s, pid)
