@@ -19,11 +19,7 @@
 
 #define JSONOUT_MAX_DEPTH 2048
 
-typedef struct obuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} obuf;
+typedef abx_jw obuf;
 
 static bool grow(obuf *b, size_t more)
 {
@@ -254,4 +250,30 @@ char *abx_json_compact_except(const json_t *v, bool sort_keys, const char *const
 char *abx_json_compact(const json_t *v, bool sort_keys, size_t *len)
 {
     return abx_json_compact_except(v, sort_keys, NULL, len);
+}
+
+/* ---- the writer of abx_jw ---- */
+
+void abx_jw_raw(abx_jw *w, const char *s, size_t n) { put(w, s, n); }
+
+bool abx_jw_str(abx_jw *w, const char *s, size_t n) { return put_string(w, s, n); }
+
+void abx_jw_int(abx_jw *w, long long v) { put_int(w, (json_int_t)v); }
+
+bool abx_jw_value(abx_jw *w, const json_t *v, bool sort_keys) { return dump(w, v, sort_keys, 0); }
+
+char *abx_jw_finish(abx_jw *w, size_t *len)
+{
+    if (!grow(w, 0)) {
+        free(w->p);
+        w->p = NULL;
+        return NULL;
+    }
+    w->p[w->n] = '\0';
+    if (len)
+        *len = w->n;
+    char *out = w->p;
+    w->p = NULL;
+    w->n = w->cap = 0;
+    return out;
 }
