@@ -82,5 +82,7 @@ int abx_ledger_print(const char *path, int64_t group, int tail, void *file, char
 /* Redact a call's arguments for the record: secrets, env values and contents become
  * {"sha256", "size"}; paths and argv stay. Owned result. */
 json_t *abx_ledger_redact(const json_t *args);
+/* true when abx_ledger_redact(args) would copy every member as it is (an object) */
+bool abx_ledger_redact_keeps(const json_t *args);
 
 #endif

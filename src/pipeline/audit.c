@@ -229,8 +229,10 @@ static bool m_paths(evw *e, const abx_decision *d)
 static bool m_admission_head(evw *e, const abx_request *r)
 {
     m_key(e, "args");
-    json_t *red = r->args ? abx_ledger_redact(r->args) : NULL;
-    bool ok = red ? abx_jw_value(&e->w, red, true) : (abx_jw_raw(&e->w, "{}", 2), true);
+    /* arguments with nothing to redact (a read's path) are written as they are */
+    json_t *red = r->args && !abx_ledger_redact_keeps(r->args) ? abx_ledger_redact(r->args) : NULL;
+    const json_t *args = red ? red : r->args;
+    bool ok = args ? abx_jw_value(&e->w, args, true) : (abx_jw_raw(&e->w, "{}", 2), true);
     json_decref(red);
     if (ok && r->decision.argv.n) {
         m_key(e, "argv");

@@ -59,6 +59,15 @@ static void test_call_that_ran(void **state)
     r.path = "/files/read";
     r.path_len = strlen(r.path);
     same(&r, 200, 55, 1); /* no args, no paths */
+    r.args = json_pack("{s:s, s:i, s:b, s:[s]}", "path", "a.txt", "n", 1, "follow", 1, "names", "x");
+    same(&r, 200, 55, 1); /* nothing to redact: written as they are */
+    json_decref(r.args);
+    r.args = json_pack("{s:s, s:{s:s}}", "path", "a.txt", "env", "K", "v");
+    same(&r, 200, 55, 1);
+    json_decref(r.args);
+    r.args = json_pack("{s:s, s:{s:s}}", "op", "files.read", "args", "content", "x");
+    same(&r, 200, 55, 1);
+    json_decref(r.args);
     r.args = json_pack("{s:s, s:s, s:{s:s, s:i}, s:[i, s]}", "path", "a.txt", "token", "sekrit", "headers",
                        "Authorization", "Bearer x", "n", 3, "list", 1, "two");
     abx_path_value pv[20] = {0};
