@@ -27,6 +27,7 @@ typedef struct abx_jw {
 void abx_jw_raw(abx_jw *w, const char *s, size_t n);
 bool abx_jw_str(abx_jw *w, const char *s, size_t n); /* false: not valid UTF-8 */
 void abx_jw_int(abx_jw *w, long long v);
+bool abx_jw_real(abx_jw *w, double v); /* false: not finite */
 bool abx_jw_value(abx_jw *w, const json_t *v, bool sort_keys); /* false as abx_json_compact's NULL */
 char *abx_jw_finish(abx_jw *w, size_t *len);
 

@@ -277,9 +277,7 @@ static char *direct_event(const abx_request *r, bool rcv, bool fin, bool adm, in
         m_str(&e, "door", abx_door_name(r->door));
     if (fin) {
         m_key(&e, "duration_ms");
-        json_t *d = json_real((double)dur_us / 1000.0);
-        ok = ok && abx_jw_value(&e.w, d, true);
-        json_decref(d);
+        ok = abx_jw_real(&e.w, (double)dur_us / 1000.0) && ok;
     }
     if (rcv)
         m_str_or_null(&e, "op", op_name_of(r));

@@ -42,6 +42,10 @@ static void test_health_like(void **state)
     r.batch_group = 42;
     same(&r, 200, 1, 2);
     same(&r, 503, 987654321, 2);
+    srand(7);
+    for (int i = 0; i < 2000; i++) /* durations of every magnitude: the real's text */
+        same(&r, 200, (int64_t)((unsigned)rand() % 100000) << (i % 40), 2);
+    same(&r, 200, INT64_MAX, 2);
     r.path = "/h\xff\xfe";
     r.path_len = 4; /* not UTF-8: jansson leaves "target" out */
     r.client = "c\"l\\i\n";
