@@ -7,23 +7,21 @@
  * Output rules (jansson 2.14's dump.c): no spaces; strings escape '"', '\\', \b \f \n
  * \r \t and other bytes below 0x20 as \u00XX (upper-case hex), everything else (UTF-8,
  * '/', DEL) as is; a string that is not valid UTF-8 fails the whole dump (NULL), as
- * jansson's does; integers in decimal; reals are delegated to jansson itself (its
- * %.17g and exponent clean-up), they are rare; object members in insertion order, or
+ * jansson's does; integers in decimal; reals as jansson's jsonp_dtostr writes them (its
+ * %.17g and exponent clean-up: put_real); object members in insertion order, or
  * sorted bytewise by key (shorter first on a common prefix) with sort_keys.
  * tests/unit/test_jsonout.c compares the two on edge cases and random trees. */
 #include "core/jsonout.h"
 #include "core/text.h"
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define JSONOUT_MAX_DEPTH 2048
 
-typedef struct obuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} obuf;
+typedef abx_jw obuf;
 
 static bool grow(obuf *b, size_t more)
 {
@@ -200,15 +198,40 @@ static bool dump_object(obuf *b, const json_t *v, bool sort, int depth, const ch
     return ok;
 }
 
-static bool dump_real(obuf *b, const json_t *v)
+/* jansson's jsonp_dtostr at its default precision: "%.17g", the decimal point made '.',
+ * ".0" added when neither '.' nor 'e' is there, the exponent without '+' and leading zeros */
+static bool put_real(obuf *b, double d)
 {
-    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (!s)
+    if (!isfinite(d))
+        return false; /* json_real holds none */
+    char s[64];
+    int n = snprintf(s, sizeof s, "%.17g", d);
+    if (n < 0 || (size_t)n >= sizeof s - 3)
         return false;
-    put(b, s, strlen(s));
-    free(s);
+    for (char *c = s; *c; c++)
+        if (*c == ',')
+            *c = '.';
+    if (!strchr(s, '.') && !strchr(s, 'e')) {
+        memcpy(s + n, ".0", 3);
+        n += 2;
+    }
+    char *e = strchr(s, 'e');
+    if (e) {
+        char *start = e + 1, *end = e + 2;
+        if (*start == '-')
+            start++;
+        while (*end == '0')
+            end++;
+        if (end != start) {
+            memmove(start, end, (size_t)(s + n - end) + 1);
+            n -= (int)(end - start);
+        }
+    }
+    put(b, s, (size_t)n);
     return true;
 }
+
+static bool dump_real(obuf *b, const json_t *v) { return put_real(b, json_real_value(v)); }
 
 static bool dump(obuf *b, const json_t *v, bool sort, int depth)
 {
@@ -254,4 +277,32 @@ char *abx_json_compact_except(const json_t *v, bool sort_keys, const char *const
 char *abx_json_compact(const json_t *v, bool sort_keys, size_t *len)
 {
     return abx_json_compact_except(v, sort_keys, NULL, len);
+}
+
+/* ---- the writer of abx_jw ---- */
+
+void abx_jw_raw(abx_jw *w, const char *s, size_t n) { put(w, s, n); }
+
+bool abx_jw_str(abx_jw *w, const char *s, size_t n) { return put_string(w, s, n); }
+
+void abx_jw_int(abx_jw *w, long long v) { put_int(w, (json_int_t)v); }
+
+bool abx_jw_real(abx_jw *w, double v) { return put_real(w, v); }
+
+bool abx_jw_value(abx_jw *w, const json_t *v, bool sort_keys) { return dump(w, v, sort_keys, 0); }
+
+char *abx_jw_finish(abx_jw *w, size_t *len)
+{
+    if (!grow(w, 0)) {
+        free(w->p);
+        w->p = NULL;
+        return NULL;
+    }
+    w->p[w->n] = '\0';
+    if (len)
+        *len = w->n;
+    char *out = w->p;
+    w->p = NULL;
+    w->n = w->cap = 0;
+    return out;
 }

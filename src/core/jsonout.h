@@ -15,4 +15,20 @@ char *abx_json_compact(const json_t *v, bool sort_keys, size_t *len);
  * NULL skips nothing): what json_dumps writes for a copy of v without them. */
 char *abx_json_compact_except(const json_t *v, bool sort_keys, const char *const *skip, size_t *len);
 
+/* A writer for callers that know their object's shape (the ledger's hot events):
+ * members written in the order given, with the same string and number rules as above,
+ * so what it builds is what abx_json_compact would write for the same tree. Zero-init;
+ * abx_jw_finish returns the NUL-terminated text (free()) or NULL after out of memory. */
+typedef struct abx_jw {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} abx_jw;
+void abx_jw_raw(abx_jw *w, const char *s, size_t n);
+bool abx_jw_str(abx_jw *w, const char *s, size_t n); /* false: not valid UTF-8 */
+void abx_jw_int(abx_jw *w, long long v);
+bool abx_jw_real(abx_jw *w, double v); /* false: not finite */
+bool abx_jw_value(abx_jw *w, const json_t *v, bool sort_keys); /* false as abx_json_compact's NULL */
+char *abx_jw_finish(abx_jw *w, size_t *len);
+
 #endif

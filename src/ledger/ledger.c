@@ -164,6 +164,25 @@ static bool item_events(item *it, const json_t *events)
     return true;
 }
 
+/* The same from events serialized by the caller: their data moves into the item (or is freed). */
+static bool item_events_raw(item *it, abx_ledger_raw *raw, size_t n)
+{
+    bool ok = (it->ev_kind = abx_calloc(n + 1, sizeof(char *))) && (it->ev_at = abx_calloc(n + 1, sizeof(char *))) &&
+              (it->ev_data = abx_calloc(n + 1, sizeof(char *)));
+    for (size_t i = 0; i < n; raw[i++].data = NULL) {
+        if (ok) {
+            it->ev_kind[i] = abx_strdup(raw[i].kind);
+            it->ev_at[i] = abx_strdup(raw[i].at ? raw[i].at : it->at);
+            it->ev_data[i] = raw[i].data;
+            it->n_ev++;
+            ok = it->ev_kind[i] && it->ev_at[i] && it->ev_data[i];
+        } else {
+            free(raw[i].data);
+        }
+    }
+    return ok;
+}
+
 /* Write a batch of items in one transaction; false on any failure (rolled back). */
 static bool write_items(abx_ledger *l, item *first)
 {
@@ -316,7 +335,6 @@ static void *writer_main(void *arg)
     pthread_mutex_unlock(&l->mu);
     return NULL;
 }
-
 
 /* ---- segments ----
  * Rotation state machine (writer thread, holding db_mu): live segment full or old →
@@ -740,8 +758,11 @@ static uint64_t enqueue(abx_ledger *l, item *it)
 uint64_t abx_ledger_record(abx_ledger *l, const abx_ledger_call *c)
 {
     item *it = abx_calloc(1, sizeof *it);
-    if (!it)
+    if (!it) {
+        for (size_t i = 0; c->raw && i < c->n_raw; i++)
+            free(c->raw[i].data);
         return 0;
+    }
     char at[32];
     abx_iso8601(abx_wall_ms(), at);
     it->request_id = abx_strdup(c->request_id ? c->request_id : "-");
@@ -750,7 +771,7 @@ uint64_t abx_ledger_record(abx_ledger *l, const abx_ledger_call *c)
     it->door = abx_strdup(c->door ? c->door : "-");
     it->client = c->client ? abx_strdup(c->client) : NULL;
     it->at = abx_strdup(at);
-    if (!item_events(it, c->events)) {
+    if (c->raw ? !item_events_raw(it, c->raw, c->n_raw) : !item_events(it, c->events)) {
         item_free(it);
         return 0;
     }

@@ -30,10 +30,20 @@ void abx_ledger_close(abx_ledger *l);
 /* false once a write failed (disk full, read-only): mutating calls must be refused. */
 bool abx_ledger_healthy(abx_ledger *l);
 
+/* An event serialized by its caller (the pipeline's hot events skip the jansson tree):
+ * data is the event without kind and at, as abx_json_compact(sort_keys) writes it;
+ * malloc'd, and the ledger's (freed by it) once passed to abx_ledger_record. */
+typedef struct abx_ledger_raw {
+    const char *kind, *at;
+    char *data;
+} abx_ledger_raw;
+
 /* One call's record, filled by the pipeline and written at once (abx_ledger_record). */
 typedef struct abx_ledger_call {
     const char *request_id, *principal, *op, *door, *client;
     json_t *events;         /* borrowed: array of {"kind", "at", ...} in order */
+    struct abx_ledger_raw *raw; /* instead of events, when set: n_raw events already serialized */
+    size_t n_raw;
     bool durable;           /* wait until committed (mutating calls) */
     bool attempt;           /* a handler started: allocate an execution attempt */
     uint64_t batch_group;   /* the batch's group id, 0 none */
@@ -72,5 +82,7 @@ int abx_ledger_print(const char *path, int64_t group, int tail, void *file, char
 /* Redact a call's arguments for the record: secrets, env values and contents become
  * {"sha256", "size"}; paths and argv stay. Owned result. */
 json_t *abx_ledger_redact(const json_t *args);
+/* true when abx_ledger_redact(args) would copy every member as it is (an object) */
+bool abx_ledger_redact_keeps(const json_t *args);
 
 #endif

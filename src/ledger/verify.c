@@ -286,30 +286,58 @@ static json_t *digest_of(const json_t *v)
     return json_pack("{s:s, s:I}", "sha256", hex, "size", (json_int_t)n);
 }
 
-json_t *abx_ledger_redact(const json_t *args)
+/* What abx_ledger_redact does with one member: KEEP copies it as it is. */
+enum { KEEP, SECRET, ENV, NESTED, CONTENTS };
+static int redact_rule(const char *k, const json_t *v)
 {
     static const char *const secret[] = {"token", "password", "secret", "credential", "authorization", "api_key",
                                          "ticket", NULL};
     static const char *const contents[] = {"content", "data", "stdin", "old", "new", NULL};
+    if (name_is(k, secret, true))
+        return SECRET;
+    if (strcmp(k, "env") == 0 && json_is_object(v)) /* names stay, values do not */
+        return ENV;
+    if (strcmp(k, "args") == 0 && json_is_object(v)) /* another op's arguments (explain, batch) */
+        return NESTED;
+    if (name_is(k, contents, false) && (json_is_string(v) || json_is_object(v) || json_is_array(v)))
+        return CONTENTS;
+    return KEEP; /* paths, argv, flags: what an auditor needs */
+}
+
+bool abx_ledger_redact_keeps(const json_t *args)
+{
+    const char *k;
+    json_t *v;
+    if (!json_is_object(args))
+        return false;
+    json_object_foreach((json_t *)args, k, v)
+    {
+        if (redact_rule(k, v) != KEEP)
+            return false;
+    }
+    return true;
+}
+
+json_t *abx_ledger_redact(const json_t *args)
+{
     json_t *out = json_object();
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)args, k, v)
     {
-        if (name_is(k, secret, true)) {
-            json_object_set_new(out, k, digest_of(v));
-        } else if (strcmp(k, "env") == 0 && json_is_object(v)) { /* names stay, values do not */
+        switch (redact_rule(k, v)) {
+        case SECRET:
+        case CONTENTS: json_object_set_new(out, k, digest_of(v)); break;
+        case ENV: {
             json_t *env = json_object();
             const char *ek;
             json_t *ev;
             json_object_foreach(v, ek, ev) json_object_set_new(env, ek, digest_of(ev));
             json_object_set_new(out, k, env);
-        } else if (strcmp(k, "args") == 0 && json_is_object(v)) { /* another op's arguments (explain, batch) */
-            json_object_set_new(out, k, abx_ledger_redact(v));
-        } else if (name_is(k, contents, false) && (json_is_string(v) || json_is_object(v) || json_is_array(v))) {
-            json_object_set_new(out, k, digest_of(v));
-        } else {
-            json_object_set(out, k, v); /* paths, argv, flags: what an auditor needs */
+            break;
+        }
+        case NESTED: json_object_set_new(out, k, abx_ledger_redact(v)); break;
+        default: json_object_set(out, k, v);
         }
     }
     return out;

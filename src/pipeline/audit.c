@@ -3,7 +3,9 @@
  * handler runs), how floods of refused calls are summed up instead of recorded one by
  * one, and the one finish every request passes (metrics, log line, ledger, idempotency). */
 #include "pipeline/pipeline.h"
+#include "core/jsonout.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- the ledger's view of a call ---- */
@@ -139,17 +141,228 @@ static bool flood_first(abx_request *r, int status, uint64_t *summary)
     return first;
 }
 
-static void ledger_audit(abx_request *r, int status, int64_t dur_us)
+static void finished_fields(const abx_request *r, json_t *fin, int status, int64_t dur_us)
 {
-    abx_ledger *l = r->server->ledger;
-    if (!l)
-        return;
-    json_t *fin = ev("finished");
     json_object_set_new(fin, "status", json_integer(status));
     json_object_set_new(fin, "code", r->reply.err ? json_string(abx_err_code(r->reply.err)) : json_null());
     json_object_set_new(fin, "duration_ms", json_real((double)dur_us / 1000.0));
     if (r->reply.err && r->reply.message)
         json_object_set_new(fin, "message", json_string(r->reply.message));
+}
+
+/* ---- the hot events, serialized without a jansson tree ----
+ * What a call that ran (or GET /health) writes on every request: the same members the
+ * tree path above sets, in the order abx_json_compact(sort_keys) writes them, so the
+ * stored text is byte for byte what the tree would give (tests/unit/test_audit_direct
+ * compares the two). A string jansson would refuse (not UTF-8) leaves its member out,
+ * as json_object_set_new of a NULL value does. */
+
+typedef struct evw {
+    abx_jw w;
+    bool first;
+} evw;
+
+static void m_key(evw *e, const char *k)
+{
+    abx_jw_raw(&e->w, e->first ? "\"" : ",\"", e->first ? 1 : 2);
+    abx_jw_raw(&e->w, k, strlen(k));
+    abx_jw_raw(&e->w, "\":", 2);
+    e->first = false;
+}
+
+static void m_strn(evw *e, const char *k, const char *s, size_t n)
+{
+    if (!s)
+        return;
+    size_t mark = e->w.n;
+    bool first = e->first;
+    m_key(e, k);
+    if (!abx_jw_str(&e->w, s, n)) {
+        e->w.n = mark;
+        e->first = first;
+    }
+}
+
+static void m_str(evw *e, const char *k, const char *s) { m_strn(e, k, s, s ? strlen(s) : 0); }
+
+static void m_str_or_null(evw *e, const char *k, const char *s)
+{
+    if (s) {
+        m_str(e, k, s);
+    } else {
+        m_key(e, k);
+        abx_jw_raw(&e->w, "null", 4);
+    }
+}
+
+static int cmp_path_param(const void *a, const void *b)
+{
+    const abx_path_value *x = *(const abx_path_value *const *)a, *y = *(const abx_path_value *const *)b;
+    int c = strcmp(x->param, y->param);
+    return c ? c : (x < y ? -1 : x > y); /* equal names: in order, the last one wins */
+}
+
+/* "paths": {param: canonical}, sorted, a repeated param keeping its last value */
+static bool m_paths(evw *e, const abx_decision *d)
+{
+    const abx_path_value *one[16], **v = one;
+    if (d->n_paths > ABX_ARRAY_LEN(one) && !(v = malloc(d->n_paths * sizeof *v)))
+        return false;
+    size_t n = 0;
+    for (size_t i = 0; i < d->n_paths; i++)
+        if (abx_utf8_valid(d->paths[i].canonical, strlen(d->paths[i].canonical)))
+            v[n++] = &d->paths[i]; /* jansson drops a value it cannot hold */
+    qsort(v, n, sizeof *v, cmp_path_param);
+    m_key(e, "paths");
+    evw o = {e->w, true};
+    abx_jw_raw(&o.w, "{", 1);
+    for (size_t i = 0; i < n; i++)
+        if (i + 1 == n || strcmp(v[i]->param, v[i + 1]->param) != 0)
+            m_str(&o, v[i]->param, v[i]->canonical);
+    abx_jw_raw(&o.w, "}", 1);
+    e->w = o.w;
+    if (v != one)
+        free(v);
+    return true;
+}
+
+static bool m_admission_head(evw *e, const abx_request *r)
+{
+    m_key(e, "args");
+    /* arguments with nothing to redact (a read's path) are written as they are */
+    json_t *red = r->args && !abx_ledger_redact_keeps(r->args) ? abx_ledger_redact(r->args) : NULL;
+    const json_t *args = red ? red : r->args;
+    bool ok = args ? abx_jw_value(&e->w, args, true) : (abx_jw_raw(&e->w, "{}", 2), true);
+    json_decref(red);
+    if (ok && r->decision.argv.n) {
+        m_key(e, "argv");
+        evw a = {e->w, true};
+        abx_jw_raw(&a.w, "[", 1);
+        for (size_t i = 0; i < r->decision.argv.n; i++) {
+            const char *s = r->decision.argv.v[i];
+            size_t mark = a.w.n;
+            abx_jw_raw(&a.w, a.first ? "" : ",", a.first ? 0 : 1);
+            if (abx_jw_str(&a.w, s, strlen(s)))
+                a.first = false;
+            else
+                a.w.n = mark;
+        }
+        abx_jw_raw(&a.w, "]", 1);
+        e->w = a.w;
+    }
+    return ok;
+}
+
+/* One event's data: received's members (rcv), finished's (fin) and the admission (adm),
+ * merged in sorted key order. NULL when out of memory or a value the tree path would
+ * write differently: the caller then takes the tree path. */
+static char *direct_event(const abx_request *r, bool rcv, bool fin, bool adm, int status, int64_t dur_us)
+{
+    evw e = {{0}, true};
+    abx_jw_raw(&e.w, "{", 1);
+    bool ok = !adm || m_admission_head(&e, r);
+    if (rcv && r->batch_group) {
+        m_key(&e, "batch_group");
+        abx_jw_int(&e.w, (long long)r->batch_group);
+    }
+    if (rcv)
+        m_str(&e, "client", r->client);
+    if (fin) {
+        m_key(&e, "code");
+        abx_jw_raw(&e.w, "null", 4);
+    }
+    if (adm)
+        m_str(&e, "determining", r->decision.determining);
+    if (rcv)
+        m_str(&e, "door", abx_door_name(r->door));
+    if (fin) {
+        m_key(&e, "duration_ms");
+        ok = abx_jw_real(&e.w, (double)dur_us / 1000.0) && ok;
+    }
+    if (rcv)
+        m_str_or_null(&e, "op", op_name_of(r));
+    if (adm)
+        ok = ok && m_paths(&e, &r->decision);
+    if (rcv) {
+        m_str_or_null(&e, "principal", principal_of(r));
+        m_str(&e, "request_id", r->id);
+    }
+    if (fin) {
+        m_key(&e, "status");
+        abx_jw_int(&e.w, status);
+    }
+    if (rcv && r->path)
+        m_strn(&e, "target", r->path, r->path_len);
+    abx_jw_raw(&e.w, "}", 1);
+    char *out = abx_jw_finish(&e.w, NULL);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* A call that ran without an error (one "finished" event holding all), or one without
+ * an op such as GET /health ("received", then "finished"). false: take the tree path. */
+static bool ledger_audit_direct(abx_request *r, abx_ledger *l, int status, int64_t dur_us)
+{
+    char at[32];
+    abx_iso8601(abx_wall_ms(), at);
+    abx_ledger_raw ev[2];
+    size_t n = 0;
+    if (r->op) {
+        ev[n++] = (abx_ledger_raw){"finished", at, direct_event(r, true, true, true, status, dur_us)};
+    } else {
+        ev[n++] = (abx_ledger_raw){"received", at, direct_event(r, true, false, false, status, dur_us)};
+        ev[n++] = (abx_ledger_raw){"finished", at, direct_event(r, false, true, false, status, dur_us)};
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!ev[i].data) {
+            for (size_t k = 0; k < n; k++)
+                free(ev[k].data);
+            return false;
+        }
+    abx_ledger_call c = {.request_id = r->id, .principal = principal_of(r), .op = op_name_of(r),
+                         .door = abx_door_name(r->door), .client = r->client, .raw = ev, .n_raw = n,
+                         .durable = false, .attempt = false, .batch_group = r->batch_group};
+    abx_ledger_record(l, &c);
+    return true;
+}
+
+/* For tests/unit/test_audit: the hot events' data as the direct path writes it and as
+ * the tree path would (received then finished without an op; finished alone with one). */
+size_t abx__audit_hot_texts(const abx_request *r, int status, int64_t dur_us, char *direct[2], char *tree[2])
+{
+    size_t n = 0;
+    json_t *fin = json_object();
+    finished_fields(r, fin, status, dur_us);
+    if (r->op) {
+        received_fields(r, fin);
+        admission_fields(r, fin);
+        direct[n] = direct_event(r, true, true, true, status, dur_us);
+    } else {
+        json_t *rcv = json_object();
+        received_fields(r, rcv);
+        direct[n] = direct_event(r, true, false, false, status, dur_us);
+        tree[n++] = abx_json_compact(rcv, true, NULL);
+        json_decref(rcv);
+        direct[n] = direct_event(r, false, true, false, status, dur_us);
+    }
+    tree[n++] = abx_json_compact(fin, true, NULL);
+    json_decref(fin);
+    return n;
+}
+
+static void ledger_audit(abx_request *r, int status, int64_t dur_us)
+{
+    abx_ledger *l = r->server->ledger;
+    if (!l)
+        return;
+    if (!r->group_id && !r->reply.err && !(!r->trusted_principal && status == 401) &&
+        ledger_audit_direct(r, l, status, dur_us))
+        return;
+    json_t *fin = ev("finished");
+    finished_fields(r, fin, status, dur_us);
     if (r->group_id) { /* admitted mutating call: its end is durable before the answer */
         json_t *events = json_pack("[o]", fin);
         abx_ledger_append(l, r->group_id, events, true);

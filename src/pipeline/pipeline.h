@@ -389,4 +389,7 @@ void abx_auth_succeeded(abx_auth_limiter *l, const char *client, int64_t now_ms)
 void abx_log_request(const abx_request *r, int status, int64_t dur_us);
 void abx_log_set_level(const char *level); /* "debug" | "info" | "warn" | "error" | "off" */
 
+/* tests only: the ledger's hot events, direct and through jansson (audit.c) */
+size_t abx__audit_hot_texts(const abx_request *r, int status, int64_t dur_us, char *direct[2], char *tree[2]);
+
 #endif

@@ -36,7 +36,9 @@ static void test_scalars(void **state)
     json_t *vals[] = {json_null(), json_true(), json_false(), json_integer(0), json_integer(-1),
                       json_integer(INT64_MAX), json_integer(INT64_MIN), json_real(0.0), json_real(-0.0),
                       json_real(0.1), json_real(3.0), json_real(1e20), json_real(1.5e-7), json_real(-2.5e300),
-                      json_real(12.345), json_string(""), json_string("plain"), json_string("caf\xc3\xa9 \xe2\x82\xac"),
+                      json_real(12.345), json_real(1e16), json_real(1e17), json_real(5e-324), json_real(1e-5),
+                      json_real(1.7976931348623157e308), json_real(123456789012345678.0), json_real(-1e-300),
+                      json_string(""), json_string("plain"), json_string("caf\xc3\xa9 \xe2\x82\xac"),
                       json_string("\xf0\x9f\x98\x80/\x7f"), json_stringn("a\0b", 3),
                       json_string("a long plain run of text, then \"quotes\", then caf\xc3\xa9, then a\ttab!"),
                       json_string("0123456789abcdef\\0123456789abcdef\x1f" "0123456789abcdef\xe2\x82\xac" "01234567")};
