@@ -58,6 +58,7 @@ void abx_exec_egress_env(void (*set)(void *env, const char *k, const char *v), v
         set(env, http_keys[i], http);
     set(env, "ALL_PROXY", socks);
     set(env, "all_proxy", socks);
+    set(env, "NODE_USE_ENV_PROXY", "1"); /* Node's own fetch/https honour the variables (Node >= 22.21, 24) */
     set(env, "NO_PROXY", "localhost,127.0.0.1,::1");
     set(env, "no_proxy", "localhost,127.0.0.1,::1");
 }
