@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_PIDS 512
@@ -33,6 +34,7 @@ typedef struct listener {
     unsigned char addr[16];
     int pid;              /* the process holding it */
     int root;             /* the process the caller started (its session) */
+    unsigned long inode;  /* the socket */
 } listener;
 
 /* Every pid whose session is one of the caller's processes (the process itself first). */
@@ -134,6 +136,7 @@ static void scan_table(int pid, int root, int family, const unsigned long *inode
         l->family = family;
         l->pid = pid;
         l->root = root;
+        l->inode = ino;
         /* the kernel prints each 32-bit word in host order */
         for (int w = 0; w < (family == AF_INET ? 1 : 4); w++) {
             unsigned v;
@@ -192,6 +195,98 @@ done:
     abx_free(root_of);
     abx_free(inodes);
     return n;
+}
+
+/* ---- the proxy's cache of found listeners ----
+ * Finding a listener reads /proc/PID/net/tcp{,6}, which is the whole host's table when
+ * the process shares abx's namespace (tens of ms on a busy host). The proxy keeps what
+ * it found for CACHE_TTL_MS, keyed by principal and port, and trusts an entry only while
+ * its started process is still one of the caller's running processes and the holding
+ * process still has that very socket among its fds (a cheap /proc/PID/fd walk); anything
+ * else falls back to the full search. */
+#define CACHE_SLOTS 64
+#define CACHE_TTL_MS 5000
+
+typedef struct cache_entry {
+    char principal[64];
+    int port;
+    int64_t expires;
+    listener l;
+} cache_entry;
+
+static cache_entry g_cache[CACHE_SLOTS];
+static pthread_mutex_t g_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool holds_inode(int pid, unsigned long inode)
+{
+    unsigned long *inodes = abx_calloc(MAX_INODES, sizeof *inodes);
+    if (!inodes)
+        return false;
+    size_t n = socket_inodes(pid, inodes, MAX_INODES);
+    bool hit = false;
+    for (size_t i = 0; i < n && !hit; i++)
+        hit = inodes[i] == inode;
+    abx_free(inodes);
+    return hit;
+}
+
+static bool root_running(abx_ctx *ctx, int root)
+{
+    abx_proc **procs;
+    size_t np = abx_procs_list(abx_ctx_procs(ctx), abx_ctx_principal(ctx), &procs);
+    bool hit = false;
+    for (size_t i = 0; i < np; i++) {
+        if (!hit && abx_proc_running(procs[i]) && abx_proc_pid(procs[i]) == root)
+            hit = true;
+        abx_proc_unref(procs[i]);
+    }
+    abx_free(procs);
+    return hit;
+}
+
+static bool cache_get(abx_ctx *ctx, int port, listener *out)
+{
+    const char *who = abx_ctx_principal(ctx);
+    bool found = false;
+    int64_t now = now_ms();
+    pthread_mutex_lock(&g_cache_mu);
+    for (size_t i = 0; i < CACHE_SLOTS && !found; i++)
+        if (g_cache[i].port == port && g_cache[i].expires > now && who && strcmp(g_cache[i].principal, who) == 0) {
+            *out = g_cache[i].l;
+            found = true;
+        }
+    pthread_mutex_unlock(&g_cache_mu);
+    return found && root_running(ctx, out->root) && holds_inode(out->pid, out->inode);
+}
+
+static void cache_put(abx_ctx *ctx, int port, const listener *l)
+{
+    const char *who = abx_ctx_principal(ctx);
+    if (!who || strlen(who) >= sizeof g_cache[0].principal)
+        return;
+    int64_t now = now_ms();
+    pthread_mutex_lock(&g_cache_mu);
+    size_t slot = 0;
+    for (size_t i = 0; i < CACHE_SLOTS; i++) {
+        if ((g_cache[i].port == port && strcmp(g_cache[i].principal, who) == 0) || g_cache[i].expires <= now) {
+            slot = i;
+            break;
+        }
+        if (g_cache[i].expires < g_cache[slot].expires)
+            slot = i;
+    }
+    snprintf(g_cache[slot].principal, sizeof g_cache[slot].principal, "%s", who);
+    g_cache[slot].port = port;
+    g_cache[slot].expires = now + CACHE_TTL_MS;
+    g_cache[slot].l = *l;
+    pthread_mutex_unlock(&g_cache_mu);
 }
 
 static abx_err ports_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
@@ -287,14 +382,16 @@ static int open_listener(const listener *l)
             return -errno;
     }
     pthread_t t;
-    if (pthread_create(&t, NULL, connect_in_ns, &j) != 0) {
+    if (j.nsfd < 0) /* abx's own namespace: no thread to enter it */
+        connect_in_ns(&j);
+    else if (pthread_create(&t, NULL, connect_in_ns, &j) != 0) {
         if (j.nsfd >= 0)
             close(j.nsfd);
         return -EAGAIN;
-    }
-    pthread_join(t, NULL);
-    if (j.nsfd >= 0)
+    } else {
+        pthread_join(t, NULL);
         close(j.nsfd);
+    }
     return j.fd >= 0 ? j.fd : -j.err;
 }
 
@@ -369,18 +466,23 @@ static abx_err ports_proxy(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     int port = (int)json_integer_value(json_object_get(args, "port"));
     const char *rest = json_string_value(json_object_get(args, "rest"));
-    listener *ls;
-    size_t n = collect(ctx, &ls, port);
-    const listener *hit = NULL;
-    for (size_t i = 0; i < n && !hit; i++)
-        if (ls[i].port == port)
-            hit = &ls[i];
-    if (!hit) {
+    listener found;
+    if (!cache_get(ctx, port, &found)) {
+        listener *ls;
+        size_t n = collect(ctx, &ls, port);
+        const listener *hit = NULL;
+        for (size_t i = 0; i < n && !hit; i++)
+            if (ls[i].port == port)
+                hit = &ls[i];
+        if (hit) {
+            found = *hit;
+            cache_put(ctx, port, hit);
+        }
         abx_free(ls);
-        return abx_reply_error(r, ABX_E_PORTS_NOT_FOUND, NULL, "none of your processes listens on port %d", port);
+        if (!hit)
+            return abx_reply_error(r, ABX_E_PORTS_NOT_FOUND, NULL, "none of your processes listens on port %d", port);
     }
-    int fd = open_listener(hit);
-    abx_free(ls);
+    int fd = open_listener(&found);
     if (fd < 0)
         return abx_reply_error(r, ABX_E_PORTS_UPSTREAM, NULL, "cannot connect to port %d: %s", port, strerror(-fd));
     size_t qlen;

@@ -138,3 +138,21 @@ def test_a_server_started_by_a_child_counts(abx, workspace):
         assert r.status_code == 200 and r.text == "hello\n", r.text
     finally:
         stop(s, pid)
+
+
+def test_a_stopped_server_is_not_reached_through_the_cache(abx, workspace):
+    """The proxy keeps the listener it found for a few seconds; once the server is gone the
+    next request does not use that entry (not found), and a new server on the same port
+    (carol's) is not reached with alice's token."""
+    port = free_port()
+    s = abx(make_config(workspace, ["*"]))
+    pid = serve(s, workspace, port)
+    assert s.get("/ports/%d/a.txt" % port, token=ALICE_TOKEN).text == "hello\n"
+    stop(s, pid)
+    assert wait_for(lambda: s.get("/ports/%d/a.txt" % port, token=ALICE_TOKEN).status_code == 404, timeout=3)
+    pid2 = serve(s, workspace, port, token=CAROL_TOKEN)
+    try:
+        assert_error(s.get("/ports/%d/a.txt" % port, token=ALICE_TOKEN), 404, "ports.not_found")
+        assert s.get("/ports/%d/a.txt" % port, token=CAROL_TOKEN).text == "hello\n"
+    finally:
+        stop(s, pid2, token=CAROL_TOKEN)
