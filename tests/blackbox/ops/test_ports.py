@@ -156,3 +156,120 @@ def test_a_stopped_server_is_not_reached_through_the_cache(abx, workspace):
         assert s.get("/ports/%d/a.txt" % port, token=CAROL_TOKEN).text == "hello\n"
     finally:
         stop(s, pid2, token=CAROL_TOKEN)
+
+
+ECHO_SERVER = r'''
+import http.server, json, sys
+
+BIG = bytes(range(256)) * (5 * 1024 * 1024 // 256)
+
+
+class H(http.server.BaseHTTPRequestHandler):
+    def answer(self, status=200, body=b"", ctype="application/json", length=True):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("X-Echo-Method", self.command)
+        self.send_header("Set-Cookie", "a=1")
+        self.send_header("Set-Cookie", "b=2")
+        if length:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def seen(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        return {"method": self.command, "path": self.path, "body": self.rfile.read(n).decode(),
+                "headers": {k.lower(): v for k, v in self.headers.items()}}
+
+    def do_GET(self):
+        if self.path == "/big":
+            return self.answer(body=BIG, ctype="application/octet-stream")
+        if self.path == "/big-unsized":
+            return self.answer(body=BIG, ctype="application/octet-stream", length=False)
+        self.answer(body=json.dumps(self.seen()).encode())
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_GET
+
+    def do_HEAD(self):
+        self.answer(body=b"x" * 123)
+
+
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+'''
+
+
+def serve_echo(s, ws, port, token=ALICE_TOKEN):
+    with open(os.path.join(ws, "echo_server.py"), "w") as f:
+        f.write(ECHO_SERVER)
+    r = s.post("/process", token=token, json_body={"argv": ["python3", os.path.join(ws, "echo_server.py"), str(port)]})
+    assert r.status_code == 200, r.text
+    pid = r.json()["pid"]
+    assert wait_for(lambda: any(p["port"] == port for p in
+                                s.get("/ports", token=token).json().get("ports", [])), timeout=10), \
+        s.get("/process/%d/output" % pid, token=token).text
+    return pid
+
+
+def test_every_method_with_body_and_headers_is_relayed(abx, workspace):
+    port = free_port()
+    s = abx(make_config(workspace, ["*"]))
+    pid = serve_echo(s, workspace, port)
+    try:
+        r = s.post("/ports/%d/api/items?x=1" % port, token=ALICE_TOKEN, json_body={"name": "widget", "n": 3},
+                   headers={"X-Custom": "yes", "Cookie": "sid=42", "X-Access-Token": ALICE_TOKEN,
+                            "Connection": "keep-alive, X-Hop", "X-Hop": "drop me"})
+        assert r.status_code == 200, r.text
+        seen = r.json()
+        assert seen["method"] == "POST" and seen["path"] == "/api/items?x=1", seen
+        assert json.loads(seen["body"]) == {"name": "widget", "n": 3}
+        h = seen["headers"]
+        assert h["content-type"] == "application/json" and h["x-custom"] == "yes" and h["cookie"] == "sid=42", h
+        # abx's own credentials and the hop-by-hop headers never reach the server
+        assert "authorization" not in h and "x-access-token" not in h and "x-hop" not in h, h
+        assert ALICE_TOKEN not in json.dumps(seen)
+        # the server's headers come back, a repeated one as many times
+        assert r.headers["X-Echo-Method"] == "POST"
+        assert r.raw.headers.getlist("Set-Cookie") == ["a=1", "b=2"], r.raw.headers
+        for method in ("PUT", "PATCH", "DELETE", "OPTIONS"):
+            r = s.request(method, "/ports/%d/thing" % port, token=ALICE_TOKEN, data=b"raw \x00 bytes",
+                          headers={"Content-Type": "application/octet-stream"})
+            assert r.status_code == 200, (method, r.text)
+            assert r.json()["method"] == method and r.json()["body"] == "raw \x00 bytes", r.text
+        d = s.request("DELETE", "/ports/%d/thing/7" % port, token=ALICE_TOKEN)
+        assert d.status_code == 200 and d.json()["method"] == "DELETE" and d.json()["path"] == "/thing/7"
+        hd = s.request("HEAD", "/ports/%d/anything" % port, token=ALICE_TOKEN)
+        assert hd.status_code == 200 and hd.headers["X-Echo-Method"] == "HEAD" and hd.content == b""
+    finally:
+        stop(s, pid)
+
+
+def test_large_bodies_arrive_whole(abx, workspace):
+    port = free_port()
+    s = abx(make_config(workspace, ["*"]))
+    pid = serve_echo(s, workspace, port)
+    big = bytes(range(256)) * (5 * 1024 * 1024 // 256)
+    try:
+        for path in ("big", "big-unsized"):  # relayed as a stream: no copy of 5 MB in abx, no cap
+            r = s.get("/ports/%d/%s" % (port, path), token=ALICE_TOKEN, timeout=30)
+            assert r.status_code == 200 and r.headers["Content-Type"] == "application/octet-stream"
+            assert len(r.content) == len(big) and r.content == big, (path, len(r.content))
+        # a request body is bounded by limits.request_max_bytes
+        up = s.post("/ports/%d/up" % port, token=ALICE_TOKEN, data=b"y" * 300000,
+                    headers={"Content-Type": "text/plain"})
+        assert up.status_code == 200 and len(up.json()["body"]) == 300000
+    finally:
+        stop(s, pid)
+
+
+def test_request_body_over_the_limit_is_refused(abx, workspace):
+    port = free_port()
+    cfg = make_config(workspace, ["*"])
+    cfg["limits"] = {"request_max_bytes": 1000}
+    s = abx(cfg)
+    pid = serve_echo(s, workspace, port)
+    try:
+        assert_error(s.post("/ports/%d/up" % port, token=ALICE_TOKEN, data=b"y" * 5000,
+                            headers={"Content-Type": "text/plain"}), 413, "limit.request_too_large")
+    finally:
+        stop(s, pid)
