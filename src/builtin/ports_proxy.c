@@ -9,11 +9,14 @@
  * headers come back (hop-by-hop ones dropped); a body of known length up to
  * SMALL_BODY is relayed whole, anything larger or unsized is streamed through a pump
  * (bounded memory, no size cap). HTTP/1.0 keeps the framing simple: the server ends
- * the body by closing, or says its length; chunked answers are refused. */
+ * the body by closing, or says its length; chunked answers are refused. A WebSocket
+ * upgrade goes as HTTP/1.1 with the caller's key; after the server's 101 the session
+ * is bytes both ways (abx_ws_ops.raw), so the frames are the server's own. */
 #include "builtin/ports.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -162,7 +165,7 @@ static int forward_header(void *ud, const char *name, const char *value)
     fwd *f = ud;
     /* abx's credentials stay in abx; Host names the upstream; Expect is answered by abx */
     static const char *const own[] = {"Authorization", "X-Access-Token", "E2B-Traffic-Access-Token", "Host",
-                                      "Expect"};
+                                      "Expect", "Sec-WebSocket-Extensions"};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         if (strcasecmp(name, own[i]) == 0)
             return 0;
@@ -175,7 +178,7 @@ static int forward_header(void *ud, const char *name, const char *value)
 
 /* The request head: the caller's method (GET over RPC), the path below /ports/{port}/
  * (encoded again) with the raw query, the caller's headers but abx's own. */
-static char *request_head(abx_ctx *ctx, const char *method, int port, const char *rest, size_t body_len)
+static char *request_head(abx_ctx *ctx, const char *method, int port, const char *rest, size_t body_len, bool ws)
 {
     static const char keep[] = "-._~!$&'()*+,;=:@/";
     abx_buf b;
@@ -191,7 +194,7 @@ static char *request_head(abx_ctx *ctx, const char *method, int port, const char
     const char *q = abx_ctx_raw_query(ctx, &qlen);
     if (q)
         abx_buf_printf(&b, "?%.*s", (int)qlen, q);
-    abx_buf_printf(&b, " HTTP/1.0\r\nHost: 127.0.0.1:%d\r\n", port);
+    abx_buf_printf(&b, " HTTP/1.%d\r\nHost: 127.0.0.1:%d\r\n", ws ? 1 : 0, port);
     fwd f = {&b, abx_ctx_header(ctx, "Connection")};
     abx_ctx_headers_each(ctx, forward_header, &f);
     if (!abx_ctx_header(ctx, "Accept"))
@@ -199,7 +202,7 @@ static char *request_head(abx_ctx *ctx, const char *method, int port, const char
     if (body_len || (strcmp(method, "GET") && strcmp(method, "HEAD") && strcmp(method, "OPTIONS") &&
                      strcmp(method, "DELETE")))
         abx_buf_printf(&b, "Content-Length: %zu\r\n", body_len);
-    abx_buf_printf(&b, "Connection: close\r\n\r\n");
+    abx_buf_printf(&b, ws ? "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n" : "Connection: close\r\n\r\n");
     abx_buf_putc(&b, '\0');
     return abx_buf_detach(&b);
 }
@@ -359,6 +362,95 @@ static abx_err relay_answer(abx_ctx *ctx, int fd, const char *method, abx_reply 
     return ABX_OK;
 }
 
+/* ---- WebSocket: after both 101s, bytes both ways ---- */
+
+typedef struct ws_relay {
+    int fd;             /* the server */
+    char *pending;      /* the server's bytes read with its 101 */
+    size_t n_pending;
+} ws_relay;
+
+static bool pass(int from, int to)
+{
+    char buf[16384];
+    ssize_t k = recv(from, buf, sizeof buf, 0);
+    return k > 0 && send_all(to, buf, (size_t)k);
+}
+
+static void ws_raw(void *state, int sock, const char *extra, size_t extra_len)
+{
+    ws_relay *w = state;
+    struct timeval none = {0};
+    setsockopt(w->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none); /* a session may idle */
+    if ((extra_len && !send_all(w->fd, extra, extra_len)) || (w->n_pending && !send_all(sock, w->pending, w->n_pending)))
+        return;
+    for (;;) {
+        struct pollfd p[2] = {{.fd = sock, .events = POLLIN}, {.fd = w->fd, .events = POLLIN}};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        if ((p[0].revents && !pass(sock, w->fd)) || (p[1].revents && !pass(w->fd, sock)))
+            return;
+    }
+}
+
+static void ws_free(void *state)
+{
+    ws_relay *w = state;
+    close(w->fd);
+    abx_free(w->pending);
+    abx_free(w);
+}
+
+static const abx_ws_ops proxy_ws_ops = {NULL, NULL, ws_free, ws_raw};
+
+/* The server's 101: the caller's upgrade completes with the same key, so the frames on
+ * both sides are the same bytes. Any other answer is relayed as an answer. */
+static abx_err relay_upgrade(abx_ctx *ctx, int fd, abx_reply *r)
+{
+    abx_buf b;
+    abx_buf_init(&b, 0);
+    size_t head_len = 0;
+    int status = 0;
+    if (!read_head(ctx, fd, &b, &head_len) || sscanf(b.data, "HTTP/1.%*d %d", &status) != 1) {
+        abx_buf_release(&b);
+        close(fd);
+        return abx_reply_error(r, ABX_E_PORTS_UPSTREAM, NULL, "the server on the port did not answer with HTTP");
+    }
+    if (status != 101) {
+        abx_buf_release(&b);
+        close(fd);
+        return abx_reply_error(r, ABX_E_PORTS_UPSTREAM, NULL, "the server refused the WebSocket upgrade (HTTP %d)",
+                               status);
+    }
+    ws_relay *w = abx_calloc(1, sizeof *w);
+    if (!w) {
+        abx_buf_release(&b);
+        close(fd);
+        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    }
+    w->fd = fd;
+    w->n_pending = b.len - head_len;
+    w->pending = w->n_pending ? abx_malloc(w->n_pending) : NULL;
+    if (w->pending)
+        memcpy(w->pending, b.data + head_len, w->n_pending);
+    else
+        w->n_pending = 0;
+    const char *proto = strcasestr(b.data, "\r\nSec-WebSocket-Protocol:");
+    if (proto && proto < b.data + head_len) {
+        proto += 25;
+        proto += strspn(proto, " \t");
+        char value[256];
+        snprintf(value, sizeof value, "%.*s", (int)strcspn(proto, "\r\n"), proto);
+        abx_reply_header(r, "Sec-WebSocket-Protocol", value);
+    }
+    abx_buf_release(&b);
+    abx_reply_websocket(r, &proxy_ws_ops, w);
+    return ABX_OK;
+}
+
 abx_err abx_ports_relay(abx_ctx *ctx, const listener *l, int port, const char *rest, abx_reply *r)
 {
     int fd = open_listener(l);
@@ -369,13 +461,16 @@ abx_err abx_ports_relay(abx_ctx *ctx, const listener *l, int port, const char *r
         method = "GET";
     size_t body_len;
     const char *body = abx_ctx_raw_body(ctx, &body_len);
-    char *head = request_head(ctx, method, port, rest, body_len);
+    bool ws = abx_ctx_ws_requested(ctx) && strcmp(method, "GET") == 0;
+    char *head = request_head(ctx, method, port, rest, body_len, ws);
     bool sent = head && send_all(fd, head, strlen(head)) && (!body_len || send_all(fd, body, body_len));
     abx_free(head);
     if (!sent) {
         close(fd);
         return abx_reply_error(r, ABX_E_PORTS_UPSTREAM, NULL, "cannot send the request to port %d", port);
     }
+    if (ws)
+        return relay_upgrade(ctx, fd, r);
     shutdown(fd, SHUT_WR);
     return relay_answer(ctx, fd, method, r);
 }

@@ -436,7 +436,10 @@ typedef struct ws_ctx {
 static void *ws_thread(void *arg)
 {
     ws_ctx *w = arg;
-    abx_ws_run(w->sock, w->extra, w->extra_len, w->ops, w->state);
+    if (w->ops->raw)
+        w->ops->raw(w->state, w->sock, w->extra, w->extra_len);
+    else
+        abx_ws_run(w->sock, w->extra, w->extra_len, w->ops, w->state);
     w->ops->free_fn(w->state);
     MHD_upgrade_action(w->urh, MHD_UPGRADE_ACTION_CLOSE);
     free(w->extra);

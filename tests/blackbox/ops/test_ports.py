@@ -240,6 +240,12 @@ def test_every_method_with_body_and_headers_is_relayed(abx, workspace):
         assert d.status_code == 200 and d.json()["method"] == "DELETE" and d.json()["path"] == "/thing/7"
         hd = s.request("HEAD", "/ports/%d/anything" % port, token=ALICE_TOKEN)
         assert hd.status_code == 200 and hd.headers["X-Echo-Method"] == "HEAD" and hd.content == b""
+        # a server that answers an upgrade with anything but 101: 502, nothing upgraded
+        import websocket
+        with pytest.raises(websocket.WebSocketBadStatusException) as ei:
+            websocket.create_connection("ws://127.0.0.1:%d/ports/%d/" % (s.port, port), timeout=5,
+                                        header=["Authorization: Bearer " + ALICE_TOKEN], suppress_origin=True)
+        assert ei.value.status_code == 502
     finally:
         stop(s, pid)
 
@@ -271,5 +277,96 @@ def test_request_body_over_the_limit_is_refused(abx, workspace):
     try:
         assert_error(s.post("/ports/%d/up" % port, token=ALICE_TOKEN, data=b"y" * 5000,
                             headers={"Content-Type": "text/plain"}), 413, "limit.request_too_large")
+    finally:
+        stop(s, pid)
+
+
+WS_ECHO_SERVER = r'''
+import base64, hashlib, socket, sys, threading
+
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def recv_exact(c, n):
+    b = b""
+    while len(b) < n:
+        k = c.recv(n - len(b))
+        if not k:
+            raise EOFError
+        b += k
+    return b
+
+
+def session(c):
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += c.recv(4096)
+    lines = head.decode().split("\r\n")
+    h = {l.split(":", 1)[0].strip().lower(): l.split(":", 1)[1].strip() for l in lines[1:] if ":" in l}
+    if h.get("upgrade", "").lower() != "websocket":
+        c.sendall(b"HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        return c.close()
+    acc = base64.b64encode(hashlib.sha1(h["sec-websocket-key"].encode() + GUID).digest()).decode()
+    c.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Accept: %s\r\n\r\n" % acc).encode())
+    try:
+        while True:
+            b0, b1 = recv_exact(c, 2)
+            n = b1 & 127
+            if n == 126:
+                n = int.from_bytes(recv_exact(c, 2), "big")
+            elif n == 127:
+                n = int.from_bytes(recv_exact(c, 8), "big")
+            mask = recv_exact(c, 4)
+            data = bytes(x ^ mask[i % 4] for i, x in enumerate(recv_exact(c, n)))
+            if b0 & 15 == 8:
+                c.sendall(b"\x88\x00")
+                break
+            reply = b"echo:" + data + (b" auth=" + h["authorization"].encode() if "authorization" in h else b"")
+            hdr = bytes([0x80 | (b0 & 15)]) + (bytes([len(reply)]) if len(reply) < 126 else
+                                                bytes([126]) + len(reply).to_bytes(2, "big"))
+            c.sendall(hdr + reply)
+    except EOFError:
+        pass
+    c.close()
+
+
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(8)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=session, args=(c,), daemon=True).start()
+'''
+
+
+def test_websocket_upgrade_is_passed_through(abx, workspace):
+    import websocket
+    port = free_port()
+    s = abx(make_config(workspace, ["*"]))
+    with open(os.path.join(workspace, "ws_server.py"), "w") as f:
+        f.write(WS_ECHO_SERVER)
+    r = s.post("/process", token=ALICE_TOKEN, json_body={"argv": ["python3", os.path.join(workspace, "ws_server.py"),
+                                                                  str(port)]})
+    assert r.status_code == 200, r.text
+    pid = r.json()["pid"]
+    try:
+        assert wait_for(lambda: any(p["port"] == port for p in
+                                    s.get("/ports", token=ALICE_TOKEN).json().get("ports", [])), timeout=10)
+        url = "ws://127.0.0.1:%d/ports/%d/socket" % (s.port, port)
+        ws = websocket.create_connection(url, header=["Authorization: Bearer " + ALICE_TOKEN], timeout=5,
+                                         suppress_origin=True)
+        try:
+            for msg in ("hello", "x" * 5000):
+                ws.send(msg)
+                # the frames are the server's own; abx's token never reached it
+                assert ws.recv() == "echo:" + msg
+        finally:
+            ws.close()
+        # without credentials the upgrade is refused by the pipeline
+        with pytest.raises(websocket.WebSocketBadStatusException) as ei:
+            websocket.create_connection(url, timeout=5, suppress_origin=True)
+        assert ei.value.status_code == 401
     finally:
         stop(s, pid)
