@@ -237,62 +237,69 @@ static void body_free(void *state)
     abx_free(s);
 }
 
-typedef struct head_info {
-    int status;
-    long long length;   /* Content-Length, or -1 */
-    bool chunked;
-    char ctype[200];
-} head_info;
-
-/* Status and headers into r (the hop-by-hop ones and those abx sets itself dropped). */
-static bool parse_head(const char *data, const char *eoh, head_info *h, abx_reply *r)
+/* The server's head (len bytes, ending in the blank line): status, Content-Type,
+ * Content-Length, chunked, and every header but the hop-by-hop ones and those abx sets
+ * itself handed to add. false when it is not an HTTP head (a NUL in it included). */
+bool abx_ports_parse_head(const char *data, size_t len, ports_head *h,
+                          void (*add)(void *ud, const char *name, const char *value), void *ud)
 {
+    memset(h, 0, sizeof *h);
     h->length = -1;
-    h->chunked = false;
     snprintf(h->ctype, sizeof h->ctype, "application/octet-stream");
-    if (sscanf(data, "HTTP/%*d.%*d %d", &h->status) != 1 || h->status < 100 || h->status > 599)
+    if (len < 4 || memcmp(data + len - 4, "\r\n\r\n", 4) != 0 || memchr(data, '\0', len))
         return false;
+    char *head = abx_strndup(data, len); /* NUL-terminated from here on */
+    if (!head)
+        return false;
+    const char *eoh = head + len - 2;     /* the blank line's CRLF */
+    if (sscanf(head, "HTTP/%*d.%*d %d", &h->status) != 1 || h->status < 100 || h->status > 599) {
+        abx_free(head);
+        return false;
+    }
     static const char *const skip[] = {"Content-Type", "Cache-Control", "X-Content-Type-Options", "X-Request-Id",
                                        "X-ABX-Server", "Date", "Server"};
-    const char *connection = NULL;
-    size_t conn_len = 0;
-    for (const char *v = strstr(data, "\r\n") + 2; v < eoh; v = strstr(v, "\r\n") + 2) {
-        const char *le = strstr(v, "\r\n"), *colon = memchr(v, ':', (size_t)(le - v));
-        if (colon && (size_t)(colon - v) == 10 && strncasecmp(v, "Connection", 10) == 0) {
-            connection = colon + 1;
-            conn_len = (size_t)(le - colon - 1);
+    char *conn = NULL;
+    for (int pass = 0; pass < 2; pass++)
+        for (const char *v = strstr(head, "\r\n") + 2; v < eoh; v = strstr(v, "\r\n") + 2) {
+            const char *le = strstr(v, "\r\n"), *colon = memchr(v, ':', (size_t)(le - v));
+            if (!colon || colon == v || (size_t)(colon - v) >= 128)
+                continue;
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)(colon - v), v);
+            const char *val = colon + 1 + strspn(colon + 1, " \t");
+            int vlen = (int)(le - val);
+            while (vlen > 0 && (val[vlen - 1] == ' ' || val[vlen - 1] == '\t'))
+                vlen--;
+            char *value = abx_strndup(val, vlen > 0 ? (size_t)vlen : 0);
+            if (!value)
+                continue;
+            if (pass == 0) { /* the Connection header first: the headers it names are hop-by-hop */
+                if (strcasecmp(name, "Connection") == 0 && !conn)
+                    conn = value;
+                else
+                    abx_free(value);
+                continue;
+            }
+            if (strcasecmp(name, "Content-Type") == 0)
+                snprintf(h->ctype, sizeof h->ctype, "%s", value);
+            else if (strcasecmp(name, "Content-Length") == 0)
+                h->length = strtoll(value, NULL, 10);
+            else if (strcasecmp(name, "Transfer-Encoding") == 0)
+                h->chunked = true;
+            bool drop = hop_by_hop(name) || (conn && in_token_list(conn, name)) || strpbrk(name, " \t\r\n") ||
+                        strpbrk(value, "\r\n"); /* a bare CR inside a line: never relayed */
+            for (size_t i = 0; i < sizeof skip / sizeof skip[0] && !drop; i++)
+                drop = strcasecmp(name, skip[i]) == 0;
+            if (!drop && add)
+                add(ud, name, value);
+            abx_free(value);
         }
-    }
-    char *conn = connection ? abx_strndup(connection, conn_len) : NULL;
-    for (const char *v = strstr(data, "\r\n") + 2; v < eoh; v = strstr(v, "\r\n") + 2) {
-        const char *le = strstr(v, "\r\n"), *colon = memchr(v, ':', (size_t)(le - v));
-        if (!colon || colon == v || (size_t)(colon - v) >= 128)
-            continue;
-        char name[128];
-        snprintf(name, sizeof name, "%.*s", (int)(colon - v), v);
-        const char *val = colon + 1 + strspn(colon + 1, " \t");
-        int vlen = (int)(le - val);
-        while (vlen && (val[vlen - 1] == ' ' || val[vlen - 1] == '\t'))
-            vlen--;
-        char *value = abx_strndup(val, (size_t)vlen);
-        if (!value)
-            continue;
-        if (strcasecmp(name, "Content-Type") == 0)
-            snprintf(h->ctype, sizeof h->ctype, "%s", value);
-        else if (strcasecmp(name, "Content-Length") == 0)
-            h->length = strtoll(value, NULL, 10);
-        else if (strcasecmp(name, "Transfer-Encoding") == 0)
-            h->chunked = true;
-        bool drop = hop_by_hop(name) || (conn && in_token_list(conn, name)) || strpbrk(name, " \t");
-        for (size_t i = 0; i < sizeof skip / sizeof skip[0] && !drop; i++)
-            drop = strcasecmp(name, skip[i]) == 0;
-        if (!drop)
-            abx_reply_header_add(r, name, value);
-        abx_free(value);
-    }
     abx_free(conn);
+    abx_free(head);
     return true;
 }
+
+static void add_to_reply(void *ud, const char *name, const char *value) { abx_reply_header_add(ud, name, value); }
 
 /* Read up to the end of the head; the bytes after it stay in *buf past *head_len. */
 static bool read_head(abx_ctx *ctx, int fd, abx_buf *b, size_t *head_len)
@@ -317,8 +324,8 @@ static abx_err relay_answer(abx_ctx *ctx, int fd, const char *method, abx_reply 
     abx_buf b;
     abx_buf_init(&b, 0);
     size_t head_len = 0;
-    head_info h;
-    if (!read_head(ctx, fd, &b, &head_len) || !parse_head(b.data, b.data + head_len - 2, &h, r)) {
+    ports_head h;
+    if (!read_head(ctx, fd, &b, &head_len) || !abx_ports_parse_head(b.data, head_len, &h, add_to_reply, r)) {
         abx_buf_release(&b);
         close(fd);
         return abx_reply_error(r, ABX_E_PORTS_UPSTREAM, NULL, "the server on the port did not answer with HTTP");
