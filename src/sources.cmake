@@ -121,6 +121,7 @@ set(ABX_SRC_BUILTIN
   src/builtin/kernels.c
   src/builtin/ledger_ops.c
   src/builtin/ports.c
+  src/builtin/ports_proxy.c
   src/builtin/process.c
   src/builtin/runs.c
   src/builtin/system.c

@@ -122,7 +122,7 @@ typedef struct abx_reply abx_reply;
  * It returns ABX_OK or an error from the table (with abx_reply_error for a message). */
 typedef abx_err (*abx_handler)(abx_ctx *ctx, const json_t *args, abx_reply *reply);
 
-#define ABX_MAX_BINDINGS 4
+#define ABX_MAX_BINDINGS 8
 #define ABX_MAX_ALIASES 4
 #define ABX_MAX_INSTALL 4
 
@@ -147,8 +147,10 @@ typedef struct abx_op_def {
     bool requires_approval;
     bool raw_body;                           /* the request body is the op's data (uploads): streamed to
                                                 a sink (abx_ctx_body_sink), other params from the query */
-    bool raw_query;                          /* the query string is the op's data (ports.proxy:
-                                                abx_ctx_raw_query), not arguments; HTTP bindings only */
+    bool raw_query;                          /* the query string and the body are the op's data
+                                                (ports.proxy: abx_ctx_raw_query, abx_ctx_raw_body), not
+                                                arguments, the body of any type up to
+                                                limits.request_max_bytes; HTTP bindings only */
     abx_handler handler;
     void *udata;                             /* borrowed; handed to the handler via abx_ctx_udata */
 } abx_op_def;
@@ -213,8 +215,19 @@ void abx_ctx_body_sink(abx_ctx *ctx, abx_body_chunk_fn chunk, abx_body_end_fn en
 const char *abx_ctx_header(const abx_ctx *ctx, const char *name);
 /* The request's raw query string (after '?', not decoded) for raw_query ops, or NULL. */
 const char *abx_ctx_raw_query(const abx_ctx *ctx, size_t *len);
+/* The request's raw body for raw_query ops on HTTP (any content type, bounded by
+ * limits.request_max_bytes), or NULL when it has none. */
+const void *abx_ctx_raw_body(const abx_ctx *ctx, size_t *len);
+/* The request's HTTP method ("GET", "POST"...), or NULL off HTTP (RPC, in-process). */
+const char *abx_ctx_method(const abx_ctx *ctx);
+/* Every request header in order (HTTP front door; none for in-process calls): visit
+ * returns non-zero to stop. */
+typedef int (*abx_header_visit_fn)(void *ud, const char *name, const char *value);
+void abx_ctx_headers_each(const abx_ctx *ctx, abx_header_visit_fn visit, void *ud);
 /* Add a response header (Content-Range, Content-Disposition...). Values are copied. */
 void abx_reply_header(abx_reply *r, const char *name, const char *value);
+/* The same, kept beside an earlier value of that header (Set-Cookie given twice). */
+void abx_reply_header_add(abx_reply *r, const char *name, const char *value);
 
 /* The Last-Event-ID header of a resumed stream, or NULL. */
 const char *abx_ctx_last_event_id(const abx_ctx *ctx);

@@ -1,13 +1,15 @@
 /* ports.c — the ports namespace: the servers the caller's processes listen on
- * (ports.list) and an HTTP reverse proxy to them (ports.proxy, GET /ports/{port}/{rest*}).
+ * (ports.list) and an HTTP reverse proxy to them (ports.proxy, /ports/{port}/{rest*}, any method).
  *
  * A listening socket counts when a process of the caller (one it started, or any process
  * in that process's session) holds it: its inode is among the process's fds and in
  * /proc/PID/net/tcp{,6} in LISTEN, read through that process, so inside its own network
  * namespace. The proxy connects only to such a socket, at its own address (loopback for
  * a wildcard bind) and inside the owner's network namespace: a worker thread enters it
- * (setns on that thread only) to make the connection. Nothing else is reachable. */
+ * (setns on that thread only) to make the connection (ports_proxy.c). Nothing else is
+ * reachable. */
 #include "builtin/builtin.h"
+#include "builtin/ports.h"
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -21,19 +23,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_PIDS 512
 #define MAX_INODES 1024
 #define PROXY_MAX_BYTES (64 * 1024 * 1024)
 
-typedef struct listener {
-    int port;
-    int family;           /* AF_INET or AF_INET6 */
-    unsigned char addr[16];
-    int pid;              /* the process holding it */
-    int root;             /* the process the caller started (its session) */
-} listener;
 
 /* Every pid whose session is one of the caller's processes (the process itself first). */
 static size_t session_pids(const int *roots, size_t n_roots, int *pids, int *root_of, size_t max)
@@ -134,6 +130,7 @@ static void scan_table(int pid, int root, int family, const unsigned long *inode
         l->family = family;
         l->pid = pid;
         l->root = root;
+        l->inode = ino;
         /* the kernel prints each 32-bit word in host order */
         for (int w = 0; w < (family == AF_INET ? 1 : 4); w++) {
             unsigned v;
@@ -194,6 +191,98 @@ done:
     return n;
 }
 
+/* ---- the proxy's cache of found listeners ----
+ * Finding a listener reads /proc/PID/net/tcp{,6}, which is the whole host's table when
+ * the process shares abx's namespace (tens of ms on a busy host). The proxy keeps what
+ * it found for CACHE_TTL_MS, keyed by principal and port, and trusts an entry only while
+ * its started process is still one of the caller's running processes and the holding
+ * process still has that very socket among its fds (a cheap /proc/PID/fd walk); anything
+ * else falls back to the full search. */
+#define CACHE_SLOTS 64
+#define CACHE_TTL_MS 5000
+
+typedef struct cache_entry {
+    char principal[64];
+    int port;
+    int64_t expires;
+    listener l;
+} cache_entry;
+
+static cache_entry g_cache[CACHE_SLOTS];
+static pthread_mutex_t g_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool holds_inode(int pid, unsigned long inode)
+{
+    unsigned long *inodes = abx_calloc(MAX_INODES, sizeof *inodes);
+    if (!inodes)
+        return false;
+    size_t n = socket_inodes(pid, inodes, MAX_INODES);
+    bool hit = false;
+    for (size_t i = 0; i < n && !hit; i++)
+        hit = inodes[i] == inode;
+    abx_free(inodes);
+    return hit;
+}
+
+static bool root_running(abx_ctx *ctx, int root)
+{
+    abx_proc **procs;
+    size_t np = abx_procs_list(abx_ctx_procs(ctx), abx_ctx_principal(ctx), &procs);
+    bool hit = false;
+    for (size_t i = 0; i < np; i++) {
+        if (!hit && abx_proc_running(procs[i]) && abx_proc_pid(procs[i]) == root)
+            hit = true;
+        abx_proc_unref(procs[i]);
+    }
+    abx_free(procs);
+    return hit;
+}
+
+static bool cache_get(abx_ctx *ctx, int port, listener *out)
+{
+    const char *who = abx_ctx_principal(ctx);
+    bool found = false;
+    int64_t now = now_ms();
+    pthread_mutex_lock(&g_cache_mu);
+    for (size_t i = 0; i < CACHE_SLOTS && !found; i++)
+        if (g_cache[i].port == port && g_cache[i].expires > now && who && strcmp(g_cache[i].principal, who) == 0) {
+            *out = g_cache[i].l;
+            found = true;
+        }
+    pthread_mutex_unlock(&g_cache_mu);
+    return found && root_running(ctx, out->root) && holds_inode(out->pid, out->inode);
+}
+
+static void cache_put(abx_ctx *ctx, int port, const listener *l)
+{
+    const char *who = abx_ctx_principal(ctx);
+    if (!who || strlen(who) >= sizeof g_cache[0].principal)
+        return;
+    int64_t now = now_ms();
+    pthread_mutex_lock(&g_cache_mu);
+    size_t slot = 0;
+    for (size_t i = 0; i < CACHE_SLOTS; i++) {
+        if ((g_cache[i].port == port && strcmp(g_cache[i].principal, who) == 0) || g_cache[i].expires <= now) {
+            slot = i;
+            break;
+        }
+        if (g_cache[i].expires < g_cache[slot].expires)
+            slot = i;
+    }
+    snprintf(g_cache[slot].principal, sizeof g_cache[slot].principal, "%s", who);
+    g_cache[slot].port = port;
+    g_cache[slot].expires = now + CACHE_TTL_MS;
+    g_cache[slot].l = *l;
+    pthread_mutex_unlock(&g_cache_mu);
+}
+
 static abx_err ports_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     (void)args;
@@ -215,196 +304,27 @@ static abx_err ports_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
     return ABX_OK;
 }
 
-/* ---- the proxy ---- */
-
-typedef struct connect_job {
-    int nsfd;                  /* the owner's network namespace, or -1: abx's own */
-    struct sockaddr_storage sa;
-    socklen_t salen;
-    int fd;                    /* out */
-    int err;                   /* out: errno */
-} connect_job;
-
-static void *connect_in_ns(void *arg)
-{
-    connect_job *j = arg;
-    j->fd = -1;
-    if (j->nsfd >= 0 && setns(j->nsfd, CLONE_NEWNET) != 0) { /* this thread only, and it ends here */
-        j->err = errno;
-        return NULL;
-    }
-    int fd = socket(j->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        j->err = errno;
-        return NULL;
-    }
-    struct timeval tv = {.tv_sec = 30};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    if (connect(fd, (struct sockaddr *)&j->sa, j->salen) != 0) {
-        j->err = errno;
-        close(fd);
-        return NULL;
-    }
-    j->fd = fd;
-    return NULL;
-}
-
-static bool same_netns(int pid)
-{
-    struct stat a, b;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/ns/net", pid);
-    return stat("/proc/self/ns/net", &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
-}
-
-/* A connection to the listener, at its own address (loopback for a wildcard bind),
- * inside its owner's network namespace. fd or -errno. */
-static int open_listener(const listener *l)
-{
-    static const unsigned char any6[16] = {0};
-    connect_job j = {.nsfd = -1};
-    if (l->family == AF_INET) {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&j.sa;
-        s4->sin_family = AF_INET;
-        s4->sin_port = htons((unsigned short)l->port);
-        memcpy(&s4->sin_addr, l->addr, 4);
-        if (s4->sin_addr.s_addr == htonl(INADDR_ANY))
-            s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        j.salen = sizeof *s4;
-    } else {
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&j.sa;
-        s6->sin6_family = AF_INET6;
-        s6->sin6_port = htons((unsigned short)l->port);
-        memcpy(&s6->sin6_addr, memcmp(l->addr, any6, 16) == 0 ? in6addr_loopback.s6_addr : l->addr, 16);
-        j.salen = sizeof *s6;
-    }
-    if (!same_netns(l->pid)) {
-        char path[64];
-        snprintf(path, sizeof path, "/proc/%d/ns/net", l->pid);
-        j.nsfd = open(path, O_RDONLY | O_CLOEXEC);
-        if (j.nsfd < 0)
-            return -errno;
-    }
-    pthread_t t;
-    if (pthread_create(&t, NULL, connect_in_ns, &j) != 0) {
-        if (j.nsfd >= 0)
-            close(j.nsfd);
-        return -EAGAIN;
-    }
-    pthread_join(t, NULL);
-    if (j.nsfd >= 0)
-        close(j.nsfd);
-    return j.fd >= 0 ? j.fd : -j.err;
-}
-
-static bool send_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k <= 0)
-            return false;
-        p += k;
-        n -= (size_t)k;
-    }
-    return true;
-}
-
-/* The upstream's answer: status, Content-Type and body, relayed; a redirect's Location too. */
-static abx_err relay(abx_ctx *ctx, int fd, abx_reply *r)
-{
-    abx_buf b;
-    abx_buf_init(&b, 0);
-    char chunk[16384];
-    ssize_t k;
-    while ((k = recv(fd, chunk, sizeof chunk, 0)) > 0 && b.len < PROXY_MAX_BYTES && !abx_ctx_cancelled(ctx))
-        abx_buf_append(&b, chunk, (size_t)k);
-    const char *data = b.data ? b.data : "";
-    const char *eoh = b.len ? memmem(data, b.len, "\r\n\r\n", 4) : NULL;
-    int status = 0;
-    if (!eoh || sscanf(data, "HTTP/%*d.%*d %d", &status) != 1 || status < 100 || status > 599) {
-        abx_buf_release(&b);
-        return abx_reply_error(r, ABX_E_PORTS_UPSTREAM, NULL, "the server on the port did not answer with HTTP");
-    }
-    char ctype[200] = "application/octet-stream", location[1024] = "";
-    for (const char *h = strstr(data, "\r\n"); h && h < eoh; h = strstr(h + 2, "\r\n")) {
-        const char *v = h + 2, *le = strstr(v, "\r\n");
-        if (!le || le > eoh)
-            break;
-        if (strncasecmp(v, "Content-Type:", 13) == 0)
-            snprintf(ctype, sizeof ctype, "%.*s", (int)(le - v - 13), v + 13);
-        else if (strncasecmp(v, "Location:", 9) == 0)
-            snprintf(location, sizeof location, "%.*s", (int)(le - v - 9), v + 9);
-    }
-    char *ct = ctype;
-    while (*ct == ' ')
-        ct++;
-    abx_reply_status(r, status);
-    if (location[0])
-        abx_reply_header(r, "Location", location + strspn(location, " "));
-    size_t head = (size_t)(eoh + 4 - data);
-    abx_reply_bytes(r, data + head, b.len - head, ct);
-    abx_buf_release(&b);
-    return ABX_OK;
-}
-
-/* The decoded path back to a request-target path: unreserved, sub-delims, ':', '@' and
- * '/' as they are, every other byte (space, '%', '?', '#', controls) percent-encoded. */
-static char *encode_path(const char *s)
-{
-    static const char keep[] = "-._~!$&'()*+,;=:@/";
-    abx_buf b;
-    abx_buf_init(&b, 0);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr(keep, *p))
-            abx_buf_putc(&b, (char)*p);
-        else
-            abx_buf_printf(&b, "%%%02X", *p);
-    }
-    abx_buf_putc(&b, '\0');
-    return abx_buf_detach(&b);
-}
-
 static abx_err ports_proxy(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     int port = (int)json_integer_value(json_object_get(args, "port"));
     const char *rest = json_string_value(json_object_get(args, "rest"));
-    listener *ls;
-    size_t n = collect(ctx, &ls, port);
-    const listener *hit = NULL;
-    for (size_t i = 0; i < n && !hit; i++)
-        if (ls[i].port == port)
-            hit = &ls[i];
-    if (!hit) {
+    listener found;
+    if (!cache_get(ctx, port, &found)) {
+        listener *ls;
+        size_t n = collect(ctx, &ls, port);
+        const listener *hit = NULL;
+        for (size_t i = 0; i < n && !hit; i++)
+            if (ls[i].port == port)
+                hit = &ls[i];
+        if (hit) {
+            found = *hit;
+            cache_put(ctx, port, hit);
+        }
         abx_free(ls);
-        return abx_reply_error(r, ABX_E_PORTS_NOT_FOUND, NULL, "none of your processes listens on port %d", port);
+        if (!hit)
+            return abx_reply_error(r, ABX_E_PORTS_NOT_FOUND, NULL, "none of your processes listens on port %d", port);
     }
-    int fd = open_listener(hit);
-    abx_free(ls);
-    if (fd < 0)
-        return abx_reply_error(r, ABX_E_PORTS_UPSTREAM, NULL, "cannot connect to port %d: %s", port, strerror(-fd));
-    size_t qlen;
-    const char *q = abx_ctx_raw_query(ctx, &qlen);
-    const char *accept = abx_ctx_header(ctx, "Accept");
-    /* HTTP/1.0: the answer ends when the connection does (no chunking to undo); the
-     * caller's credentials are never forwarded */
-    char *path = encode_path(rest ? rest : "");
-    char *req = path ? abx_asprintf("GET /%s%s%.*s HTTP/1.0\r\nHost: 127.0.0.1:%d\r\nAccept: %s\r\n"
-                                    "User-Agent: abx-ports-proxy\r\nConnection: close\r\n\r\n",
-                                    path, q ? "?" : "", (int)qlen, q ? q : "", port,
-                                    accept && !strpbrk(accept, "\r\n") ? accept : "*/*")
-                      : NULL;
-    bool sent = req && send_all(fd, req, strlen(req));
-    abx_free(path);
-    abx_free(req);
-    if (!sent) {
-        close(fd);
-        return abx_reply_error(r, ABX_E_PORTS_UPSTREAM, NULL, "cannot send the request to port %d", port);
-    }
-    shutdown(fd, SHUT_WR);
-    abx_err e = relay(ctx, fd, r);
-    close(fd);
-    return e;
+    return abx_ports_relay(ctx, &found, port, rest ? rest : "", r);
 }
 
 static const abx_param proxy_params[] = {
@@ -419,8 +339,10 @@ static const abx_op_def ports_ops[] = {
      .summary = "TCP ports the caller's processes (and their children) listen on, in their own network namespaces.",
      .http = {"GET /ports"}, .since = "0.2", .handler = ports_list},
     {.id = "ports.proxy", .effects = ABX_EFF_NET,
-     .summary = "HTTP GET relayed to a server one of the caller's processes listens on (GET /ports/{port}/...).",
-     .http = {"GET /ports/{port}/{rest*}"}, .params = proxy_params, .since = "0.2", .raw_query = true,
+     .summary = "HTTP relayed to a server one of the caller's processes listens on (any method, /ports/{port}/...).",
+     .http = {"GET /ports/{port}/{rest*}", "POST /ports/{port}/{rest*}", "PUT /ports/{port}/{rest*}",
+              "PATCH /ports/{port}/{rest*}", "DELETE /ports/{port}/{rest*}", "HEAD /ports/{port}/{rest*}",
+              "OPTIONS /ports/{port}/{rest*}"}, .params = proxy_params, .since = "0.2", .raw_query = true,
      .errors = "ports.not_found ports.upstream_failed", .handler = ports_proxy},
     {0},
 };

@@ -153,7 +153,7 @@ static void ws_free(void *state)
     abx_free(t);
 }
 
-static const abx_ws_ops terminal_ws_ops = {ws_message, ws_pull, ws_free};
+static const abx_ws_ops terminal_ws_ops = {ws_message, ws_pull, ws_free, NULL};
 
 static abx_err terminal_connect(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {

@@ -29,7 +29,7 @@ int abx_edit_distance(const char *a, const char *b, int max);
 
 /* ---- ops as the registry holds them ---- */
 typedef struct abx_binding {
-    char method[8];          /* GET POST PUT PATCH DELETE */
+    char method[8];          /* GET POST PUT PATCH DELETE HEAD OPTIONS */
     char *path;              /* "/files/read", "/process/{pid}"; owned */
 } abx_binding;
 

@@ -289,7 +289,7 @@ static int check_binding_path(const abx_op *op, const char *path, char *err, siz
 /* HTTP bindings: each "METHOD /path" with a known method and a well-formed path. */
 static int add_bindings(abx_op *op, const abx_op_def *d, char *err, size_t errlen)
 {
-    static const char *const methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+    static const char *const methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"};
     for (size_t i = 0; i < ABX_MAX_BINDINGS && d->http[i]; i++) {
         const char *b = d->http[i];
         const char *sp = strchr(b, ' ');

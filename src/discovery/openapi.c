@@ -300,7 +300,15 @@ json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot,
             }
             char m[8];
             lower_method(op->bindings[b].method, m);
-            json_object_set_new(item, m, operation(op, op->bindings[b].method, op->bindings[b].path, false, shared));
+            json_t *o = operation(op, op->bindings[b].method, op->bindings[b].path, false, shared);
+            if (b > 0 && o) { /* one op bound to several methods (ports.proxy): ids stay unique */
+                char sfx[12];
+                snprintf(sfx, sizeof sfx, "_%s", m);
+                char *opid = op_id_for(op, sfx);
+                json_object_set_new(o, "operationId", json_string(opid));
+                abx_free(opid);
+            }
+            json_object_set_new(item, m, o);
         }
         char rpc[ABX_ID_MAX + 8];
         snprintf(rpc, sizeof rpc, "/ops/%s", op->id);

@@ -7,8 +7,8 @@
 #include "http/http.h"
 #include <string.h>
 
-enum { M_GET, M_POST, M_PUT, M_PATCH, M_DELETE, M__N };
-static const char *const method_names[M__N] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+enum { M_GET, M_POST, M_PUT, M_PATCH, M_DELETE, M_HEAD, M_OPTIONS, M__N };
+static const char *const method_names[M__N] = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"};
 
 typedef struct node {
     char *seg;                 /* literal text; NULL for the variable child */

@@ -15,6 +15,10 @@ typedef struct abx_ws_ops {
     /* bytes to send now (> 0), 0 when nothing is pending, -1 when the source has ended */
     long (*pull)(void *state, char *buf, size_t max);
     void (*free_fn)(void *state);
+    /* optional: run the upgraded socket as raw bytes instead of framed messages (a
+     * relay whose other end speaks WebSocket itself: ports.proxy); on_message and pull
+     * are then unused. Blocking; closes nothing. extra as for abx_ws_run. */
+    void (*raw)(void *state, int sock, const char *extra, size_t extra_len);
 } abx_ws_ops;
 
 /* The Sec-WebSocket-Accept value for a key (out: 29 bytes with NUL). false if the key

@@ -79,6 +79,24 @@ void abx_reply_stream(abx_reply *r, const char *content_type, abx_stream_read_fn
     r->content_type = content_type;
 }
 
+void abx_reply_header_add(abx_reply *r, const char *name, const char *value)
+{
+    if (!r->headers)
+        r->headers = json_object();
+    json_t *old = r->headers ? json_object_get(r->headers, name) : NULL;
+    if (!old) {
+        abx_reply_header(r, name, value);
+        return;
+    }
+    if (!json_is_array(old)) {
+        json_t *arr = json_array();
+        json_array_append(arr, old);
+        json_object_set_new(r->headers, name, arr);
+        old = arr;
+    }
+    json_array_append_new(old, json_string(value));
+}
+
 const char *abx_ctx_last_event_id(const abx_ctx *ctx) { return ctx->req->last_event_id; }
 
 void abx_reply_header(abx_reply *r, const char *name, const char *value)
@@ -476,7 +494,8 @@ static abx_step step6_args(abx_request *r)
     const abx_op *op = r->op;
     if (r->trusted_principal) { /* in-process, batch, approved and MCP calls: arguments as given */
         r->args = r->args_in ? json_deep_copy(r->args_in) : json_object();
-    } else if (r->has_body && r->body.len > 0 && !(op->def->raw_body && r->door == ABX_DOOR_HTTP)) {
+    } else if (r->has_body && r->body.len > 0 &&
+               !((op->def->raw_body || op->def->raw_query) && r->door == ABX_DOOR_HTTP)) {
         json_error_t je;
         r->args = json_loadb(r->body.data, r->body.len, JSON_REJECT_DUPLICATES, &je);
         if (!r->args || !json_is_object(r->args)) {

@@ -145,6 +145,9 @@ struct abx_server {
 /* A transport's request-header lookup: the value of header name, or NULL. The listener
  * installs one on the requests it builds; the pipeline never names the transport. */
 typedef const char *(*abx_header_fn)(void *ud, const char *name);
+/* A transport's walk over every request header (abx_ctx_headers_each). */
+typedef void (*abx_headers_each_fn)(void *ud, int (*visit)(void *vud, const char *name, const char *value),
+                                    void *vud);
 
 typedef struct abx_request {
     abx_server *server;         /* borrowed */
@@ -170,6 +173,7 @@ typedef struct abx_request {
     const char *last_event_id;  /* Last-Event-ID header (resumable streams) */
     abx_header_fn header_fn;    /* the transport's header lookup (abx_ctx_header); NULL: no headers */
     void *header_ud;            /* its argument (the HTTP listener's connection), borrowed */
+    abx_headers_each_fn headers_each; /* the walk over all headers (same argument); NULL: none */
     const char *ws_key;         /* Sec-WebSocket-Key, when the request asks for an upgrade */
     bool ws_upgrade;            /* Upgrade: websocket and Connection: upgrade */
     bool terminal_listener;     /* arrived on the terminal listener */

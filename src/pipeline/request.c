@@ -96,6 +96,26 @@ const char *abx_ctx_raw_query(const abx_ctx *ctx, size_t *len)
     return *len ? r->query : NULL;
 }
 
+const void *abx_ctx_raw_body(const abx_ctx *ctx, size_t *len)
+{
+    const abx_request *r = ctx->req;
+    *len = r->op && r->op->def->raw_query && r->door == ABX_DOOR_HTTP && r->has_body ? r->body.len : 0;
+    return *len ? r->body.data : NULL;
+}
+
+const char *abx_ctx_method(const abx_ctx *ctx)
+{
+    const abx_request *r = ctx->req;
+    return r->door == ABX_DOOR_HTTP ? r->method : NULL;
+}
+
+void abx_ctx_headers_each(const abx_ctx *ctx, abx_header_visit_fn visit, void *ud)
+{
+    const abx_request *r = ctx->req;
+    if (r->headers_each)
+        r->headers_each(r->header_ud, visit, ud);
+}
+
 int abx_ctx_reload(abx_ctx *ctx, abx_diags *diags)
 {
     abx_server *s = ctx->req->server;

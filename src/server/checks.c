@@ -87,3 +87,35 @@ bool abx_is_json_type(const char *ct)
     return strncasecmp(ct, "application/json", n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
 }
 
+
+/* The request's header lookup (abx_ctx_header): the connection answers while it lives,
+ * which is as long as the request does. */
+const char *abx_connection_header(void *ud, const char *name)
+{
+    return MHD_lookup_connection_value(ud, MHD_HEADER_KIND, name);
+}
+
+typedef struct visit_ctx {
+    int (*visit)(void *vud, const char *name, const char *value);
+    void *vud;
+    bool stop;
+} visit_ctx;
+
+static enum MHD_Result visit_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                    const char *value, size_t value_size)
+{
+    (void)kind;
+    (void)key_size;
+    (void)value_size;
+    visit_ctx *v = cls;
+    if (!v->stop && key && value && v->visit(v->vud, key, value))
+        v->stop = true;
+    return v->stop ? MHD_NO : MHD_YES;
+}
+
+/* Every request header (abx_ctx_headers_each). */
+void abx_connection_headers(void *ud, int (*visit)(void *vud, const char *name, const char *value), void *vud)
+{
+    visit_ctx v = {visit, vud, false};
+    MHD_get_connection_values_n(ud, MHD_HEADER_KIND, visit_header, &v);
+}

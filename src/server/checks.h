@@ -14,5 +14,9 @@ bool abx_host_allowed(abx_server *s, const char *host);
 bool abx_origin_allowed(abx_server *s, const char *origin, const char *host);
 /* Content-Type application/json (with parameters). */
 bool abx_is_json_type(const char *ct);
+/* The request's headers for the pipeline: one by name (ud is the connection), and all
+ * of them in order, visit returning non-zero to stop. */
+const char *abx_connection_header(void *ud, const char *name);
+void abx_connection_headers(void *ud, int (*visit)(void *vud, const char *name, const char *value), void *vud);
 
 #endif

@@ -54,12 +54,6 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c);
 static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *c);
 static void *on_uri_e2b(void *cls, const char *uri, struct MHD_Connection *c);
 
-/* The request's header lookup (abx_ctx_header): the connection answers while it lives,
- * which is as long as the request does. */
-static const char *connection_header(void *ud, const char *name)
-{
-    return MHD_lookup_connection_value(ud, MHD_HEADER_KIND, name);
-}
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t);
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code);
@@ -337,8 +331,9 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     r->client = abx_arena_strdup(r->arena, addr);
     const union MHD_ConnectionInfo *fdi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->conn_fd = fdi ? fdi->connect_fd : -1;
-    r->header_fn = connection_header;
+    r->header_fn = abx_connection_header;
     r->header_ud = c;
+    r->headers_each = abx_connection_headers;
     return cr;
 }
 
@@ -405,7 +400,15 @@ static void add_common_headers(abx_server *s, abx_request *r, struct MHD_Respons
 {
     const char *hk;
     json_t *hv;
-    json_object_foreach(r->reply.headers, hk, hv) MHD_add_response_header(resp, hk, json_string_value(hv));
+    json_object_foreach(r->reply.headers, hk, hv) {
+        if (json_is_array(hv)) { /* a header given more than once (a relayed Set-Cookie) */
+            size_t i;
+            json_t *one;
+            json_array_foreach(hv, i, one) MHD_add_response_header(resp, hk, json_string_value(one));
+        } else {
+            MHD_add_response_header(resp, hk, json_string_value(hv));
+        }
+    }
     MHD_add_response_header(resp, "X-ABX-Server", s->version_header);
     MHD_add_response_header(resp, "X-Request-Id", r->id);
     MHD_add_response_header(resp, "Cache-Control", "no-store");
@@ -433,7 +436,10 @@ typedef struct ws_ctx {
 static void *ws_thread(void *arg)
 {
     ws_ctx *w = arg;
-    abx_ws_run(w->sock, w->extra, w->extra_len, w->ops, w->state);
+    if (w->ops->raw)
+        w->ops->raw(w->state, w->sock, w->extra, w->extra_len);
+    else
+        abx_ws_run(w->sock, w->extra, w->extra_len, w->ops, w->state);
     w->ops->free_fn(w->state);
     MHD_upgrade_action(w->urh, MHD_UPGRADE_ACTION_CLOSE);
     free(w->extra);
@@ -650,7 +656,8 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
         return reject(c, cr, ABX_E_LIMIT_REQUEST_TOO_LARGE, msg);
     }
     /* the E2B door reads Connect's protobuf and JSON, and envd's uploads, itself */
-    if (has_body && !cr->bytes_body && !r->e2b_listener && !abx_is_json_type(r->content_type))
+    bool raw_data = op && op->def->raw_query && r->door == ABX_DOOR_HTTP; /* ports.proxy: any type */
+    if (has_body && !cr->bytes_body && !raw_data && !r->e2b_listener && !abx_is_json_type(r->content_type))
         return reject(c, cr, ABX_E_REQUEST_BAD_CONTENT_TYPE, "send the body as Content-Type: application/json");
     r->has_body = has_body;
     abx_buf_init(&r->body, (size_t)cr->max_body);

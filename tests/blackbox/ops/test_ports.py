@@ -138,3 +138,235 @@ def test_a_server_started_by_a_child_counts(abx, workspace):
         assert r.status_code == 200 and r.text == "hello\n", r.text
     finally:
         stop(s, pid)
+
+
+def test_a_stopped_server_is_not_reached_through_the_cache(abx, workspace):
+    """The proxy keeps the listener it found for a few seconds; once the server is gone the
+    next request does not use that entry (not found), and a new server on the same port
+    (carol's) is not reached with alice's token."""
+    port = free_port()
+    s = abx(make_config(workspace, ["*"]))
+    pid = serve(s, workspace, port)
+    assert s.get("/ports/%d/a.txt" % port, token=ALICE_TOKEN).text == "hello\n"
+    stop(s, pid)
+    assert wait_for(lambda: s.get("/ports/%d/a.txt" % port, token=ALICE_TOKEN).status_code == 404, timeout=3)
+    pid2 = serve(s, workspace, port, token=CAROL_TOKEN)
+    try:
+        assert_error(s.get("/ports/%d/a.txt" % port, token=ALICE_TOKEN), 404, "ports.not_found")
+        assert s.get("/ports/%d/a.txt" % port, token=CAROL_TOKEN).text == "hello\n"
+    finally:
+        stop(s, pid2, token=CAROL_TOKEN)
+
+
+ECHO_SERVER = r'''
+import http.server, json, sys
+
+BIG = bytes(range(256)) * (5 * 1024 * 1024 // 256)
+
+
+class H(http.server.BaseHTTPRequestHandler):
+    def answer(self, status=200, body=b"", ctype="application/json", length=True):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("X-Echo-Method", self.command)
+        self.send_header("Set-Cookie", "a=1")
+        self.send_header("Set-Cookie", "b=2")
+        if length:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def seen(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        return {"method": self.command, "path": self.path, "body": self.rfile.read(n).decode(),
+                "headers": {k.lower(): v for k, v in self.headers.items()}}
+
+    def do_GET(self):
+        if self.path == "/big":
+            return self.answer(body=BIG, ctype="application/octet-stream")
+        if self.path == "/big-unsized":
+            return self.answer(body=BIG, ctype="application/octet-stream", length=False)
+        self.answer(body=json.dumps(self.seen()).encode())
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_GET
+
+    def do_HEAD(self):
+        self.answer(body=b"x" * 123)
+
+
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+'''
+
+
+def serve_echo(s, ws, port, token=ALICE_TOKEN):
+    with open(os.path.join(ws, "echo_server.py"), "w") as f:
+        f.write(ECHO_SERVER)
+    r = s.post("/process", token=token, json_body={"argv": ["python3", os.path.join(ws, "echo_server.py"), str(port)]})
+    assert r.status_code == 200, r.text
+    pid = r.json()["pid"]
+    assert wait_for(lambda: any(p["port"] == port for p in
+                                s.get("/ports", token=token).json().get("ports", [])), timeout=10), \
+        s.get("/process/%d/output" % pid, token=token).text
+    return pid
+
+
+def test_every_method_with_body_and_headers_is_relayed(abx, workspace):
+    port = free_port()
+    s = abx(make_config(workspace, ["*"]))
+    pid = serve_echo(s, workspace, port)
+    try:
+        r = s.post("/ports/%d/api/items?x=1" % port, token=ALICE_TOKEN, json_body={"name": "widget", "n": 3},
+                   headers={"X-Custom": "yes", "Cookie": "sid=42", "X-Access-Token": ALICE_TOKEN,
+                            "Connection": "keep-alive, X-Hop", "X-Hop": "drop me"})
+        assert r.status_code == 200, r.text
+        seen = r.json()
+        assert seen["method"] == "POST" and seen["path"] == "/api/items?x=1", seen
+        assert json.loads(seen["body"]) == {"name": "widget", "n": 3}
+        h = seen["headers"]
+        assert h["content-type"] == "application/json" and h["x-custom"] == "yes" and h["cookie"] == "sid=42", h
+        # abx's own credentials and the hop-by-hop headers never reach the server
+        assert "authorization" not in h and "x-access-token" not in h and "x-hop" not in h, h
+        assert ALICE_TOKEN not in json.dumps(seen)
+        # the server's headers come back, a repeated one as many times
+        assert r.headers["X-Echo-Method"] == "POST"
+        assert r.raw.headers.getlist("Set-Cookie") == ["a=1", "b=2"], r.raw.headers
+        for method in ("PUT", "PATCH", "DELETE", "OPTIONS"):
+            r = s.request(method, "/ports/%d/thing" % port, token=ALICE_TOKEN, data=b"raw \x00 bytes",
+                          headers={"Content-Type": "application/octet-stream"})
+            assert r.status_code == 200, (method, r.text)
+            assert r.json()["method"] == method and r.json()["body"] == "raw \x00 bytes", r.text
+        d = s.request("DELETE", "/ports/%d/thing/7" % port, token=ALICE_TOKEN)
+        assert d.status_code == 200 and d.json()["method"] == "DELETE" and d.json()["path"] == "/thing/7"
+        hd = s.request("HEAD", "/ports/%d/anything" % port, token=ALICE_TOKEN)
+        assert hd.status_code == 200 and hd.headers["X-Echo-Method"] == "HEAD" and hd.content == b""
+        # a server that answers an upgrade with anything but 101: 502, nothing upgraded
+        import websocket
+        with pytest.raises(websocket.WebSocketBadStatusException) as ei:
+            websocket.create_connection("ws://127.0.0.1:%d/ports/%d/" % (s.port, port), timeout=5,
+                                        header=["Authorization: Bearer " + ALICE_TOKEN], suppress_origin=True)
+        assert ei.value.status_code == 502
+    finally:
+        stop(s, pid)
+
+
+def test_large_bodies_arrive_whole(abx, workspace):
+    port = free_port()
+    s = abx(make_config(workspace, ["*"]))
+    pid = serve_echo(s, workspace, port)
+    big = bytes(range(256)) * (5 * 1024 * 1024 // 256)
+    try:
+        for path in ("big", "big-unsized"):  # relayed as a stream: no copy of 5 MB in abx, no cap
+            r = s.get("/ports/%d/%s" % (port, path), token=ALICE_TOKEN, timeout=30)
+            assert r.status_code == 200 and r.headers["Content-Type"] == "application/octet-stream"
+            assert len(r.content) == len(big) and r.content == big, (path, len(r.content))
+        # a request body is bounded by limits.request_max_bytes
+        up = s.post("/ports/%d/up" % port, token=ALICE_TOKEN, data=b"y" * 300000,
+                    headers={"Content-Type": "text/plain"})
+        assert up.status_code == 200 and len(up.json()["body"]) == 300000
+    finally:
+        stop(s, pid)
+
+
+def test_request_body_over_the_limit_is_refused(abx, workspace):
+    port = free_port()
+    cfg = make_config(workspace, ["*"])
+    cfg["limits"] = {"request_max_bytes": 1000}
+    s = abx(cfg)
+    pid = serve_echo(s, workspace, port)
+    try:
+        assert_error(s.post("/ports/%d/up" % port, token=ALICE_TOKEN, data=b"y" * 5000,
+                            headers={"Content-Type": "text/plain"}), 413, "limit.request_too_large")
+    finally:
+        stop(s, pid)
+
+
+WS_ECHO_SERVER = r'''
+import base64, hashlib, socket, sys, threading
+
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def recv_exact(c, n):
+    b = b""
+    while len(b) < n:
+        k = c.recv(n - len(b))
+        if not k:
+            raise EOFError
+        b += k
+    return b
+
+
+def session(c):
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += c.recv(4096)
+    lines = head.decode().split("\r\n")
+    h = {l.split(":", 1)[0].strip().lower(): l.split(":", 1)[1].strip() for l in lines[1:] if ":" in l}
+    if h.get("upgrade", "").lower() != "websocket":
+        c.sendall(b"HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        return c.close()
+    acc = base64.b64encode(hashlib.sha1(h["sec-websocket-key"].encode() + GUID).digest()).decode()
+    c.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Accept: %s\r\n\r\n" % acc).encode())
+    try:
+        while True:
+            b0, b1 = recv_exact(c, 2)
+            n = b1 & 127
+            if n == 126:
+                n = int.from_bytes(recv_exact(c, 2), "big")
+            elif n == 127:
+                n = int.from_bytes(recv_exact(c, 8), "big")
+            mask = recv_exact(c, 4)
+            data = bytes(x ^ mask[i % 4] for i, x in enumerate(recv_exact(c, n)))
+            if b0 & 15 == 8:
+                c.sendall(b"\x88\x00")
+                break
+            reply = b"echo:" + data + (b" auth=" + h["authorization"].encode() if "authorization" in h else b"")
+            hdr = bytes([0x80 | (b0 & 15)]) + (bytes([len(reply)]) if len(reply) < 126 else
+                                                bytes([126]) + len(reply).to_bytes(2, "big"))
+            c.sendall(hdr + reply)
+    except EOFError:
+        pass
+    c.close()
+
+
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(8)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=session, args=(c,), daemon=True).start()
+'''
+
+
+def test_websocket_upgrade_is_passed_through(abx, workspace):
+    import websocket
+    port = free_port()
+    s = abx(make_config(workspace, ["*"]))
+    with open(os.path.join(workspace, "ws_server.py"), "w") as f:
+        f.write(WS_ECHO_SERVER)
+    r = s.post("/process", token=ALICE_TOKEN, json_body={"argv": ["python3", os.path.join(workspace, "ws_server.py"),
+                                                                  str(port)]})
+    assert r.status_code == 200, r.text
+    pid = r.json()["pid"]
+    try:
+        assert wait_for(lambda: any(p["port"] == port for p in
+                                    s.get("/ports", token=ALICE_TOKEN).json().get("ports", [])), timeout=10)
+        url = "ws://127.0.0.1:%d/ports/%d/socket" % (s.port, port)
+        ws = websocket.create_connection(url, header=["Authorization: Bearer " + ALICE_TOKEN], timeout=5,
+                                         suppress_origin=True)
+        try:
+            for msg in ("hello", "x" * 5000):
+                ws.send(msg)
+                # the frames are the server's own; abx's token never reached it
+                assert ws.recv() == "echo:" + msg
+        finally:
+            ws.close()
+        # without credentials the upgrade is refused by the pipeline
+        with pytest.raises(websocket.WebSocketBadStatusException) as ei:
+            websocket.create_connection(url, timeout=5, suppress_origin=True)
+        assert ei.value.status_code == 401
+    finally:
+        stop(s, pid)
