@@ -116,6 +116,7 @@ set(ABX_SRC_BUILTIN
   src/builtin/files/write.c
   src/builtin/gitcfg.c
   src/builtin/jupyter.c
+  src/builtin/kernel_env.c
   src/builtin/kernel_exec.c
   src/builtin/kernel_mem.c
   src/builtin/kernels.c

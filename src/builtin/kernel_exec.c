@@ -90,6 +90,7 @@ typedef struct cell {
     size_t result_bytes, result_cap;
     bool results_cut;
     bool sent;                  /* the execute_request went out */
+    bool env_set;               /* the cell's env was set: restore it after the cell */
 } cell;
 
 static json_t *mime_bundle(const json_t *data, bool main_result)
@@ -271,11 +272,17 @@ static int cell_step(cell *c, int wait_ms)
  * error on r. */
 static abx_err cell_begin(abx_ctx *ctx, const json_t *args, cell *c, abx_reply *r)
 {
+    const json_t *env = json_object_get(args, "env");
+    abx_err e = abx_kenv_check(env, r);
+    if (e != ABX_OK)
+        return e;
     kernel *k = abx_kernel_find(ctx, args, r, false);
     if (!k)
         return ABX_E_KERNEL_NOT_FOUND;
     kstate *st = abx_ctx_ns_state(ctx, &abx_ns_kernels);
-    abx_err e = abx_kernel_acquire(k, !json_is_false(json_object_get(args, "wait")), r);
+    e = abx_kernel_acquire(k, !json_is_false(json_object_get(args, "wait")), r);
+    if (e == ABX_OK && json_object_size(env) && (e = abx_kenv_apply(k, env, r)) != ABX_OK)
+        abx_kernel_release(k);
     if (e != ABX_OK) {
         abx_kernel_unref(st, k);
         return e;
@@ -294,6 +301,7 @@ static abx_err cell_begin(abx_ctx *ctx, const json_t *args, cell *c, abx_reply *
     cap_init(&c->out[0], (size_t)cap);
     cap_init(&c->out[1], (size_t)cap);
     c->sent = false;
+    c->env_set = json_object_size(env) > 0;
     abx_kmem_reset(k);
     if (k->proc && abx_proc_running(k->proc)) {
         /* stop_on_error off: ipykernel would otherwise abort the next cell that arrives
@@ -310,6 +318,8 @@ static void cell_end(cell *c, kstate *st)
 {
     if (c->count)
         c->k->exec_count = c->count;
+    if (c->env_set) /* after the cell, also an errored or interrupted one */
+        abx_kenv_restore(c->k);
     abx_kernel_release(c->k);
     abx_kernel_unref(st, c->k);
 }
@@ -405,8 +415,15 @@ static long sse_read(void *state, char *buf, size_t max)
 static void sse_free(void *state)
 {
     cell_sse *s = state;
-    if (!s->done && s->c.k->proc) /* the client left: the cell stops, the kernel stays */
+    if (!s->done && s->c.k->proc) { /* the client left: the cell stops, the kernel stays */
         abx_proc_signal(s->c.k->proc, SIGINT);
+        if (s->c.env_set && s->c.sent) { /* its env is restored once the interrupt took */
+            s->c.timed_out = true;
+            s->c.deadline = abx_now_ms() + INTERRUPT_GRACE_MS;
+            while (cell_step(&s->c, 100) == 0)
+                ;
+        }
+    }
     json_t *logs[2];
     cap_finish(&s->c.out[0], &logs[0]);
     cap_finish(&s->c.out[1], &logs[1]);

@@ -511,6 +511,9 @@ static const abx_param exec_params[] = {
     {"code", ABX_T_STRING, .required = true, .doc = "The cell's source"},
     {"timeout", ABX_T_NUMBER, .doc = "Seconds before the cell is interrupted (the statement's timeout caps it)"},
     {"wait", ABX_T_BOOL, .dflt = "true", .doc = "Wait behind running cells (false: 409 kernel.busy)"},
+    {"env", ABX_T_MAP, .item = ABX_T_STRING,
+     .doc = "Environment variables for this cell only (the statement's env allowlist; ABX_*, LD_*, PYTHON*, R_* are "
+            "reserved); the old values come back after the cell"},
     {0},
 };
 
@@ -545,7 +548,7 @@ static const abx_op_def kernels_ops[] = {
      .summary = "Run a cell, its outputs as SSE events while they happen: stdout, stderr, result, error, end.",
      .http = {"POST /kernels/{id}/stream"}, .params = exec_params, .stream = ABX_STREAM_SSE,
      .limits = ABX_LIM_TIMEOUT | ABX_LIM_RATE | ABX_LIM_CONCURRENCY | ABX_LIM_MAX_OUTPUT_BYTES, .since = "0.2",
-     .errors = "kernel.not_found kernel.busy kernel.memory_pressure", .handler = abx_kernels_stream},
+     .errors = "kernel.not_found kernel.busy kernel.died kernel.memory_pressure", .handler = abx_kernels_stream},
     {0},
 };
 

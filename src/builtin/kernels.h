@@ -49,6 +49,12 @@ abx_err abx_kernel_acquire(kernel *k, bool wait, abx_reply *r);
 void abx_kernel_release(kernel *k);
 abx_err abx_kernels_execute(abx_ctx *ctx, const json_t *args, abx_reply *r);
 abx_err abx_kernels_stream(abx_ctx *ctx, const json_t *args, abx_reply *r);
+/* kernel_env.c: a cell's env: checked (names, reserved prefixes, sizes), set in the
+ * kernel before the cell (silently; on failure restored and the error on r) and the old
+ * values put back after it. The kernel's turn is held by the caller. */
+abx_err abx_kenv_check(const json_t *env, abx_reply *r);
+abx_err abx_kenv_apply(kernel *k, const json_t *env, abx_reply *r);
+void abx_kenv_restore(kernel *k);
 
 /* kernel_mem.c: watch the kernel's memory cgroup (pid) near its limit (bytes, 0 none);
  * 1 watching, 0 nothing to watch, -1 the cgroup refused. */

@@ -101,6 +101,7 @@ typedef struct cell_relay {
     abx_buf sse, pending;
     size_t sent;
     bool done;
+    int64_t last_line;           /* when the last line went out (ms) */
 } cell_relay;
 
 static void relay_free(void *p)
@@ -119,6 +120,7 @@ static void line(cell_relay *w, json_t *msg)
     if (s) {
         abx_buf_puts(&w->pending, s);
         abx_buf_putc(&w->pending, '\n');
+        w->last_line = abx_now_ms();
     }
     free(s);
 }
@@ -187,6 +189,10 @@ static void one_event(cell_relay *w, const char *ev, size_t len)
         line(w, json_pack("{s:s, s:s, s:s, s:s}", "type", "error", "name", ename ?: "Error", "value", value ?: "",
                           "traceback", t.data ? t.data : ""));
         abx_buf_release(&t);
+    } else if (strcmp(name, "") == 0 && !data && abx_now_ms() - w->last_line >= 1000) {
+        /* a quiet second: a line the SDK skips (an unknown type), so that a client that
+         * left is noticed while a quiet cell runs, and the cell interrupted */
+        line(w, json_pack("{s:s}", "type", "keepalive"));
     } else if (strcmp(name, "end") == 0) {
         line(w, json_pack("{s:s, s:O}", "type", "number_of_executions", "execution_count",
                           json_object_get(d, "execution_count")));
@@ -215,7 +221,7 @@ static long relay_read(void *p, char *buf, size_t max)
         char *end;
         while (!w->done && w->sse.len && (end = memmem(w->sse.data, w->sse.len, "\n\n", 2))) {
             size_t evlen = (size_t)(end - w->sse.data);
-            one_event(w, w->sse.data, evlen); /* a ": keepalive" comment makes no line */
+            one_event(w, w->sse.data, evlen); /* a ": keepalive" comment: a keepalive line */
             memmove(w->sse.data, end + 2, w->sse.len - evlen - 2);
             w->sse.len -= evlen + 2;
         }
@@ -235,14 +241,17 @@ static void execute(e2b_call *c, const json_t *req)
         abx_fail(c->r, ABX_E_ARGS_INVALID, "the body must be {code, context_id | language, env_vars}");
         return;
     }
-    if (json_object_size(json_object_get(req, "env_vars"))) {
-        abx_fail(c->r, ABX_E_ARGS_INVALID, "env_vars are not applied by abx's kernels yet; set them in the kernel's env");
+    const json_t *env = json_object_get(req, "env_vars");
+    if (env && !json_is_null(env) && !json_is_object(env)) {
+        abx_fail(c->r, ABX_E_ARGS_INVALID, "env_vars must be an object of strings");
         return;
     }
     char id[64];
     if (!kernel_for(c, req, id, sizeof id))
         return;
     json_t *args = json_pack("{s:s, s:s}", "id", id, "code", code);
+    if (json_object_size(env)) /* the cell's own env: kernels.stream sets and restores it */
+        json_object_set(args, "env", (json_t *)env);
     abx_call_in in = {.door = ABX_DOOR_E2B, .principal = c->principal, .op = "kernels.stream", .args = args,
                       .conn_fd = -1, .client = c->r->client};
     abx_request *x = abx_call_begin(c->server, &in);
@@ -260,6 +269,7 @@ static void execute(e2b_call *c, const json_t *req)
         return;
     }
     w->inner = x;
+    w->last_line = abx_now_ms();
     abx_buf_init(&w->sse, 4 << 20);
     abx_buf_init(&w->pending, 0);
     abx_reply_stream(&c->r->reply, "application/x-ndjson", relay_read, w, relay_free);

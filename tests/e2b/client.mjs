@@ -133,6 +133,12 @@ async function interpreter() {
   await sb.restartCodeContext(ctx)
   rep.afterRestart = (await sb.runCode('x', { context: ctx })).error?.name
   await sb.removeCodeContext(ctx)
+  rep.envs = { withEnvs: (await sb.runCode("import os; os.environ['CELL_VAR']", { envs: { CELL_VAR: 'y z' } })).text,
+               after: (await sb.runCode("import os; str(os.environ.get('CELL_VAR'))")).text.replace(/'/g, '') }
+  // (a refused runCode leaves the SDK's request timer running: a short one lets node exit)
+  try { await sb.runCode('1', { envs: { NOT_LISTED: 'x' }, requestTimeoutMs: 2000 }); rep.envs.refused = false } catch (e) {
+    rep.envs.refused = /403/.test(String(e?.message))
+  }
   rep.afterRemove = (await sb.listCodeContexts()).some(c => c.id === ctx.id)
   return rep
 }

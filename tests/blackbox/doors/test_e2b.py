@@ -8,6 +8,7 @@ binary protobuf encoding, its error documents, envd's REST routes and the listen
 import base64
 import json
 import os
+import socket
 import sqlite3
 import struct
 import subprocess
@@ -34,7 +35,8 @@ def config(ws, tmp, port, interp=None):
                 {"ops": ["core.*"], "principals": ["*"]},
                 {"ops": ["files.*", "process.*", "terminal.*"], "principals": ["role:agent"], "paths": [ws + "/**"],
                  "commands": {"allow": ["/bin/bash *"], "env": ["TERM", "LANG", "LC_ALL"]}},
-                {"ops": ["kernels.*"], "principals": ["role:agent"], "paths": [ws + "/**"], "languages": ["python"]}]}}
+                {"ops": ["kernels.*"], "principals": ["role:agent"], "paths": [ws + "/**"], "languages": ["python"],
+                 "commands": {"env": ["CELL_VAR"]}}]}}
 
 
 @pytest.fixture
@@ -141,6 +143,8 @@ def test_sdk_code_interpreter(sdk, envd, workspace):
     assert rep["error"] == {"name": "ZeroDivisionError", "value": "division by zero", "tb": True}, rep
     assert rep["ctxValue"] == "10" and rep["listed"] is True, rep
     assert rep["afterRestart"] == "NameError" and rep["afterRemove"] is False, rep
+    # runCode's envs (env_vars on the wire): set for that cell only, the next cell no longer sees them
+    assert rep["envs"] == {"withEnvs": "'y z'", "after": "None", "refused": True}, rep
     ops = {r[0] for r in ledger(envd, "SELECT op FROM action_groups WHERE door = 'e2b'")}
     assert {"kernels.create", "kernels.stream", "kernels.restart", "kernels.delete", "kernels.list"} <= ops, ops
 
@@ -336,6 +340,7 @@ def test_interpreter_listener(envd, workspace):
     h = {"X-Access-Token": ALICE_TOKEN}
     r = requests.post(envd.interp + "/execute", json={"code": "print(6*7)"}, headers=h, timeout=60)
     lines = [json.loads(x) for x in r.text.splitlines()]
+    lines = [x for x in lines if x["type"] != "keepalive"]  # a quiet second's line (the SDK skips it)
     assert r.status_code == 200 and r.headers["Content-Type"] == "application/x-ndjson", r.text
     assert lines[0]["type"] == "stdout" and lines[0]["text"] == "42\n", lines
     assert lines[-2:] == [{"type": "number_of_executions", "execution_count": 1}, {"type": "end_of_execution"}], lines
@@ -346,6 +351,7 @@ def test_interpreter_listener(envd, workspace):
     errors = [
         requests.get(envd.interp + "/contexts"),
         requests.post(envd.interp + "/execute", json={"code": "1", "env_vars": {"A": "b"}}, headers=h),
+        requests.post(envd.interp + "/execute", json={"code": "1", "env_vars": ["A"]}, headers=h),
         requests.post(envd.interp + "/execute", json={"nocode": 1}, headers=h),
         requests.post(envd.interp + "/execute", data=b"[", headers=dict(h, **{"Content-Type": "application/json"})),
         requests.get(envd.interp + "/execute", headers=h),
@@ -354,10 +360,38 @@ def test_interpreter_listener(envd, workspace):
         requests.post(envd.interp + "/execute", json={"code": "1", "context_id": "k-none"}, headers=h),
         requests.post(envd.interp + "/execute", json={"code": "1", "language": "cobol"}, headers=h),
     ]
-    assert [r.status_code for r in errors] == [401, 400, 400, 400, 405, 404, 404, 404, 400], \
+    # env_vars: a name outside the statement's env allowlist is policy's refusal (as commands.run's env)
+    assert [r.status_code for r in errors] == [401, 403, 400, 400, 400, 405, 404, 404, 404, 400], \
         [(r.status_code, r.text[:200]) for r in errors]
+    assert "policy.command_not_allowed" in errors[1].text, errors[1].text
     assert requests.delete(envd.interp + "/contexts/" + kid, headers=h).status_code == 204
     assert requests.get(envd.interp + "/contexts", headers=h).json() == []
+
+
+def test_client_leaving_interrupts_the_cell(envd, workspace):
+    h = {"X-Access-Token": ALICE_TOKEN}
+    assert requests.post(envd.interp + "/execute", json={"code": "n = 0"}, headers=h, timeout=60).status_code == 200
+    # a quiet endless cell over a raw connection that is closed mid-cell
+    body = json.dumps({"code": "import time\nwhile True:\n    n += 1\n    time.sleep(0.01)"}).encode()
+    port = int(envd.interp.rsplit(":", 1)[1])
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"POST /execute HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Access-Token: %s\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (port, ALICE_TOKEN.encode(), len(body), body))
+    got = b""
+    while b"keepalive" not in got:  # a quiet second's line: the cell runs
+        more = sock.recv(4096)
+        assert more, got
+        got += more
+    assert got.startswith(b"HTTP/1.1 200"), got
+    sock.close()
+    t0 = time.time()
+    # the next cell runs promptly (not after the 60 s cell timeout), the loop is no longer running
+    r = requests.post(envd.interp + "/execute", json={"code": "a = n; time.sleep(0.5); (n == a, n > 0)"}, headers=h,
+                      timeout=60)
+    waited = time.time() - t0
+    lines = [json.loads(x) for x in r.text.splitlines()]
+    assert [x.get("text") for x in lines if x["type"] == "result"] == ["(True, True)"], lines
+    assert waited < 15, waited
 
 
 def test_listener_config(abx, workspace, tmp_path):

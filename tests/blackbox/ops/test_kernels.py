@@ -348,3 +348,60 @@ def test_memory_pressure_interrupts_and_keeps_state(abx, workspace, tmp_path):
     codes = [d.get("code") or d.get("name") for ev, d in events if ev == "error"]
     assert "kernel.memory_pressure" in codes and events[-1][0] == "end", events
     assert ok(run(s, kid, "keep"))["results"][0]["text/plain"] == "'still here'"
+
+
+ENV_NAMES = ("CELL_VAR", "OTHER_VAR", "HOME", "LD_PRELOAD", "PYTHONPATH", "ABX_TOKEN", "1BAD", "A=B", "NUL",
+             "V") + tuple("V%d" % i for i in range(65))
+
+
+def env_server(abx, workspace, tmp_path, names=ENV_NAMES):
+    cfg = config(workspace, str(tmp_path / "l.db"))
+    cfg["policy"]["allow"][0]["commands"] = {"env": list(names)}
+    s = abx(cfg)
+    return s, ok(s.op("kernels.create", {"language": "python"}, token=ALICE_TOKEN))["id"]
+
+
+def test_cell_env_set_for_that_cell_only(abx, workspace, tmp_path):
+    s, kid = env_server(abx, workspace, tmp_path)
+    look = "import os\n(os.environ.get('CELL_VAR'), os.environ.get('HOME') == home)"
+    ok(run(s, kid, "import os\nhome = os.environ.get('HOME')"))
+    weird = "a'b\"c\\d\n\u00e9 \u2603 $(x) %s"
+    e = ok(run(s, kid, look, env={"CELL_VAR": weird, "HOME": "/elsewhere"}))
+    assert e["results"][0]["text/plain"] == repr((weird, False)), e
+    # the setting and the restoring are silent: the user's execution count moves once per cell
+    assert e["execution_count"] == 2, e
+    e = ok(run(s, kid, look))
+    assert e["results"][0]["text/plain"] == "(None, True)" and e["execution_count"] == 3, e
+    # restored after an error too, and in kernels.stream
+    e = ok(run(s, kid, "import os\nassert os.environ['CELL_VAR'] == 'x'\n1/0", env={"CELL_VAR": "x"}))
+    assert e["error"]["name"] == "ZeroDivisionError", e
+    r = s.post("/ops/kernels.stream", token=ALICE_TOKEN, stream=True, timeout=60,
+               json_body={"id": kid, "code": "import os\nos.environ['OTHER_VAR']", "env": {"OTHER_VAR": "s"}})
+    events = sse_events(r)
+    assert [k for k, _ in events] == ["result", "end"] and events[0][1]["text/plain"] == "'s'", events
+    assert ok(run(s, kid, "import os\n[os.environ.get(k) for k in ('CELL_VAR', 'OTHER_VAR')]"))[
+        "results"][0]["text/plain"] == "[None, None]"
+
+
+def test_cell_env_restored_after_timeout_interrupt(abx, workspace, tmp_path):
+    s, kid = env_server(abx, workspace, tmp_path)
+    e = ok(run(s, kid, "import time\nwhile True: time.sleep(0.05)", env={"CELL_VAR": "t"}, timeout=1))
+    assert e["timed_out"] is True and e["error"]["name"] == "KeyboardInterrupt", e
+    assert ok(run(s, kid, "import os\nstr(os.environ.get('CELL_VAR'))"))["results"][0]["text/plain"] == "'None'"
+
+
+def test_cell_env_refused(abx, workspace, tmp_path):
+    s, kid = env_server(abx, workspace, tmp_path)
+    # a name outside the statement's env allowlist: policy, as for commands.run's env
+    assert_error(run(s, kid, "1", env={"NOT_LISTED": "x"}), 403, "policy.command_not_allowed")
+    assert_error(s.post("/ops/kernels.stream", token=ALICE_TOKEN, json_body={"id": kid, "code": "1",
+                                                                              "env": {"NOT_LISTED": "x"}}),
+                 403, "policy.command_not_allowed")
+    # allowlisted, yet reserved or malformed names and values are refused before the kernel is touched
+    for env in ({"LD_PRELOAD": "/x.so"}, {"PYTHONPATH": "/x"}, {"ABX_TOKEN": "x"}, {"1BAD": "x"},
+                {"A=B": "x"}, {"V": "x" * 40000}):
+        assert_error(run(s, kid, "1", env=env), 400, "args.invalid")
+    assert_error(run(s, kid, "1", env={"NUL": "a\u0000b"}), 400, "request.bad_json")  # no NUL reaches a kernel
+    assert_error(run(s, kid, "1", env={"V": 1}), 400, "args.invalid")
+    assert_error(run(s, kid, "1", env={"V%d" % i: "x" for i in range(65)}), 400, "args.invalid")  # 64 at most
+    assert ok(run(s, kid, "import os\nos.environ.get('V')", env={"V": "ok"}))["results"][0]["text/plain"] == "'ok'"

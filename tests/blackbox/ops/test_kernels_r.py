@@ -149,3 +149,23 @@ def test_r_memory_pressure_interrupts_and_keeps_state(abx, workspace, tmp_path):
     assert_error(r, 507, "kernel.memory_pressure")
     assert r.json()["error"]["details"]["memory_limit"] == 384 << 20
     assert ok(run(s, kid, "keep"))["results"][0]["text/plain"] == '[1] "still here"'
+
+
+def test_r_cell_env_set_for_that_cell_only(abx, workspace, tmp_path):
+    cfg = config(workspace, str(tmp_path / "l.db"))
+    cfg["policy"]["allow"][0]["commands"] = {"env": ["CELL_VAR", "HOME"]}
+    s = abx(cfg)
+    kid = ok(s.op("kernels.create", {"language": "r"}, token=ALICE_TOKEN))["id"]
+    ok(run(s, kid, "home <- Sys.getenv('HOME')"))
+    weird = "a'b\"c\\d \u00e9 $(x)"
+    e = ok(run(s, kid, "cat(Sys.getenv('CELL_VAR'), Sys.getenv('HOME') == home, sep = '|')",
+               env={"CELL_VAR": weird, "HOME": "/elsewhere"}))
+    assert "".join(e["logs"]["stdout"]) == weird + "|FALSE" and e["execution_count"] == 2, e
+    e = ok(run(s, kid, "cat(Sys.getenv('CELL_VAR', unset = '<unset>'), Sys.getenv('HOME') == home, sep = '|')"))
+    assert "".join(e["logs"]["stdout"]) == "<unset>|TRUE" and e["execution_count"] == 3, e
+    # restored after an error too
+    e = ok(run(s, kid, "stopifnot(Sys.getenv('CELL_VAR') == 'x')\nstop('boom')", env={"CELL_VAR": "x"}))
+    assert "boom" in e["error"]["value"], e
+    e = ok(run(s, kid, "cat(Sys.getenv('CELL_VAR', unset = '<unset>'))"))
+    assert "".join(e["logs"]["stdout"]) == "<unset>", e
+    assert_error(run(s, kid, "1", env={"NOT_LISTED": "x"}), 403, "policy.command_not_allowed")
