@@ -402,23 +402,31 @@ static bool from_strict(const abx_param *params, json_t *obj, char *why, size_t 
 {
     for (const abx_param *p = params; p && p->name; p++) {
         json_t *v = json_object_get(obj, p->name);
-        if (json_is_null(v) && !p->required)
-            json_object_del(obj, p->name);
-        else if (p->type == ABX_T_MAP && !map_from_list(obj, p, why, wl))
-            return false;
-        else if (p->type == ABX_T_ANY && v && !any_from_text(obj, p->name, 0, p->name, why, wl))
-            return false;
-        else if (json_is_object(v) && p->type == ABX_T_OBJECT && !from_strict(p->fields, v, why, wl))
-            return false;
+        if (!v)
+            continue;
+        if (json_is_null(v)) { /* absent when optional; a required one fails validation */
+            if (!p->required)
+                json_object_del(obj, p->name);
+            continue;
+        }
+        /* each branch may replace obj's value (v is freed then): decide once, never look again */
+        bool ok = true;
+        if (p->type == ABX_T_MAP)
+            ok = map_from_list(obj, p, why, wl);
+        else if (p->type == ABX_T_ANY)
+            ok = any_from_text(obj, p->name, 0, p->name, why, wl);
+        else if (json_is_object(v) && p->type == ABX_T_OBJECT)
+            ok = from_strict(p->fields, v, why, wl);
         else if (json_is_array(v) && p->type == ABX_T_LIST && p->item == ABX_T_OBJECT) {
             size_t i;
             json_t *it;
-            json_array_foreach(v, i, it) if (json_is_object(it) && !from_strict(p->fields, it, why, wl)) return false;
+            json_array_foreach(v, i, it) if (ok && json_is_object(it)) ok = from_strict(p->fields, it, why, wl);
         } else if (json_is_array(v) && p->type == ABX_T_LIST && p->item == ABX_T_ANY) {
-            for (size_t i = 0; i < json_array_size(v); i++)
-                if (!any_from_text(v, NULL, i, p->name, why, wl))
-                    return false;
+            for (size_t i = 0; ok && i < json_array_size(v); i++)
+                ok = any_from_text(v, NULL, i, p->name, why, wl);
         }
+        if (!ok)
+            return false;
     }
     return true;
 }
