@@ -550,6 +550,13 @@ int abx_procs_make_tmpdir(abx_procs *m, char *dir, size_t dirlen, char *why, siz
         dir[0] = '\0';
         return -1;
     }
+    struct stat rst; /* ours, a real directory, writable by no one else: else refuse */
+    if (lstat(m->runtime_dir, &rst) != 0 || !S_ISDIR(rst.st_mode) || rst.st_uid != geteuid() ||
+        (rst.st_mode & 022)) {
+        snprintf(why, whylen, "cannot create a private TMPDIR: %s is not abx's own directory", m->runtime_dir);
+        dir[0] = '\0';
+        return -1;
+    }
     if (!mkdtemp(dir)) {
         snprintf(why, whylen, "cannot create a private TMPDIR: %s", strerror(errno));
         dir[0] = '\0';

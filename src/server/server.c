@@ -326,8 +326,16 @@ static char *private_homes_dir(unsigned run_uid)
 static int start_services(abx_server *s, char *errbuf, size_t errlen)
 {
     static atomic_int servers; /* one runtime dir per server, even with several in one process */
-    snprintf(s->runtime_dir, sizeof s->runtime_dir, "/tmp/abx-%d-%d", (int)getpid(), atomic_fetch_add(&servers, 1));
-    abx_rm_tree(s->runtime_dir); /* left by an earlier process with the same pid, if any */
+    /* made fresh and ours (mkdtemp): a name another user (or an earlier abx with the same
+     * pid, killed) left in /tmp is never reused, so nothing of someone else's can sit
+     * above the processes' private TMPDIRs */
+    snprintf(s->runtime_dir, sizeof s->runtime_dir, "/tmp/abx-%d-%d-XXXXXX", (int)getpid(),
+             atomic_fetch_add(&servers, 1));
+    if (!mkdtemp(s->runtime_dir) || chmod(s->runtime_dir, 0711) != 0) {
+        snprintf(errbuf, errlen, "cannot create the runtime dir in /tmp: %s", strerror(errno));
+        s->runtime_dir[0] = '\0';
+        return -1;
+    }
     abx_procs_opts po = {.runtime_dir = s->runtime_dir, .confine_set = s->cfg.confine_set,
                          .confine_required = s->cfg.confine_required, .ring_bytes = 1024 * 1024,
                          .retention_ms = 10 * 60 * 1000, .log = abx_log};
