@@ -20,7 +20,7 @@ import json
 import ssl as _ssl
 import urllib.parse
 
-from .client import Client, Event, EventStream, _query_text, check_args, default_token, default_url
+from .client import Client, Event, EventStream, _SseLines, _query_text, check_args, default_token, default_url
 from .errors import ArgumentError, ContractMismatchError, TransportError
 
 _READ = 65536
@@ -126,30 +126,18 @@ class AsyncEventStream:
     async def __anext__(self):
         if self._resp is None:
             raise StopAsyncIteration
-        event, data, eid = "message", [], None
+        parser = _SseLines()
         while True:
             line = await self._resp.readline()
             if not line:
                 self.close()
-                if data:
-                    return EventStream._make(event, data, eid)
+                last = parser.end()
+                if last is not None:
+                    return last
                 raise StopAsyncIteration
-            line = line.decode("utf-8", "replace").rstrip("\r\n")
-            if not line:
-                if data:
-                    return EventStream._make(event, data, eid)
-                event, eid = "message", None
-                continue
-            if line.startswith(":"):
-                continue
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "event":
-                event = value
-            elif field == "data":
-                data.append(value)
-            elif field == "id":
-                eid = value
+            ev = parser.feed(line)
+            if ev is not None:
+                return ev
 
     def close(self):
         if self._resp is not None:

@@ -146,6 +146,36 @@ class Event:
         return isinstance(other, Event) and (self.event, self.data, self.id) == (other.event, other.data, other.id)
 
 
+class _SseLines:
+    """One SSE event from lines (the sync and asyncio streams share it): feed() returns the
+    event a blank line completes, end() what the stream's end completes, else None."""
+
+    def __init__(self):
+        self.event, self.data, self.eid = "message", [], None
+
+    def feed(self, raw):
+        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        if not line:
+            if self.data:
+                return EventStream._make(self.event, self.data, self.eid)
+            self.event, self.eid = "message", None
+            return None
+        if line.startswith(":"):
+            return None
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "event":
+            self.event = value
+        elif field == "data":
+            self.data.append(value)
+        elif field == "id":
+            self.eid = value
+        return None
+
+    def end(self):
+        return EventStream._make(self.event, self.data, self.eid) if self.data else None
+
+
 class EventStream:
     """Iterator over the events of an SSE answer, read as they arrive. Closing it (or
     leaving a `with` block) closes the connection: for commands.stream that ends the
@@ -160,30 +190,18 @@ class EventStream:
     def __next__(self):
         if self._resp is None:
             raise StopIteration
-        event, data, eid = "message", [], None
+        parser = _SseLines()
         while True:
             line = self._resp.readline()
             if not line:
                 self.close()
-                if data:
-                    return self._make(event, data, eid)
+                last = parser.end()
+                if last is not None:
+                    return last
                 raise StopIteration
-            line = line.decode("utf-8", "replace").rstrip("\r\n")
-            if not line:
-                if data:
-                    return self._make(event, data, eid)
-                event, eid = "message", None
-                continue
-            if line.startswith(":"):
-                continue
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "event":
-                event = value
-            elif field == "data":
-                data.append(value)
-            elif field == "id":
-                eid = value
+            ev = parser.feed(line)
+            if ev is not None:
+                return ev
 
     @staticmethod
     def _make(event, data, eid):
