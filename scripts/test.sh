@@ -14,6 +14,12 @@ else
 fi
 # the MCP SDK and conformance tests' npm packages (pinned; exit 3 = registry unreachable: those tests skip)
 bash tests/mcp/install.sh || [ $? -eq 3 ]
+# each end-to-end suite's own pinned packages (tests/e2e/*/install.sh; exit 3 = a registry or
+# package is unreachable: that suite skips and says so)
+for inst in tests/e2e/*/install.sh; do
+  [ -f "$inst" ] || continue
+  bash "$inst" || [ $? -eq 3 ]
+done
 jobs=$(nproc)
 export ABX_HOME=$(mktemp -d)   # never touch the user's ~/.abx
 trap 'rm -rf "$ABX_HOME"' EXIT
