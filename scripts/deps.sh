@@ -8,10 +8,13 @@ what=${1:-build}
 pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libyaml-dev libcurl4-openssl-dev libwslay-dev libsqlite3-dev zlib1g-dev ca-certificates
       libzmq3-dev   # kernels.*: libzmq speaks the Jupyter protocol
       libssl-dev    # egress: credential injection terminates TLS (OpenSSL)
-      protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev)  # the E2B door: C from envd's .proto files (+ timestamp.proto)
+      protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev  # the E2B door: C from envd's .proto files (+ timestamp.proto)
+      libnghttp2-dev)  # the sandboxd door: gRPC is HTTP/2
 # the kernels abx starts (kernels.*, devtools.code.run): IPython and IRkernel, with the
 # libraries cells are expected to have (plots, data frames)
 pkgs+=(python3-ipykernel python3-matplotlib python3-pandas r-cran-irkernel)
+# browser.*: Debian's headless Chromium, driven over CDP on a pipe
+pkgs+=(chromium)
 case "$what" in
   build) ;;
   test) pkgs+=(libcmocka-dev python3 python3-pytest python3-requests python3-websocket clang libclang-rt-14-dev openssl)
