@@ -96,6 +96,8 @@ struct abx_server {
     char *workspace;            /* owned, canonical */
     char *token_path;           /* owned; the embedded default's token file, or NULL */
     char token_sha256_hex[65];  /* embedded default token hash */
+    char token_plain[65];       /* the embedded default token itself, kept only while the e2b
+                                   door is configured (its pre-signed URLs hash it); else "" */
     pthread_mutex_t snap_mu;    /* guards load+ref of snap only */
     abx_policy *snap;           /* current policy snapshot (one reference held) */
     void *mhd;                  /* struct MHD_Daemon * */

@@ -77,6 +77,31 @@ async function noToken() {
   return rep
 }
 
+// pre-signed URLs: fetched with no token at all, as a browser or curl would
+async function signedUrls() {
+  const sb = sandbox(), rep = {}
+  const up = await sb.uploadUrl(`${ws}/signed/up.txt`)
+  rep.uploadHasSignature = new URL(up).searchParams.get('signature')?.startsWith('v1_')
+  const form = new FormData()
+  form.append('file', new Blob(['signed upload\n']), 'up.txt')
+  const u = await fetch(up, { method: 'POST', body: form })
+  rep.upload = { status: u.status, body: await u.json() }
+  const down = await sb.downloadUrl(`${ws}/signed/up.txt`)
+  const d = await fetch(down)
+  rep.download = { status: d.status, text: await d.text() }
+  const timed = await sb.downloadUrl(`${ws}/signed/up.txt`, { useSignatureExpiration: 60 })
+  rep.timedHasExpiration = new URL(timed).searchParams.has('signature_expiration')
+  rep.timed = (await fetch(timed)).status
+  // the read signature does not make a write, and another path is another signature
+  rep.readSigPost = (await fetch(down, { method: 'POST', body: form })).status
+  const other = new URL(down); other.searchParams.set('path', `${ws}/signed/other.txt`)
+  rep.otherPath = (await fetch(other)).status
+  const outside = await sb.downloadUrl(outside_path)
+  rep.outside = (await fetch(outside)).status
+  return rep
+}
+const outside_path = outside
+
 async function until(pred, ms = 10000) {
   const end = Date.now() + ms
   while (!pred()) {
@@ -143,7 +168,7 @@ async function interpreter() {
   return rep
 }
 
-const scenarios = { files, commands, noToken, pty, watch, interpreter }
+const scenarios = { files, commands, noToken, pty, watch, interpreter, signedUrls }
 try {
   const rep = await scenarios[scenario]()
   console.log(JSON.stringify(rep))

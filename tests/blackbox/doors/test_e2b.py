@@ -415,3 +415,85 @@ def test_listener_config(abx, workspace, tmp_path):
     with pytest.raises(RuntimeError) as e:
         s.start()
     assert "e2b" in str(e.value)
+
+
+def sign(path, op, user, token, exp=None):
+    raw = "%s:%s:%s:%s" % (path, op, user, token) + (":%d" % exp if exp is not None else "")
+    import hashlib
+    return "v1_" + base64.b64encode(hashlib.sha256(raw.encode()).digest()).decode().rstrip("=")
+
+
+@pytest.fixture
+def signed_envd(abx, workspace, tmp_path):
+    """alice's token is read in plain text (token_file), so pre-signed URLs can name her;
+    bob's is only a hash, so nothing signed can name him."""
+    port = free_port()
+    cfg = config(workspace, str(tmp_path), port)
+    tf = os.path.join(str(tmp_path), "alice.token")
+    with open(tf, "w") as f:
+        f.write(ALICE_TOKEN + "\n")
+    os.chmod(tf, 0o600)
+    cfg["auth"]["tokens"][0] = {"principal": "alice", "roles": ["agent"], "token_file": tf}
+    s = abx(cfg)
+    s.envd = "http://127.0.0.1:%d" % port
+    s.ledger_db = os.path.join(str(tmp_path), "ledger.db")
+    return s
+
+
+def test_presigned_urls(signed_envd, workspace):
+    s, url = signed_envd, signed_envd.envd + "/files"
+    with open(workspace + "/s.txt", "w") as f:
+        f.write("signed read\n")
+    path = workspace + "/s.txt"
+    r = requests.get(url, params={"path": path, "signature": sign(path, "read", "", ALICE_TOKEN)})
+    assert r.status_code == 200 and r.text == "signed read\n", r.text
+    # the username is part of what is signed
+    r = requests.get(url, params={"path": path, "username": "user", "signature": sign(path, "read", "user", ALICE_TOKEN)})
+    assert r.status_code == 200, r.text
+    exp = int(time.time()) + 60
+    r = requests.get(url, params={"path": path, "signature": sign(path, "read", "", ALICE_TOKEN, exp),
+                                  "signature_expiration": exp})
+    assert r.status_code == 200, r.text
+    # a write signature uploads
+    up = workspace + "/up/signed.bin"
+    r = requests.post(url, params={"path": up, "signature": sign(up, "write", "", ALICE_TOKEN)}, data=b"xyz",
+                      headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code == 200 and open(up, "rb").read() == b"xyz", r.text
+    rows = ledger(s, "SELECT principal FROM action_groups WHERE door = 'e2b' AND op = 'files.write'")
+    assert rows and rows[0][0] == "alice", rows
+    refused = {
+        "expired": {"path": path, "signature": sign(path, "read", "", ALICE_TOKEN, exp - 120),
+                    "signature_expiration": exp - 120},
+        "expiration not signed": {"path": path, "signature": sign(path, "read", "", ALICE_TOKEN),
+                                  "signature_expiration": exp},
+        "other path": {"path": workspace + "/other", "signature": sign(path, "read", "", ALICE_TOKEN)},
+        "other user": {"path": path, "username": "root", "signature": sign(path, "read", "", ALICE_TOKEN)},
+        "write signature read": {"path": path, "signature": sign(path, "write", "", ALICE_TOKEN)},
+        "hash-only token": {"path": path, "signature": sign(path, "read", "", BOB_TOKEN)},
+        "tampered": {"path": path, "signature": sign(path, "read", "", ALICE_TOKEN)[:-2] + "AA"},
+        "no v1": {"path": path, "signature": sign(path, "read", "", ALICE_TOKEN)[3:]},
+        "garbage expiration": {"path": path, "signature": sign(path, "read", "", ALICE_TOKEN),
+                               "signature_expiration": "12x"},
+        "no signature": {"path": path},
+    }
+    for what, params in refused.items():
+        r = requests.get(url, params=params)
+        assert r.status_code == 401, (what, r.status_code, r.text)
+    r = requests.get(url, params=refused["expired"])
+    assert "expired" in r.json()["message"], r.text
+    # signatures name a caller for /files only
+    r = requests.get(s.envd + "/envs", params={"signature": sign("", "read", "", ALICE_TOKEN)})
+    assert r.status_code == 401
+    # a signed URL is still alice, under alice's policy: outside her paths is refused
+    r = requests.get(url, params={"path": "/etc/passwd", "signature": sign("/etc/passwd", "read", "", ALICE_TOKEN)})
+    assert r.status_code == 403, r.text
+
+
+def test_sdk_presigned_urls(sdk, signed_envd, workspace):
+    rep = run_sdk(signed_envd, "signedUrls", workspace)
+    assert rep["uploadHasSignature"] is True, rep
+    assert rep["upload"]["status"] == 200 and rep["upload"]["body"][0]["path"] == workspace + "/signed/up.txt", rep
+    assert rep["download"] == {"status": 200, "text": "signed upload\n"}, rep
+    assert rep["timedHasExpiration"] is True and rep["timed"] == 200, rep
+    assert rep["readSigPost"] == 401 and rep["otherPath"] == 401, rep
+    assert rep["outside"] == 403, rep
