@@ -213,6 +213,12 @@ def test_connect_json_stream_and_errors(envd, workspace):
     assert "start" in evs[0]["event"] and evs[0]["event"]["start"]["pid"] > 0, evs
     assert {"event": {"data": {"stdout": "eA=="}}} in evs, evs
     assert evs[-1]["event"]["end"]["exited"] is True and fs[-1] == (2, b"{}"), evs
+    # output that is not UTF-8 arrives byte for byte (envd's data fields are bytes)
+    body = envelope(json.dumps({"process": {"cmd": "/bin/bash", "args": ["-c", r"printf '\xff\xfe\x00ok\xc3'"]}}).encode())
+    fs = frames(connect(envd, "process.Process/Start", body, "application/connect+json").content)
+    got = b"".join(base64.b64decode(json.loads(f[1])["event"]["data"]["stdout"]) for f in fs[:-1]
+                   if "data" in json.loads(f[1]).get("event", {}))
+    assert got == b"\xff\xfe\x00ok\xc3", got
     # Connect error documents: {code, message}, HTTP status as Connect maps it; a stream's
     # error is its end-of-stream message under 200
     def stream(method, payload, raw=False):
@@ -272,6 +278,16 @@ def test_stream_input(envd, workspace):
         if not out["running"]:
             break
     assert out["stdout"] == "one-two\n", out
+    # stdin bytes that are not text reach the process byte for byte
+    r = requests.post(envd.url + "/ops/process.start", headers=bearer,
+                      json={"argv": ["/bin/bash", "-c", "head -c 4 > raw.in"], "cwd": workspace, "tag": "raw"})
+    pid = r.json()["pid"]
+    raw = base64.b64encode(b"\xff\x00\xfe\n").decode()
+    body = b"".join(envelope(json.dumps(e).encode()) for e in
+                    [{"start": {"process": {"tag": "raw"}}}, {"data": {"input": {"stdin": raw}}}]) + envelope(b"{}", 2)
+    assert connect(envd, "process.Process/StreamInput", body, "application/connect+json").status_code == 200
+    wait = requests.post(envd.url + "/ops/process.wait", headers=bearer, json={"pid": pid, "timeout": 10}).json()
+    assert wait["exit_code"] == 0 and open(workspace + "/raw.in", "rb").read() == b"\xff\x00\xfe\n", wait
     for bad, code in [(envelope(b'{"data": {"input": {"stdin": "eA=="}}}'), "invalid_argument"),
                       (envelope(b'{"start": {"process": {"tag": "none"}}}'), "not_found"),
                       (b"\x00\x00\x00\x00\x09{}", "invalid_argument")]:
