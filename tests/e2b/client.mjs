@@ -4,7 +4,7 @@
 // test can use a free port. Prints one JSON report line; "failure" when a step threw.
 //   node client.mjs <scenario> <workspace> <outside-path>
 // ABX_E2B_TOKEN is the abx token the sandbox object carries as its envd access token.
-import { Sandbox, NotFoundError, AuthenticationError, CommandExitError } from 'e2b'
+import { Sandbox, NotFoundError, AuthenticationError, CommandExitError, NotEnoughSpaceError } from 'e2b'
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 
 const [scenario, ws, outside] = process.argv.slice(2)
@@ -102,6 +102,16 @@ async function signedUrls() {
 }
 const outside_path = outside
 
+// a write that does not fit: `outside` is the path on a small filesystem
+async function fullDisk() {
+  const sb = sandbox(), rep = {}
+  try { await sb.files.write(outside, new Uint8Array(1 << 20)); rep.big = 'written' } catch (e) {
+    rep.big = { ...errInfo(e), space: e instanceof NotEnoughSpaceError }
+  }
+  rep.small = (await sb.files.write(outside + '.small', 'fits')).name
+  return rep
+}
+
 async function until(pred, ms = 10000) {
   const end = Date.now() + ms
   while (!pred()) {
@@ -168,7 +178,7 @@ async function interpreter() {
   return rep
 }
 
-const scenarios = { files, commands, noToken, pty, watch, interpreter, signedUrls }
+const scenarios = { files, commands, noToken, pty, watch, interpreter, signedUrls, fullDisk }
 try {
   const rep = await scenarios[scenario]()
   console.log(JSON.stringify(rep))

@@ -513,3 +513,27 @@ def test_sdk_presigned_urls(sdk, signed_envd, workspace):
     assert rep["timedHasExpiration"] is True and rep["timed"] == 200, rep
     assert rep["readSigPost"] == 401 and rep["otherPath"] == 401, rep
     assert rep["outside"] == 403, rep
+
+
+def test_sdk_full_disk(sdk, abx, workspace, tmp_path):
+    """A write that does not fit is envd's 507, which the SDK raises as NotEnoughSpaceError;
+    nothing half-written is left. abx runs in a user and mount namespace of its own with a
+    256 KiB tmpfs under the workspace (skipped where unprivileged user namespaces are off)."""
+    if subprocess.run(["unshare", "-Urm", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare -Urm is not permitted here: no small filesystem for the test")
+    small = os.path.join(workspace, "small")
+    os.makedirs(small)
+    port = free_port()
+    s = abx(config(workspace, str(tmp_path), port), start=False)
+    inner = s.command
+    s.command = lambda: ["unshare", "-Urm", "sh", "-c", 'mount -t tmpfs -o size=256k tmpfs "$0" && exec "$@"',
+                         small] + inner()
+    s.start()
+    s.envd = "http://127.0.0.1:%d" % port
+    rep = run_sdk(s, "fullDisk", workspace, outside=small + "/big.bin")
+    assert rep["big"]["space"] is True and rep["big"]["name"] == "NotEnoughSpaceError", rep
+    assert rep["big"]["message"].startswith("files.no_space:"), rep
+    assert rep["small"] == "big.bin.small", rep
+    # nothing half-written: the file that did not fit is not there (tmpfs lives in abx's namespace)
+    r = requests.get(s.envd + "/files", params={"path": small + "/big.bin"}, headers={"X-Access-Token": ALICE_TOKEN})
+    assert r.status_code == 404, r.text
