@@ -222,6 +222,12 @@ static void proc_start(e2b_call *c, const json_t *req)
     }
     int pid = (int)json_integer_value(json_object_get(body, "pid"));
     json_decref(body);
+    /* stdin: false (the SDK's default) is a process without input: envd gives it EOF at
+     * once; absent keeps it open, as envd does for older clients */
+    if (!pty && json_is_false(json_object_get(req, "stdin"))) {
+        st = abx_e2b_op(c, "process.write", json_pack("{s:i, s:s, s:b}", "pid", pid, "data", "", "eof", 1), &body);
+        json_decref(body);
+    }
     answer_stream(c, pid, pty, &process__start_response__descriptor);
 }
 

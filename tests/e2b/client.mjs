@@ -49,6 +49,8 @@ async function commands() {
   const out = [], err = []
   const r = await sb.commands.run('echo out-line; echo err-line >&2', { cwd: ws, onStdout: d => out.push(d), onStderr: d => err.push(d) })
   rep.run = { exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr, cbOut: out.join(''), cbErr: err.join('') }
+  // the SDK starts commands with stdin: false: a reader of stdin sees its end at once
+  rep.noStdin = (await sb.commands.run('cat; echo after-cat', { cwd: ws, timeoutMs: 15000 })).stdout
   try { await sb.commands.run('exit 7', { cwd: ws }); rep.fail = 'no error' } catch (e) {
     rep.fail = { exit: e instanceof CommandExitError, exitCode: e.exitCode }
   }

@@ -106,6 +106,7 @@ def test_sdk_commands(sdk, envd, workspace):
     assert rep["run"] == {"exitCode": 0, "stdout": "out-line\n", "stderr": "err-line\n", "cbOut": "out-line\n",
                           "cbErr": "err-line\n"}, rep
     assert rep["fail"] == {"exit": True, "exitCode": 7}, rep
+    assert rep["noStdin"] == "after-cat\n", rep  # stdin: false is EOF at once, as envd
     assert rep["bgPid"] and rep["listed"], rep
     assert rep["stdin"] == {"exitCode": 0, "stdout": "got:abc\n"}, rep
     assert rep["killed"] is True and rep["afterKill"] == {"exitCode": -1}, rep
@@ -203,6 +204,12 @@ def test_binary_protobuf_unary_and_stream(envd, workspace):
     assert msgs[0].startswith(b"\x0a") and msgs[0][2:4] == b"\x0a" + bytes([len(msgs[0]) - 4]), msgs
     assert any(b"\x12\x05\x0a\x03hi\n" in m for m in msgs), msgs  # data{stdout: "hi\n"}
     assert b"\x1a" in msgs[-1] and b"exit status 3" in msgs[-1], msgs  # end{exit_code: sint32 3 ...}
+    # proto3 `optional` keeps presence in the binary encoding too: stdin=4 set to false (the
+    # default value, so only presence says it was sent) is a process whose stdin ends at once
+    cfg = pb_string(1, "/bin/bash") + pb_string(2, "-c") + pb_string(2, "cat; echo after-cat")
+    req = bytes([0x0a, len(cfg)]) + cfg + b"\x20\x00"
+    r = connect(envd, "process.Process/Start", envelope(req), "application/connect+proto")
+    assert r.status_code == 200 and any(b"after-cat" in f[1] for f in frames(r.content)), r.content
 
 
 def test_connect_json_stream_and_errors(envd, workspace):
