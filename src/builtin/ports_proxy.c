@@ -162,17 +162,13 @@ static int forward_cookies(abx_buf *b, const char *value)
     size_t mark = b->len;
     bool any = false;
     abx_buf_puts(b, "Cookie: ");
-    for (const char *p = value; *p;) {
-        while (*p == ' ' || *p == ';')
-            p++;
-        const char *end = strchr(p, ';');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n && !(n >= sizeof own - 1 && memcmp(p, own, sizeof own - 1) == 0)) {
-            abx_buf_printf(b, "%s%.*s", any ? "; " : "", (int)n, p);
+    const char *p = value, *pair;
+    size_t n;
+    while (abx_cookie_next(&p, &pair, &n))
+        if (!(n >= sizeof own - 1 && memcmp(pair, own, sizeof own - 1) == 0)) {
+            abx_buf_printf(b, "%s%.*s", any ? "; " : "", (int)n, pair);
             any = true;
         }
-        p += n;
-    }
     if (any)
         abx_buf_puts(b, "\r\n");
     else

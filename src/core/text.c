@@ -106,3 +106,38 @@ size_t abx_utf8_complete_prefix(const char *p, size_t n)
     }
     return n;
 }
+
+bool abx_cookie_next(const char **p, const char **pair, size_t *len)
+{
+    const char *s = *p;
+    for (;;) {
+        while (*s == ' ' || *s == '\t' || *s == ';')
+            s++;
+        if (!*s) {
+            *p = s;
+            return false;
+        }
+        const char *end = strchr(s, ';');
+        size_t n = end ? (size_t)(end - s) : strlen(s);
+        size_t k = n;
+        while (k && (s[k - 1] == ' ' || s[k - 1] == '\t'))
+            k--;
+        *pair = s;
+        *len = k;
+        *p = s + n;
+        return true;
+    }
+}
+
+const char *abx_cookie_get(const char *header, const char *name, size_t *len)
+{
+    size_t nl = strlen(name);
+    const char *p = header ? header : "", *pair;
+    size_t n;
+    while (abx_cookie_next(&p, &pair, &n))
+        if (n > nl && pair[nl] == '=' && memcmp(pair, name, nl) == 0) {
+            *len = n - nl - 1;
+            return pair + nl + 1;
+        }
+    return NULL;
+}

@@ -23,4 +23,11 @@ json_t *abx_text_json(const char *p, size_t n);
  * sequence: where to cut text that is too long without splitting a character. */
 size_t abx_utf8_complete_prefix(const char *p, size_t n);
 
+/* The cookies of a Cookie header value ("a=1; b=2"), one per call: *pair and *len the next
+ * non-empty "name=value" (spaces and ';' around it skipped; it never holds ';'), *p
+ * moved past it; false at the end. */
+bool abx_cookie_next(const char **p, const char **pair, size_t *len);
+/* The value of cookie name (the first one so named), or NULL; *len its length. */
+const char *abx_cookie_get(const char *header, const char *name, size_t *len);
+
 #endif

@@ -39,24 +39,6 @@ static int find_qticket(void *ud, const char *name, size_t nlen, const char *val
     return 0;
 }
 
-/* The value of cookie name in a Cookie header ("a=1; b=2"), or NULL; *len its length. */
-static const char *cookie_value(const char *hdr, const char *name, size_t *len)
-{
-    size_t nl = strlen(name);
-    for (const char *p = hdr; p && *p;) {
-        while (*p == ' ' || *p == ';')
-            p++;
-        const char *end = strchr(p, ';');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n > nl && p[nl] == '=' && memcmp(p, name, nl) == 0) {
-            *len = n - nl - 1;
-            return p + nl + 1;
-        }
-        p = end;
-    }
-    return NULL;
-}
-
 /* The browser's target without the abx_ticket parameter: where the 303 sends it. */
 static char *target_without_ticket(abx_request *r)
 {
@@ -132,7 +114,7 @@ abx_step abx_port_origin_auth(abx_request *r, int64_t now)
     if (q.found)
         return sign_in(r, &q, now);
     size_t len = 0;
-    const char *s = r->cookie ? cookie_value(r->cookie, ABX_PORT_COOKIE, &len) : NULL;
+    const char *s = r->cookie ? abx_cookie_get(r->cookie, ABX_PORT_COOKIE, &len) : NULL;
     if (!s) {
         abx_fail(r, ABX_E_AUTH_REQUIRED,
                  "open port %d through a ports.ticket URL (?abx_ticket=...), or send Authorization: Bearer",
