@@ -236,6 +236,17 @@ static void put_file(abx_request *r, const sbx_caller *c, const char *path, cons
     json_decref(body);
 }
 
+/* files.delete answers a non-empty directory without recursive as a bad argument; the
+ * spec's answer is 409: is it one? */
+static bool nonempty_dir(const sbx_caller *c, const char *path)
+{
+    json_t *body;
+    int st = abx_sbx_op(c, "files.list", json_pack("{s:s, s:b}", "path", path, "include_hidden", 1), &body);
+    bool yes = st == 200 && json_array_size(json_object_get(body, "entries")) > 0;
+    json_decref(body);
+    return yes;
+}
+
 static void delete_path(abx_request *r, const sbx_caller *c, const char *path, const rest_query *q)
 {
     bool rec = q->recursive && (strcmp(q->recursive, "true") == 0 || strcmp(q->recursive, "1") == 0);
@@ -245,7 +256,10 @@ static void delete_path(abx_request *r, const sbx_caller *c, const char *path, c
     }
     json_t *body;
     int st = abx_sbx_op(c, "files.delete", json_pack("{s:s, s:b}", "path", path, "recursive", rec), &body);
-    if (st != 200) {
+    if (st != 200 && !rec && abx_sbx_err_of(st, body, &(const char *){NULL}) == ABX_E_ARGS_INVALID &&
+        nonempty_dir(c, path)) {
+        rest_fail_e(r, ABX_E_FILES_NOT_EMPTY, "the directory is not empty; pass recursive=true");
+    } else if (st != 200) {
         rest_fail(r, st, body);
     } else {
         r->reply.status = 204;
