@@ -4,6 +4,7 @@
 // Prints one JSON report line; env: SBX_GRPC (host:port), SBX_TOKEN, SBX_WS.
 import grpc from "@grpc/grpc-js";
 import protoLoader from "@grpc/proto-loader";
+import http2 from "node:http2";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -57,6 +58,31 @@ function start(req, onInit) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// A method by path with raw request bytes (grpc-js's generic client).
+function raw(methodPath, bytes) {
+  return new Promise((resolve) => {
+    const gc = new grpc.Client(addr, creds);
+    gc.makeUnaryRequest(methodPath, (b) => b, (b) => b, bytes, md(), (err, res) =>
+      resolve(err ? { code: grpc.status[err.code], details: err.details } : { ok: res.length }));
+  });
+}
+
+// Below gRPC: Node's own HTTP/2 client with a body and content type of our choosing.
+function h2(methodPath, contentType, body) {
+  return new Promise((resolve) => {
+    const s = http2.connect("http://" + addr);
+    const req = s.request({ ":method": "POST", ":path": methodPath, "content-type": contentType, te: "trailers",
+                            authorization: "Bearer " + token });
+    const out = {};
+    req.on("response", (h) => { out.status = h[":status"]; if (h["grpc-status"]) out.grpcStatus = h["grpc-status"]; });
+    req.on("trailers", (t) => { out.grpcStatus = t["grpc-status"]; out.message = decodeURIComponent(t["grpc-message"] || ""); });
+    req.on("data", () => {});
+    req.on("end", () => { s.close(); resolve(out); });
+    req.on("error", (e) => { s.close(); resolve({ error: String(e) }); });
+    req.end(body);
+  });
+}
+
 async function main() {
   const rep = {};
   rep.start = await start({ config: { command: ["/bin/bash", "-c", "echo out; echo err >&2; exit 3"] } });
@@ -82,6 +108,11 @@ async function main() {
   rep.not_found = await unary(client, "SendSignal", { processId: 999999, signal: "SIGNAL_SIGKILL" });
   rep.unauthenticated = await unary(client, "Execute", { config: { command: ["/bin/bash", "-c", "true"] } }, "not-the-token");
   rep.invalid = await unary(client, "Execute", { config: { command: [] } });
+  rep.unimplemented = await raw("/process.v1.ProcessService/Nope", Buffer.alloc(0));
+  rep.bad_message = await raw("/process.v1.ProcessService/Execute", Buffer.from([0x0a, 0xff, 0xff, 0xff, 0x0f]));
+  rep.wrong_type = await h2("/process.v1.ProcessService/Execute", "application/json", "{}");
+  rep.compressed = await h2("/process.v1.ProcessService/Execute", "application/grpc", Buffer.from([1, 0, 0, 0, 0]));
+  rep.cut_short = await h2("/process.v1.ProcessService/Execute", "application/grpc", Buffer.from([0, 0, 0, 0, 9, 1]));
   const ctx = await unary(ctxClient, "CreateContext", { language: "python" });
   rep.context = ctx;
   if (ctx.ok) {

@@ -112,6 +112,12 @@ def test_grpc_process_service_with_grpc_js(npm, pod, workspace):
     assert rep["no_context"]["code"] == "NOT_FOUND" and rep["no_context"]["details"].startswith("kernel.not_found")
     assert rep["unauthenticated"]["code"] == "UNAUTHENTICATED"
     assert rep["invalid"]["code"] == "INVALID_ARGUMENT"
+    # below the methods: unknown paths, undecodable messages, wrong framing
+    assert rep["unimplemented"]["code"] == "UNIMPLEMENTED"
+    assert rep["bad_message"]["code"] == "INVALID_ARGUMENT"
+    assert rep["wrong_type"]["status"] == 200 and rep["wrong_type"]["grpcStatus"] == "12"
+    assert rep["compressed"]["grpcStatus"] == "13" and "uncompressed" in rep["compressed"]["message"]
+    assert rep["cut_short"]["grpcStatus"] == "13"
     # the ledger: door sandboxd, the router's traceparent in the groups, the denial recorded
     rows = ledger(pod, "SELECT g.op, e.data FROM action_events e JOIN action_groups g ON g.group_id = e.group_id "
                        "WHERE g.door = 'sandboxd' AND g.op = 'commands.run' AND e.data LIKE ?",
