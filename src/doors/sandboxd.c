@@ -71,8 +71,9 @@ void abx_sbx_fail_msg(sbx_status *st, int code, const char *msg)
     snprintf(st->message, sizeof st->message, "%s", msg);
 }
 
-char *abx_sbx_authenticate(abx_server *s, const char *authorization)
+char *abx_sbx_authenticate(abx_server *s, const char *authorization, const char *client, int *wait)
 {
+    *wait = 0;
     if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
         return NULL;
     const char *tok = authorization + 7;
@@ -81,18 +82,30 @@ char *abx_sbx_authenticate(abx_server *s, const char *authorization)
     size_t n = strlen(tok);
     if (!n)
         return NULL;
+    /* failed attempts count against abx's limiter (limits.auth_failures), as on the main listener */
+    char fp[65];
+    abx_sha256_hex(tok, n, fp);
+    fp[16] = '\0'; /* a fingerprint, never the token */
+    int64_t now = abx_now_ms();
+    if ((*wait = abx_auth_limited(s->limiter, fp, client, now)) > 0)
+        return NULL;
     const abx_config *cfg = &s->cfg;
+    char *who = NULL;
     if (cfg->sandboxd_token) {
         size_t want = strlen(cfg->sandboxd_token);
-        bool same = n == want && abx_ct_equal(tok, cfg->sandboxd_token, n);
-        return same ? abx_strdup(cfg->sandboxd_principal) : NULL;
+        if (n == want && abx_ct_equal(tok, cfg->sandboxd_token, n))
+            who = abx_strdup(cfg->sandboxd_principal);
+    } else {
+        abx_policy *p = abx_server_snapshot(s);
+        int slot = p ? abx_policy_auth(p, tok, n, abx_wall_ms()) : -1;
+        who = slot >= 0 ? abx_strdup(abx_policy_principal_id(p, slot)) : NULL;
+        if (p)
+            abx_policy_unref(p);
     }
-    abx_policy *p = abx_server_snapshot(s);
-    if (!p)
-        return NULL;
-    int slot = abx_policy_auth(p, tok, n, abx_wall_ms());
-    char *who = slot >= 0 ? abx_strdup(abx_policy_principal_id(p, slot)) : NULL;
-    abx_policy_unref(p);
+    if (who)
+        abx_auth_succeeded(s->limiter, client, now);
+    else
+        abx_auth_failed(s->limiter, fp, client, now);
     return who;
 }
 

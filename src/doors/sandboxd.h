@@ -36,8 +36,8 @@ int abx_sbx_grpc_code(abx_err e);
 const char *abx_sbx_grpc_name(int code);
 /* The principal a bearer credential (the Authorization value, "Bearer ...") names: the
  * token_file's principal when that is configured, else abx's own tokens. Owned, or NULL
- * (unknown or missing). */
-char *abx_sbx_authenticate(abx_server *s, const char *authorization);
+ * (unknown or missing; *wait > 0: too many failures from client, retry in *wait s). */
+char *abx_sbx_authenticate(abx_server *s, const char *authorization, const char *client, int *wait);
 /* A traceparent value worth recording (version-traceid-parentid-flags, 55 chars). */
 bool abx_sbx_traceparent_ok(const char *v);
 

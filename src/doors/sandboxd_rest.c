@@ -313,10 +313,15 @@ void abx_sandboxd_auth(abx_request *r)
     if (abx_sbx_traceparent_ok(tp))
         r->traceparent = abx_arena_strdup(r->arena, tp);
     const char *authz = r->header_fn ? r->header_fn(r->header_ud, "Authorization") : NULL;
-    char *who = abx_sbx_authenticate(r->server, authz);
+    int wait = 0;
+    char *who = abx_sbx_authenticate(r->server, authz, r->client, &wait);
     r->bearer = NULL;
     r->x_token = NULL;
     r->auth_bad_scheme = false;
+    if (wait > 0) {
+        r->reply.retry_after = wait;
+        rest_fail_e(r, ABX_E_AUTH_RATE_LIMITED, "too many failed attempts; see Retry-After");
+    }
     if (who) {
         r->trusted_principal = true;
         r->principal_name = abx_arena_strdup(r->arena, who);

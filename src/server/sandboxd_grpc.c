@@ -278,7 +278,10 @@ static void dispatch(sbx_gconn *c, sbx_gstream *g)
         abx_sbx_method_decodes(m, (const uint8_t *)g->in.data + 5, g->in.len - 5);
         return answer_now(g, SBX_OK, "");
     }
-    char *who = abx_sbx_authenticate(c->s, g->authz);
+    int wait = 0;
+    char *who = abx_sbx_authenticate(c->s, g->authz, c->client, &wait);
+    if (wait > 0)
+        return answer_now(g, SBX_RESOURCE_EXHAUSTED, "auth.rate_limited: too many failed authentication attempts");
     if (!who)
         return answer_now(g, SBX_UNAUTHENTICATED, "authorization: Bearer <the pod's token> is required");
     if (atomic_fetch_add(&srv->calls, 1) >= MAX_CALLS) {

@@ -146,3 +146,18 @@ def test_abx_tokens_without_token_file(abx, workspace, tmp_path):
     base = "http://127.0.0.1:%d" % rest
     assert requests.get(base + "/v1/metadata", headers=H(ALICE_TOKEN), timeout=5).status_code == 200
     assert requests.get(base + "/v1/metadata", headers=H(POD_TOKEN), timeout=5).status_code == 401
+
+
+def test_failed_tokens_are_rate_limited(abx, workspace, tmp_path):
+    tf = tmp_path / "token"
+    tf.write_text(POD_TOKEN)
+    rest = free_port()
+    cfg = config(workspace, str(tmp_path / "st"), rest, free_port(), str(tf))
+    cfg["limits"] = {"auth_failures": 10}
+    abx(cfg)
+    base = "http://127.0.0.1:%d" % rest
+    codes = [requests.get(base + "/v1/metadata", headers=H("guess-%02d-0123456789abcdef" % i), timeout=5).status_code
+             for i in range(14)]
+    assert codes[0] == 401 and codes[-1] == 429, codes
+    r = requests.get(base + "/v1/metadata", headers=H("guess-99-0123456789abcdef"), timeout=5)
+    assert r.status_code == 429 and int(r.headers["Retry-After"]) > 0 and r.json()["code"] == "RESOURCE_EXHAUSTED"

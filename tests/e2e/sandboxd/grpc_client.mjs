@@ -85,6 +85,13 @@ function h2(methodPath, contentType, body) {
 
 async function main() {
   const rep = {};
+  if (process.argv[2] === "limit") { // failed tokens against abx's limiter
+    rep.codes = [];
+    for (let i = 0; i < 14; i++)
+      rep.codes.push((await unary(client, "Execute", { config: { command: ["/bin/true"] } }, "guess-" + i + "-0123456789abcdef")).code);
+    console.log(JSON.stringify(rep));
+    process.exit(0);
+  }
   rep.start = await start({ config: { command: ["/bin/bash", "-c", "echo out; echo err >&2; exit 3"] } });
   rep.execute = await unary(client, "Execute", { config: { command: ["/bin/bash", "-c", "echo $FOO; exit 7"], envVars: { FOO: "bar" } } });
   if (rep.execute.ok) rep.execute.ok = { exitCode: rep.execute.ok.exitCode, stdout: Buffer.from(rep.execute.ok.stdout).toString() };

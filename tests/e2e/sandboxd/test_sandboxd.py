@@ -128,6 +128,18 @@ def test_grpc_process_service_with_grpc_js(npm, pod, workspace):
     assert {"process.start", "commands.run", "kernels.create"} <= {r[0] for r in traced}
 
 
+def test_grpc_failed_tokens_are_rate_limited(npm, abx, workspace, tmp_path):
+    (tmp_path / "token").write_text(TOKEN)
+    grpc = free_port()
+    abx({"workspace": workspace, "terminal_listen": "off", "limits": {"auth_failures": 10},
+         "sandboxd": {"rest_listen": "off", "grpc_listen": "127.0.0.1:%d" % grpc,
+                      "token_file": str(tmp_path / "token"), "principal": "agent"},
+         "auth": {"tokens": [{"principal": "agent", "roles": ["agent"], "token_file": str(tmp_path / "token")}]},
+         "policy": {"allow": [{"ops": ["core.*"], "principals": ["*"]}]}})
+    rep = node("grpc_client.mjs", {"SBX_GRPC": "127.0.0.1:%d" % grpc, "SBX_TOKEN": TOKEN}, "limit")
+    assert rep["codes"][0] == "UNAUTHENTICATED" and rep["codes"][-1] == "RESOURCE_EXHAUSTED", rep
+
+
 def test_rest_routes_match_the_published_openapi(npm, pod, workspace):
     rep = node("rest_client.mjs", {"SBX_REST": pod.rest, "SBX_TOKEN": TOKEN})
     by = {c["name"]: c for c in rep["checks"]}
