@@ -10,7 +10,8 @@
 int abx_sbx_op(const sbx_caller *c, const char *op, json_t *args, json_t **body)
 {
     *body = NULL;
-    int st = abx_call_internal_traced(c->server, ABX_DOOR_SANDBOXD, c->principal, op, args, c->traceparent, body);
+    int st = abx_call_internal_traced(c->server, ABX_DOOR_SANDBOXD, c->principal, op, args, c->client, c->traceparent,
+                                      body);
     json_decref(args);
     return st;
 }

@@ -270,9 +270,10 @@ int abx_server_reload(abx_server *s, abx_diags *diags);
  * the principal is trusted (already authenticated). Returns the HTTP status; *body owned. */
 int abx_call_internal(abx_server *s, abx_door door, const char *principal, const char *op, const json_t *args,
                       uint64_t batch_group, abx_approval *approved, json_t **body);
-/* The same with a W3C traceparent recorded in the call's ledger group (copied; NULL none). */
+/* The same for a door's outer client: its address and W3C traceparent recorded in the
+ * call's ledger group (both copied; NULL none). */
 int abx_call_internal_traced(abx_server *s, abx_door door, const char *principal, const char *op, const json_t *args,
-                             const char *traceparent, json_t **body);
+                             const char *client, const char *traceparent, json_t **body);
 
 /* An internal call whose reply the caller consumes itself (a door that relays streams):
  * steps 1–10 have run when it returns; the caller reads r->reply and frees the request

@@ -227,7 +227,8 @@ static void *call_thread(void *arg)
     call_job *j = arg;
     sbx_gstream *g = j->g;
     sbx_gconn *c = g->conn;
-    sbx_caller who = {.server = c->s, .principal = j->principal, .client = c->client, .traceparent = g->traceparent};
+    sbx_caller who = {.server = c->s, .principal = j->principal, .client = c->client[0] ? c->client : NULL,
+                      .traceparent = g->traceparent};
     sbx_sink sink = {.ud = g, .emit = emit, .cancelled = &g->cancelled};
     sbx_status st = {SBX_OK, ""};
     const uint8_t *msg = (const uint8_t *)g->in.data + 5;

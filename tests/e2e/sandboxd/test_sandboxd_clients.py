@@ -126,6 +126,8 @@ def test_grpc_process_service_with_grpc_js(npm, pod, workspace):
     traced = ledger(pod, "SELECT DISTINCT g.op FROM action_events e JOIN action_groups g ON g.group_id = e.group_id "
                          "WHERE g.door = 'sandboxd' AND e.data LIKE ?", ("%" + TRACE + "%",))
     assert {"process.start", "commands.run", "kernels.create"} <= {r[0] for r in traced}
+    clients = ledger(pod, "SELECT DISTINCT client FROM action_groups WHERE door = 'sandboxd' AND op = 'commands.run'")
+    assert clients == [("127.0.0.1",)]
 
 
 def test_grpc_failed_tokens_are_rate_limited(npm, abx, workspace, tmp_path):
