@@ -161,3 +161,19 @@ def test_failed_tokens_are_rate_limited(abx, workspace, tmp_path):
     assert codes[0] == 401 and codes[-1] == 429, codes
     r = requests.get(base + "/v1/metadata", headers=H("guess-99-0123456789abcdef"), timeout=5)
     assert r.status_code == 429 and int(r.headers["Retry-After"]) > 0 and r.json()["code"] == "RESOURCE_EXHAUSTED"
+
+
+def test_deploy_config_checks(tmp_path):
+    """deploy/abx.yaml (the pod's config) passes check-config with its paths moved here."""
+    from abxtest import run_abx
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    with open(os.path.join(root, "deploy", "abx.yaml")) as f:
+        text = f.read()
+    (tmp_path / "token").write_text(POD_TOKEN)
+    (tmp_path / "ws").mkdir()
+    text = (text.replace("/var/run/secrets/abx/token", str(tmp_path / "token"))
+            .replace("/workspace", str(tmp_path / "ws")).replace("/var/lib/abx", str(tmp_path)))
+    (tmp_path / "abx.yaml").write_text(text)
+    r = run_abx(["check-config", str(tmp_path / "abx.yaml")], home=str(tmp_path / "home"))
+    assert r.returncode == 0 and "ok (0 warning(s))" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert "0.0.0.0:8080" in text and "0.0.0.0:9090" in text
