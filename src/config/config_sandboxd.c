@@ -1,9 +1,8 @@
 /* config_sandboxd.c — the sandboxd section's cross-key rules, checked when the config is
  * loaded (a pod that would listen in the clear on its network by mistake never starts):
- * a non-loopback REST listener needs tls or allow_plaintext (sandboxd's own or the
- * top-level one); the gRPC listener speaks cleartext HTTP/2 only, so a non-loopback one
- * needs allow_plaintext; token_file needs principal and is read here (a mounted Secret),
- * its value kept in memory only. */
+ * a non-loopback listener (REST or gRPC) needs top-level tls or allow_plaintext
+ * (sandboxd's own or the top-level one); token_file needs principal and is read here (a
+ * mounted Secret), its value kept in memory only. */
 #include "config/config.h"
 #include "core/util.h"
 #include <errno.h>
@@ -57,10 +56,11 @@ bool abx_sandboxd_config_check(abx_config *c, abx_diags *d)
                      c->sandboxd_rest_host);
         return false;
     }
-    if (c->sandboxd_grpc_host && c->sandboxd_grpc_port >= 0 && !abx_host_is_loopback(c->sandboxd_grpc_host) && !plain) {
+    if (c->sandboxd_grpc_host && c->sandboxd_grpc_port >= 0 && !abx_host_is_loopback(c->sandboxd_grpc_host) &&
+        !c->tls_cert && !plain) {
         abx_diag_add(d, "error", "config.invalid", 0,
-                     "sandboxd.grpc_listen %s is not loopback: the gRPC listener is cleartext HTTP/2; set "
-                     "sandboxd.allow_plaintext: true (a pod network) or bind loopback",
+                     "sandboxd.grpc_listen %s is not loopback: configure tls: {cert, key} (HTTP/2 over TLS) or "
+                     "sandboxd.allow_plaintext: true (cleartext h2c on a pod network)",
                      c->sandboxd_grpc_host);
         return false;
     }

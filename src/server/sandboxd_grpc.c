@@ -1,5 +1,6 @@
 /* sandboxd_grpc.c — the sandboxd door's gRPC listener: HTTP/2 with prior knowledge (h2c)
- * over libnghttp2, server side. One thread per connection owns its nghttp2 session and
+ * over libnghttp2, server side; with top-level tls: {cert, key}, HTTP/2 over TLS (OpenSSL,
+ * ALPN h2). One thread per connection owns its nghttp2 session and
  * socket; each call, once its request message is in (unary or server-streaming: one
  * message), runs on a thread of its own (doors/sandboxd_proc.c, sandboxd_ctx.c) and hands
  * its response messages back through a per-stream buffer and a wake-up pipe, so a Start
@@ -17,6 +18,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <nghttp2/nghttp2.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -32,6 +35,7 @@
 
 typedef struct grpc_server {
     abx_server *s;
+    SSL_CTX *tls;             /* with top-level tls: {cert, key}, HTTPS with ALPN h2; else NULL */
     int lfd;
     int stop[2];              /* readable once stopping: every thread's poll sees it */
     pthread_t accept_thread;
@@ -40,6 +44,92 @@ typedef struct grpc_server {
 
 /* ---- one connection ---- */
 
+/* Wait until the socket can do what OpenSSL asked for; false on timeout or error. */
+static bool tls_wait(sbx_gconn *c, int ret)
+{
+    int e = SSL_get_error(c->tls, ret);
+    if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+        return false;
+    struct pollfd p = {.fd = c->fd, .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT};
+    return poll(&p, 1, 5000) > 0;
+}
+
+static ssize_t tls_send(sbx_gconn *c, const uint8_t *data, size_t len)
+{
+    size_t off = 0;
+    while (off < len) {
+        int n = SSL_write(c->tls, data + off, (int)(len - off > 65536 ? 65536 : len - off));
+        if (n > 0)
+            off += (size_t)n;
+        else if (!tls_wait(c, n))
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    return (ssize_t)len;
+}
+
+/* The TLS handshake (ALPN must pick h2), bounded by the waits; false: drop the connection. */
+static bool tls_accept(sbx_gconn *c, SSL_CTX *ctx)
+{
+    c->tls = SSL_new(ctx);
+    if (!c->tls || SSL_set_fd(c->tls, c->fd) != 1)
+        return false;
+    for (int i = 0; i < 64; i++) {
+        int r = SSL_accept(c->tls);
+        if (r == 1) {
+            const unsigned char *proto = NULL;
+            unsigned plen = 0;
+            SSL_get0_alpn_selected(c->tls, &proto, &plen);
+            return plen == 2 && memcmp(proto, "h2", 2) == 0;
+        }
+        if (!tls_wait(c, r))
+            return false;
+    }
+    return false;
+}
+
+/* Bytes from the client: TLS or the socket. 0 at the end, -1 an error, -2 nothing now. */
+static ssize_t conn_read(sbx_gconn *c, uint8_t *buf, size_t len)
+{
+    if (!c->tls) {
+        ssize_t n = recv(c->fd, buf, len, 0);
+        return n < 0 && (errno == EAGAIN || errno == EINTR) ? -2 : n;
+    }
+    int n = SSL_read(c->tls, buf, (int)len);
+    if (n > 0)
+        return n;
+    int e = SSL_get_error(c->tls, n);
+    return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? -2 : e == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+}
+
+static int alpn_h2(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                   unsigned int inlen, void *arg)
+{
+    (void)ssl;
+    (void)arg;
+    for (unsigned i = 0; i + 1 <= inlen && i + 1 + in[i] <= inlen; i += 1u + in[i])
+        if (in[i] == 2 && memcmp(in + i + 1, "h2", 2) == 0) {
+            *out = in + i + 1;
+            *outlen = 2;
+            return SSL_TLSEXT_ERR_OK;
+        }
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+static SSL_CTX *tls_context(const abx_config *cfg, char *errbuf, size_t errlen)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx || SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+        SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key, SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
+        snprintf(errbuf, errlen, "sandboxd.grpc_listen: cannot load tls cert/key (%s)",
+                 ERR_reason_error_string(ERR_get_error()) ?: "unknown error");
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    SSL_CTX_set_alpn_select_cb(ctx, alpn_h2, NULL);
+    return ctx;
+}
+
 static ssize_t on_send(nghttp2_session *h2, const uint8_t *data, size_t len, int flags, void *ud)
 {
     (void)h2;
@@ -47,6 +137,8 @@ static ssize_t on_send(nghttp2_session *h2, const uint8_t *data, size_t len, int
     sbx_gconn *c = ud;
     if (c->fd < 0) /* fuzzing: nothing is sent */
         return (ssize_t)len;
+    if (c->tls)
+        return tls_send(c, data, len);
     size_t off = 0;
     while (off < len) {
         ssize_t n = send(c->fd, data + off, len - off, MSG_NOSIGNAL);
@@ -468,12 +560,15 @@ static void *conn_thread(void *arg)
     sbx_gconn *c = arg;
     grpc_server *srv = c->srv;
     uint8_t buf[16384];
-    bool live = abx_sbx_gconn_input(c, NULL, 0);
+    bool live = (!srv->tls || tls_accept(c, srv->tls)) && abx_sbx_gconn_input(c, NULL, 0);
     while (live) {
         struct pollfd p[3] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->wake[0], .events = POLLIN},
                               {.fd = srv->stop[0], .events = POLLIN}};
-        if (poll(p, 3, 30000) < 0 && errno != EINTR)
+        bool buffered = c->tls && SSL_pending(c->tls) > 0; /* decrypted bytes poll cannot see */
+        if (poll(p, 3, buffered ? 0 : 30000) < 0 && errno != EINTR)
             break;
+        if (buffered)
+            p[0].revents |= POLLIN;
         if (p[2].revents) {
             nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->h2),
                                   NGHTTP2_NO_ERROR, NULL, 0);
@@ -487,14 +582,19 @@ static void *conn_thread(void *arg)
         }
         ssize_t n = 0;
         if (p[0].revents) {
-            n = recv(c->fd, buf, sizeof buf, 0);
-            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            n = conn_read(c, buf, sizeof buf);
+            if (n == 0 || n == -1)
                 break;
         }
         live = abx_sbx_gconn_input(c, buf, n > 0 ? (size_t)n : 0);
     }
     int fd = c->fd;
-    abx_sbx_gconn_close(c);
+    SSL *tls = c->tls;
+    abx_sbx_gconn_close(c); /* may free c: the connection's TLS and socket are closed here */
+    if (tls) {
+        SSL_shutdown(tls);
+        SSL_free(tls);
+    }
     close(fd);
     atomic_fetch_sub(&srv->conns, 1);
     return NULL;
@@ -596,12 +696,19 @@ int abx_sbx_grpc_start(abx_server *s, char *errbuf, size_t errlen)
         return -1;
     }
     srv->s = s;
+    if (s->cfg.tls_cert && !(srv->tls = tls_context(&s->cfg, errbuf, errlen))) {
+        close(srv->stop[0]);
+        close(srv->stop[1]);
+        abx_free(srv);
+        return -1;
+    }
     srv->lfd = listen_on(s->cfg.sandboxd_grpc_host, s->cfg.sandboxd_grpc_port, &s->sandboxd_grpc_port);
     if (srv->lfd < 0 || pthread_create(&srv->accept_thread, NULL, accept_loop, srv) != 0) {
         snprintf(errbuf, errlen, "cannot listen on sandboxd.grpc_listen %s:%d: %s", s->cfg.sandboxd_grpc_host,
                  s->cfg.sandboxd_grpc_port, strerror(errno ? errno : EADDRINUSE));
         if (srv->lfd >= 0)
             close(srv->lfd);
+        SSL_CTX_free(srv->tls);
         close(srv->stop[0]);
         close(srv->stop[1]);
         abx_free(srv);
@@ -631,5 +738,6 @@ void abx_sbx_grpc_stop(abx_server *s)
     }
     close(srv->stop[0]);
     close(srv->stop[1]);
+    SSL_CTX_free(srv->tls);
     abx_free(srv);
 }

@@ -34,6 +34,7 @@ struct sbx_gconn {
     abx_server *s;
     void *srv;                   /* the listener; NULL when fuzzing (methods are not run) */
     int fd;                      /* -1 when fuzzing */
+    void *tls;                   /* SSL * when the listener speaks TLS (top-level tls), else NULL */
     int wake[2];
     struct nghttp2_session *h2;
     pthread_mutex_t mu;

@@ -4,6 +4,7 @@
 // Prints one JSON report line; env: SBX_GRPC (host:port), SBX_TOKEN, SBX_WS.
 import grpc from "@grpc/grpc-js";
 import protoLoader from "@grpc/proto-loader";
+import fs from "node:fs";
 import http2 from "node:http2";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,7 +21,8 @@ const abx = grpc.loadPackageDefinition(abxDef).abx.sandboxd.v1;
 const addr = process.env.SBX_GRPC;
 const token = process.env.SBX_TOKEN;
 const trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-const creds = grpc.credentials.createInsecure();
+const creds = process.env.SBX_CA ? grpc.credentials.createSsl(fs.readFileSync(process.env.SBX_CA))
+                                 : grpc.credentials.createInsecure();
 const client = new proc.ProcessService(addr, creds);
 const ctxClient = new abx.ContextService(addr, creds);
 const watchClient = new abx.WatchService(addr, creds);
@@ -85,6 +87,12 @@ function h2(methodPath, contentType, body) {
 
 async function main() {
   const rep = {};
+  if (process.argv[2] === "tls") { // one Execute over HTTP/2 with TLS
+    rep.execute = await unary(client, "Execute", { config: { command: ["/bin/bash", "-c", "echo tls"] } });
+    if (rep.execute.ok) rep.execute.ok = { exitCode: rep.execute.ok.exitCode, stdout: Buffer.from(rep.execute.ok.stdout).toString() };
+    console.log(JSON.stringify(rep));
+    process.exit(0);
+  }
   if (process.argv[2] === "limit") { // failed tokens against abx's limiter
     rep.codes = [];
     for (let i = 0; i < 14; i++)

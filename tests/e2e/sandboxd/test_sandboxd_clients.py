@@ -142,6 +142,48 @@ def test_grpc_failed_tokens_are_rate_limited(npm, abx, workspace, tmp_path):
     assert rep["codes"][0] == "UNAUTHENTICATED" and rep["codes"][-1] == "RESOURCE_EXHAUSTED", rep
 
 
+def test_grpc_over_tls(npm, workspace, tmp_path):
+    """With top-level tls, the gRPC listener speaks HTTP/2 over TLS (ALPN h2) and may bind a
+    non-loopback address; grpc-js trusts the test's own CA."""
+    from abxtest import ABX_BIN
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    (tmp_path / "token").write_text(TOKEN)
+    grpc, main = free_port(), free_port()
+    cfg = {"workspace": workspace, "terminal_listen": "off", "tls": {"cert": str(cert), "key": str(key)},
+           "ledger": {"path": str(tmp_path / "ledger.db")},
+           "sandboxd": {"rest_listen": "off", "grpc_listen": "0.0.0.0:%d" % grpc,
+                        "token_file": str(tmp_path / "token"), "principal": "agent"},
+           "auth": {"tokens": [{"principal": "agent", "roles": ["agent"], "token_file": str(tmp_path / "token")}]},
+           "policy": {"allow": [{"ops": ["commands.*"], "principals": ["role:agent"], "paths": [workspace + "/**"],
+                                 "commands": {"allow": ["/bin/bash *"]}}]}}
+    (tmp_path / "abx.json").write_text(json.dumps(cfg))
+    env = dict(os.environ, ABX_HOME=str(tmp_path / "home"))
+    p = subprocess.Popen([ABX_BIN, "serve", "--config", str(tmp_path / "abx.json"), "--listen", "127.0.0.1:%d" % main],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        import socket
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", grpc), timeout=0.2).close()
+                break
+            except OSError:
+                assert p.poll() is None, p.stderr.read().decode()
+                time.sleep(0.05)
+        rep = node("grpc_client.mjs", {"SBX_GRPC": "localhost:%d" % grpc, "SBX_TOKEN": TOKEN, "SBX_CA": str(cert)},
+                   "tls")
+        assert rep["execute"] == {"ok": {"exitCode": 0, "stdout": "tls\n"}}, rep
+        # cleartext h2c to a TLS listener is not served
+        rep = node("grpc_client.mjs", {"SBX_GRPC": "127.0.0.1:%d" % grpc, "SBX_TOKEN": TOKEN}, "tls")
+        assert rep["execute"]["code"] == "UNAVAILABLE", rep
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+
+
 def test_rest_routes_match_the_published_openapi(npm, pod, workspace):
     rep = node("rest_client.mjs", {"SBX_REST": pod.rest, "SBX_TOKEN": TOKEN})
     by = {c["name"]: c for c in rep["checks"]}
