@@ -93,6 +93,18 @@ async function main() {
     console.log(JSON.stringify(rep));
     process.exit(0);
   }
+  if (process.argv[2] === "parallel") { // many streams and calls at once on one HTTP/2 connection
+    const n = 24;
+    const starts = Array.from({ length: n }, (_, i) =>
+      start({ config: { command: ["/bin/bash", "-c", `for k in 1 2 3; do echo ${i}-$k; done; exit ${i % 5}`] } }));
+    const execs = Array.from({ length: n }, (_, i) =>
+      unary(client, "Execute", { config: { command: ["/bin/bash", "-c", `echo x${i}`] } }));
+    const [s, e] = await Promise.all([Promise.all(starts), Promise.all(execs)]);
+    rep.starts = s.map((r) => ({ stdout: r.stdout, exit: r.exit, code: r.code || null }));
+    rep.execs = e.map((r) => (r.ok ? Buffer.from(r.ok.stdout).toString() : r.code));
+    console.log(JSON.stringify(rep));
+    process.exit(0);
+  }
   if (process.argv[2] === "limit") { // failed tokens against abx's limiter
     rep.codes = [];
     for (let i = 0; i < 14; i++)

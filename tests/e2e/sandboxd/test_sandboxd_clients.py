@@ -130,6 +130,13 @@ def test_grpc_process_service_with_grpc_js(npm, pod, workspace):
     assert clients == [("127.0.0.1",)]
 
 
+def test_grpc_many_calls_on_one_connection(npm, pod):
+    rep = node("grpc_client.mjs", {"SBX_GRPC": pod.grpc, "SBX_TOKEN": TOKEN}, "parallel")
+    for i, st in enumerate(rep["starts"]):
+        assert st == {"stdout": "%d-1\n%d-2\n%d-3\n" % (i, i, i), "exit": i % 5, "code": None}, (i, st)
+    assert rep["execs"] == ["x%d\n" % i for i in range(len(rep["execs"]))]
+
+
 def test_grpc_failed_tokens_are_rate_limited(npm, abx, workspace, tmp_path):
     (tmp_path / "token").write_text(TOKEN)
     grpc = free_port()
