@@ -145,7 +145,11 @@ static void get_or_head(abx_request *r, const sbx_caller *c, const char *path, b
     bool dir = type && strcmp(type, "directory") == 0;
     if (head) { /* existence and metadata, no body */
         abx_reply_header(&r->reply, "Content-Type", dir ? "application/json" : "application/octet-stream");
-        abx_reply_header(&r->reply, "Last-Modified", json_string_value(json_object_get(body, "mtime")));
+        time_t t = (time_t)(json_integer_value(json_object_get(body, "mtime_ms")) / 1000);
+        struct tm tm;
+        char date[40];
+        if (gmtime_r(&t, &tm) && strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm))
+            abx_reply_header(&r->reply, "Last-Modified", date); /* an HTTP-date (RFC 9110) */
         r->reply.status = 200;
         r->reply.protocol_body = true;
     } else if (dir) {

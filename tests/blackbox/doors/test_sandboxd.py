@@ -103,6 +103,9 @@ def test_rest_auth_and_errors(pod, workspace):
     with open(os.path.join(workspace, "a", "b.txt"), "rb") as f:
         assert f.read() == b"bytes"
     assert requests.get(pod.rest + "/v1/files/a/b.txt", headers=H(), timeout=5).content == b"bytes"
+    r = requests.head(pod.rest + "/v1/files/a/b.txt", headers=H(), timeout=5)
+    assert r.status_code == 200 and r.content == b"" and r.headers["Last-Modified"].endswith(" GMT")
+    assert r.headers["Content-Type"] == "application/octet-stream"
     # an encoded dot-dot is still refused at the transport
     r = requests.get(pod.rest + "/v1/files/a%2F..%2F..%2Fetc", headers=H(), timeout=5)
     assert r.status_code == 400
