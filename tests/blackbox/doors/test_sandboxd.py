@@ -180,3 +180,24 @@ def test_deploy_config_checks(tmp_path):
     r = run_abx(["check-config", str(tmp_path / "abx.yaml")], home=str(tmp_path / "home"))
     assert r.returncode == 0 and "ok (0 warning(s))" in r.stdout + r.stderr, r.stdout + r.stderr
     assert "0.0.0.0:8080" in text and "0.0.0.0:9090" in text
+
+
+def test_containerfile_packages_exist(tmp_path):
+    """deploy/Containerfile: non-root, and every Debian package it installs is a real package
+    name here (this machine runs the same Debian release as the image's base)."""
+    import re
+    import shutil
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    with open(os.path.join(root, "deploy", "Containerfile")) as f:
+        text = f.read()
+    assert "\nUSER 1000:1000\n" in text and "FROM debian:bookworm-slim" in text
+    if not shutil.which("apt-cache"):
+        pytest.skip("no apt-cache")
+    pkgs = set()
+    for block in re.findall(r"apt-get install -y --no-install-recommends((?:[^&]|&(?!&))*)", text):
+        pkgs.update(w for w in block.replace("\\", " ").split() if re.match(r"^[a-z0-9][a-z0-9.+-]+$", w))
+    assert {"libnghttp2-14", "libprotobuf-c1", "libnghttp2-dev"} <= pkgs, pkgs
+    r = subprocess.run(["apt-cache", "show", "--no-all-versions", *sorted(pkgs)], capture_output=True, text=True)
+    missing = [p for p in pkgs if ("Package: %s\n" % p) not in r.stdout]
+    assert not missing, missing
