@@ -50,6 +50,7 @@ set(ABX_SRC_HTTP
 set(ABX_SRC_CONFIG
   src/config/config.c
   src/config/secrets.c
+  src/config/config_sandboxd.c
 )
 set(ABX_SRC_POLICY
   src/policy/auth.c
@@ -152,6 +153,10 @@ set(ABX_SRC_DOORS
   src/doors/mcp_http.c
   src/doors/mcp_stdio.c
   src/doors/toolcall.c
+  src/doors/sandboxd.c
+  src/doors/sandboxd_ctx.c
+  src/doors/sandboxd_proc.c
+  src/doors/sandboxd_rest.c
 )
 set(ABX_SRC_SERVER
   src/server/checks.c
@@ -159,6 +164,8 @@ set(ABX_SRC_SERVER
   src/server/listener.c
   src/server/server.c
   src/server/state.c
+  src/server/sandboxd_grpc.c
+  src/server/sandboxd_listen.c
 )
 set(ABX_SRC_CLI
   src/cli/call.c

@@ -174,7 +174,20 @@ static const cfg_row rows[] = {
     {"secrets", SH_MAP, parse_secrets, .type = "map",
      .doc = "NAME: {env: VARIABLE} | {file: PATH}, read at load; used as ${secret:NAME} in net.inject (docs/egress.md)"},
     {"egress.upstream_ca", SH_ANY, parse_string, FIELD(egress_upstream_ca), .type = "path",
-     .doc = "a PEM file trusted for intercepted (inject) upstreams besides the system store"},
+     .doc = "a PEM file trusted for intercepted (inject) upstreams besides the system store"},    {"sandboxd", SH_MAP, NULL, .type = "section",
+     .doc = "kubernetes-sigs/agent-sandbox's sandboxd runtime interface (KEP-539.2): REST files on rest_listen, gRPC ProcessService on grpc_listen (docs/fleet.md)"},
+    {"sandboxd.rest_listen", SH_ANY, parse_listen, FIELD(sandboxd_rest_host), AUX(sandboxd_rest_port),
+     .type = "host:port", .sdef = "127.0.0.1:8080", .choices = "off",
+     .doc = "the REST listener (/v1/files, /v1/health, /v1/metadata) when sandboxd is present; \"off\" = none"},
+    {"sandboxd.grpc_listen", SH_ANY, parse_listen, FIELD(sandboxd_grpc_host), AUX(sandboxd_grpc_port),
+     .type = "host:port", .sdef = "127.0.0.1:9090", .choices = "off",
+     .doc = "the gRPC listener (HTTP/2 cleartext: process.v1.ProcessService, abx.sandboxd.v1) when sandboxd is present; \"off\" = none"},
+    {"sandboxd.token_file", SH_ANY, parse_string, FIELD(sandboxd_token_file), .type = "path",
+     .doc = "a file (a mounted Secret) holding the pod's bearer token; callers presenting it act as sandboxd.principal (without it: abx's own tokens)"},
+    {"sandboxd.principal", SH_ANY, parse_string, FIELD(sandboxd_principal), .type = "string",
+     .doc = "the principal the token_file's token authenticates"},
+    {"sandboxd.allow_plaintext", SH_ANY, parse_bool, FIELD(sandboxd_allow_plaintext), .type = "bool",
+     .doc = "allow non-loopback sandboxd listeners without TLS (a pod network)"},
 };
 
 static void *field_of(abx_config *c, size_t off) { return (char *)c + off; }
@@ -669,6 +682,9 @@ int abx_config_load(abx_config *c, const char *path, abx_diags *d)
         goto fail;
     resolve_dirs(c);
     c->e2b_on = json_object_get(c->root, "e2b") != NULL;
+    c->sandboxd_on = json_object_get(c->root, "sandboxd") != NULL;
+    if (c->sandboxd_on && !abx_sandboxd_config_check(c, d))
+        goto fail;
     if (!json_object_get(c->root, "system"))
         default_env(c);
     return 0;
@@ -742,5 +758,10 @@ void abx_config_release(abx_config *c)
     abx_free(c->system_env);
     abx_secrets_free(&c->secrets);
     abx_free(c->egress_upstream_ca);
+    abx_free(c->sandboxd_rest_host);
+    abx_free(c->sandboxd_grpc_host);
+    abx_free(c->sandboxd_token_file);
+    abx_free(c->sandboxd_principal);
+    abx_sandboxd_token_free(c->sandboxd_token);
     memset(c, 0, sizeof *c);
 }

@@ -70,6 +70,15 @@ typedef struct abx_config {
     size_t n_system_env;
     abx_secrets secrets;        /* owned: values read at load, never stored or shown elsewhere */
     char *egress_upstream_ca;   /* owned: egress.upstream_ca */
+    bool sandboxd_on;           /* the sandboxd section is present: its listeners open */
+    char *sandboxd_rest_host;   /* owned; NULL when off */
+    int sandboxd_rest_port;     /* -1 = off */
+    char *sandboxd_grpc_host;   /* owned; NULL when off */
+    int sandboxd_grpc_port;     /* -1 = off */
+    char *sandboxd_token_file;  /* owned: sandboxd.token_file */
+    char *sandboxd_principal;   /* owned: who that token authenticates */
+    char *sandboxd_token;       /* owned: the token read at load (never logged) */
+    bool sandboxd_allow_plaintext;
 } abx_config;
 
 /* Load and validate. path NULL = embedded default. Diagnostics go to diags (with lines).
@@ -78,6 +87,12 @@ int abx_config_load(abx_config *cfg, const char *path, abx_diags *diags);
 void abx_config_release(abx_config *cfg);
 /* "host:port" → parts; [v6]:port accepted. false on error. */
 bool abx_parse_listen(const char *s, char **host, int *port);
+/* The sandboxd section's rules (config_sandboxd.c): a non-loopback listener wants TLS or
+ * allow_plaintext (gRPC: allow_plaintext), token_file wants principal and is read now.
+ * false with diags filled. */
+bool abx_sandboxd_config_check(abx_config *c, abx_diags *d);
+/* Wipe and free the token read from sandboxd.token_file. */
+void abx_sandboxd_token_free(char *token);
 bool abx_host_is_loopback(const char *host);
 /* docs/reference/config.md, generated from the key table (caller frees). */
 char *abx_config_docs_markdown(void);

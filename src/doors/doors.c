@@ -81,6 +81,12 @@ void abx_doors_route(abx_request *r)
         r->door_run = abx_e2b_envd;
         return;
     }
+    if (r->sandboxd_listener) { /* sandboxd's REST listener: one door (sandboxd_rest.c) */
+        r->door = ABX_DOOR_SANDBOXD;
+        r->door_run = abx_sandboxd_rest;
+        abx_sandboxd_auth(r);
+        return;
+    }
     if (r->door != ABX_DOOR_HTTP)
         return;
     const door_route *d = find(r, FIRST);

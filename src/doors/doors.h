@@ -39,6 +39,12 @@ void abx_e2b_watchers_stop(const abx_server *s);
 int abx_e2b_multipart_next(const char *body, size_t len, const char *boundary, size_t *pos, abx_arena *a,
                            const char **filename, const char **data, size_t *dlen);
 
+/* sandboxd (sandboxd*.c, docs/fleet.md): the REST listener's requests; its step 2 (the
+ * pod's token → principal, traceparent); its target rule (%2F is a separator) */
+void abx_sandboxd_rest(abx_request *r);
+void abx_sandboxd_auth(abx_request *r);
+bool abx_sandboxd_target_ok(const char *raw, size_t n);
+
 /* LLM provider tool formats (toolcall.c): GET /tools, POST /tools/call */
 void abx_tools_run(abx_request *r);
 /* MCP (mcp.c): the Model Context Protocol, Streamable HTTP at /mcp and stdio (abx mcp).

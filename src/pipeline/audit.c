@@ -44,6 +44,8 @@ static void received_fields(const abx_request *r, json_t *e)
         json_object_set_new(e, "target", json_stringn(r->path, r->path_len));
     if (r->batch_group)
         json_object_set_new(e, "batch_group", json_integer((json_int_t)r->batch_group));
+    if (r->traceparent)
+        json_object_set_new(e, "traceparent", json_string(r->traceparent));
 }
 
 static json_t *received_event(const abx_request *r)
@@ -293,6 +295,8 @@ static char *direct_event(const abx_request *r, bool rcv, bool fin, bool adm, in
     }
     if (rcv && r->path)
         m_strn(&e, "target", r->path, r->path_len);
+    if (rcv && r->traceparent)
+        m_str(&e, "traceparent", r->traceparent);
     abx_jw_raw(&e.w, "}", 1);
     char *out = abx_jw_finish(&e.w, NULL);
     if (!ok) {

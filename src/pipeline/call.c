@@ -36,6 +36,8 @@ abx_request *abx_call_begin(abx_server *s, const abx_call_in *in)
     r->conn_fd = in->conn_fd;
     if (in->client)
         r->client = abx_arena_strdup(r->arena, in->client);
+    if (in->traceparent)
+        r->traceparent = abx_arena_strdup(r->arena, in->traceparent);
     abx_dispatch(r);
     /* the caller may read a stream after the connection is gone: the socket number could
      * then name another connection, and the borrowed inputs are no longer needed */
@@ -111,8 +113,27 @@ static json_t *drain_stream(abx_server *s, abx_request *r, const json_t *args)
     return body;
 }
 
+typedef struct call_origin {
+    const char *client, *traceparent;
+} call_origin;
+
+static int call_internal(abx_server *s, abx_door door, const char *principal, const char *op_id, const json_t *args,
+                         uint64_t batch_group, abx_approval *approved, call_origin o, json_t **body);
+
 int abx_call_internal(abx_server *s, abx_door door, const char *principal, const char *op_id, const json_t *args,
                       uint64_t batch_group, abx_approval *approved, json_t **body)
+{
+    return call_internal(s, door, principal, op_id, args, batch_group, approved, (call_origin){0}, body);
+}
+
+int abx_call_internal_traced(abx_server *s, abx_door door, const char *principal, const char *op_id,
+                             const json_t *args, const char *client, const char *traceparent, json_t **body)
+{
+    return call_internal(s, door, principal, op_id, args, 0, NULL, (call_origin){client, traceparent}, body);
+}
+
+static int call_internal(abx_server *s, abx_door door, const char *principal, const char *op_id, const json_t *args,
+                         uint64_t batch_group, abx_approval *approved, call_origin o, json_t **body)
 {
     *body = NULL;
     abx_request *r = internal_request(s, door, principal, op_id, args);
@@ -122,6 +143,10 @@ int abx_call_internal(abx_server *s, abx_door door, const char *principal, const
     }
     r->batch_group = batch_group;
     r->approved = approved;
+    if (o.traceparent)
+        r->traceparent = abx_arena_strdup(r->arena, o.traceparent);
+    if (o.client)
+        r->client = abx_arena_strdup(r->arena, o.client);
     abx_dispatch(r);
     int status = abx_reply_http_status(&r->reply);
     if (r->reply.err) {

@@ -105,6 +105,9 @@ struct abx_server {
     void *mhd_e2b;              /* the E2B envd listener (door e2b), or NULL */
     void *mhd_e2b_interp;       /* the E2B code-interpreter listener (door e2b), or NULL */
     int e2b_port;               /* 0 when off */
+    void *mhd_sandboxd;         /* the sandboxd REST listener (door sandboxd), or NULL */
+    void *sandboxd_grpc;        /* the sandboxd gRPC listener (server/sandboxd_grpc.c), or NULL */
+    int sandboxd_rest_port, sandboxd_grpc_port; /* 0 when off */
     int port;
     int terminal_port;          /* 0 when the terminal listener is off */
     atomic_int conns;           /* open connections */
@@ -186,6 +189,8 @@ typedef struct abx_request {
     const char *cookie;         /* Cookie header, on a port origin (its session) */
     const char *origin_target;  /* on a port origin: the path and query as the browser sent them */
     size_t origin_target_len;
+    bool sandboxd_listener;     /* arrived on the sandboxd REST listener (door sandboxd) */
+    const char *traceparent;    /* W3C trace context a door received (sandboxd), in the ledger */
     uint64_t group_id;          /* ledger group, once recorded durably (mutating calls) */
     abx_approval *approved;     /* the approval this run executes (door approval), borrowed */
     int prefer_wait;            /* Prefer: wait=N seconds (held calls) */
@@ -272,6 +277,10 @@ int abx_server_reload(abx_server *s, abx_diags *diags);
  * the principal is trusted (already authenticated). Returns the HTTP status; *body owned. */
 int abx_call_internal(abx_server *s, abx_door door, const char *principal, const char *op, const json_t *args,
                       uint64_t batch_group, abx_approval *approved, json_t **body);
+/* The same for a door's outer client: its address and W3C traceparent recorded in the
+ * call's ledger group (both copied; NULL none). */
+int abx_call_internal_traced(abx_server *s, abx_door door, const char *principal, const char *op, const json_t *args,
+                             const char *client, const char *traceparent, json_t **body);
 
 /* An internal call whose reply the caller consumes itself (a door that relays streams):
  * steps 1–10 have run when it returns; the caller reads r->reply and frees the request
@@ -284,6 +293,7 @@ typedef struct abx_call_in {
     atomic_bool *cancel;        /* borrowed, outlives the request; NULL none */
     int conn_fd;                /* the outer client's socket while the handler runs, -1 none */
     const char *client;         /* the outer client's address (copied), or NULL */
+    const char *traceparent;    /* W3C trace context to record in the ledger (copied), or NULL */
 } abx_call_in;
 abx_request *abx_call_begin(abx_server *s, const abx_call_in *in);
 

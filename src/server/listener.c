@@ -48,7 +48,6 @@ typedef struct conn_req {
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls);
-static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c);
 static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *c);
 static void *on_uri_e2b(void *cls, const char *uri, struct MHD_Connection *c);
 
@@ -93,16 +92,10 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     return abx_conns_admit(s->conn_table, addr) ? MHD_YES : MHD_NO;
 }
 
-typedef struct side_listen {
-    unsigned flags;      /* the main listener's, without TLS and IPv6 */
-    unsigned timeout_s;
-    struct MHD_OptionItem *tls_opts; /* NULL: plaintext */
-} side_listen;
-
 /* A listener beside the main one (terminal, E2B envd): the same handlers, its own URI
  * callback (which marks its requests). NULL when it cannot open (errno says why). */
-static struct MHD_Daemon *side_listener(abx_server *s, const char *host, int port, const side_listen *sl,
-                                        void *(*uri_cb)(void *, const char *, struct MHD_Connection *), int *bound)
+struct MHD_Daemon *abx_side_listener(abx_server *s, const char *host, int port, const side_listen *sl,
+                                     void *(*uri_cb)(void *, const char *, struct MHD_Connection *), int *bound)
 {
     struct sockaddr_storage ts = {0};
     struct sockaddr_in *t4 = (struct sockaddr_in *)&ts;
@@ -153,7 +146,7 @@ static int e2b_listener_start(abx_server *s, side_listen *sl, struct MHD_OptionI
             return -1;
         }
         sl->tls_opts = tls_opts;
-        *l[i].mhd = side_listener(s, l[i].host, l[i].port, sl, on_uri_e2b, i == 0 ? l[i].bound : &bound);
+        *l[i].mhd = abx_side_listener(s, l[i].host, l[i].port, sl, on_uri_e2b, i == 0 ? l[i].bound : &bound);
         sl->tls_opts = NULL;
         if (!*l[i].mhd) {
             snprintf(errbuf, errlen, "cannot listen on %s %s:%d: %s", l[i].key, l[i].host, l[i].port,
@@ -233,7 +226,7 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
     struct MHD_Daemon *d0 = MHD_start_daemon(
         flags, 0, on_accept, s, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->cfg.connections + HEALTH_RESERVE), MHD_OPTION_CONNECTION_TIMEOUT,
-        timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_pool_bytes(&s->cfg), MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_pool_bytes(&s->cfg), MHD_OPTION_URI_LOG_CALLBACK, abx_listener_on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(512 * 1024),
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)IO_THREADS,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
@@ -254,7 +247,7 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
      * port is reported, not fatal (terminals stay reachable on the main listener) */
     if (s->cfg.terminal_port >= 0 && s->cfg.terminal_host) {
         bool loop = abx_host_is_loopback(s->cfg.terminal_host);
-        struct MHD_Daemon *d1 = loop ? side_listener(s, s->cfg.terminal_host, s->cfg.terminal_port, &side,
+        struct MHD_Daemon *d1 = loop ? abx_side_listener(s, s->cfg.terminal_host, s->cfg.terminal_port, &side,
                                                      on_uri_terminal, &s->terminal_port)
                                      : NULL;
         if (d1)
@@ -267,6 +260,8 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
     }
     /* the E2B envd listener (door e2b): as the main listener, TLS or loopback or plaintext allowed */
     int rc = e2b_listener_start(s, &side, cert ? tls_opts : NULL, errbuf, errlen);
+    if (rc == 0)
+        rc = abx_sandboxd_listen_start(s, &side, cert ? tls_opts : NULL, errbuf, errlen);
     abx_free(cert);
     abx_free(key);
     if (rc != 0) {
@@ -288,8 +283,9 @@ void abx_listener_stop(abx_server *s)
         MHD_stop_daemon(s->mhd_terminal);
         s->mhd_terminal = NULL;
     }
-    void **e2b[] = {&s->mhd_e2b, &s->mhd_e2b_interp};
-    for (size_t i = 0; i < 2; i++)
+    abx_sbx_grpc_stop(s);
+    void **e2b[] = {&s->mhd_e2b, &s->mhd_e2b_interp, &s->mhd_sandboxd};
+    for (size_t i = 0; i < 3; i++)
         if (*e2b[i]) {
             MHD_stop_daemon(*e2b[i]);
             *e2b[i] = NULL;
@@ -304,7 +300,7 @@ void abx_listener_stop(abx_server *s)
 
 static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *c);
 
-static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+void *abx_listener_on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
     abx_server *s = cls;
     abx_request *r = abx_request_new(s, ABX_DOOR_HTTP);
@@ -337,7 +333,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 
 static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *c)
 {
-    conn_req *cr = on_uri(cls, uri, c);
+    conn_req *cr = abx_listener_on_uri(cls, uri, c);
     if (cr)
         cr->r->terminal_listener = true;
     return cr;
@@ -345,7 +341,7 @@ static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *
 
 static void *on_uri_e2b(void *cls, const char *uri, struct MHD_Connection *c)
 {
-    conn_req *cr = on_uri(cls, uri, c);
+    conn_req *cr = abx_listener_on_uri(cls, uri, c);
     if (cr)
         cr->r->e2b_listener = true;
     return cr;
@@ -595,7 +591,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
         return reject(c, cr, ABX_E_REQUEST_HEADERS_TOO_LARGE,
                       "the request line and headers exceed limits.header_bytes or limits.headers");
     /* step 0b: the raw target */
-    if (!abx_target_ok(cr->raw, cr->raw_len))
+    if (!(r->sandboxd_listener ? abx_sandboxd_target_ok(cr->raw, cr->raw_len) : abx_target_ok(cr->raw, cr->raw_len)))
         return reject(c, cr, ABX_E_REQUEST_BAD_TARGET, "the request target is malformed");
     const char *q = memchr(cr->raw, '?', cr->raw_len);
     r->path = cr->raw;
@@ -627,7 +623,8 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
         return reject(c, cr, ABX_E_REQUEST_HOST_DENIED, "the Host header is not allowed");
     if (h->origin && !abx_origin_allowed(s, h->origin, h->host))
         return reject(c, cr, ABX_E_REQUEST_ORIGIN_DENIED, "the Origin header is not allowed");
-    if (!r->e2b_listener && !r->terminal_listener && !abx_port_origin_take(s, r, h, cr->raw, cr->raw_len))
+    if (!r->e2b_listener && !r->terminal_listener && !r->sandboxd_listener &&
+        !abx_port_origin_take(s, r, h, cr->raw, cr->raw_len))
         return reject(c, cr, ABX_E_SERVER_UNAVAILABLE, "out of memory");
     /* step 2 early (pure trie walk): the busy slot and the body rules depend on the op */
     abx_doors_route(r);
@@ -646,7 +643,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
     if (atomic_load(&s->conns) > s->cfg.connections && !health)
         return reject(c, cr, ABX_E_REQUEST_BUSY, "too many connections; try again");
     cr->bytes_body = op && op->def->raw_body && r->door == ABX_DOOR_HTTP;
-    cr->max_body = cr->bytes_body || r->e2b_listener ? s->cfg.upload_max_bytes : s->cfg.request_max_bytes;
+    cr->max_body = cr->bytes_body || r->e2b_listener || r->sandboxd_listener ? s->cfg.upload_max_bytes : s->cfg.request_max_bytes;
     /* step 1: size cap before reading; JSON bodies must say so */
     bool has_body = clen > 0 || h->te != NULL;
     if (clen > cr->max_body) {
@@ -657,7 +654,7 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
     }
     /* the E2B door reads Connect's protobuf and JSON, and envd's uploads, itself */
     bool raw_data = op && op->def->raw_query && r->door == ABX_DOOR_HTTP; /* ports.proxy: any type */
-    if (has_body && !cr->bytes_body && !raw_data && !r->e2b_listener && !abx_is_json_type(r->content_type))
+    if (has_body && !cr->bytes_body && !raw_data && !r->e2b_listener && !r->sandboxd_listener && !abx_is_json_type(r->content_type))
         return reject(c, cr, ABX_E_REQUEST_BAD_CONTENT_TYPE, "send the body as Content-Type: application/json");
     r->has_body = has_body;
     abx_buf_init(&r->body, (size_t)cr->max_body);

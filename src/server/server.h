@@ -42,5 +42,28 @@ void abx_server_write_url(const abx_server *s);
 int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen);
 /* Closes both listeners; requests in flight finish first. */
 void abx_listener_stop(abx_server *s);
+/* A listener beside the main one (terminal, E2B envd, sandboxd REST): the same handlers,
+ * its own URI callback (which marks its requests). NULL when it cannot open (errno). */
+struct MHD_Daemon;
+struct MHD_Connection;
+struct MHD_OptionItem;
+typedef struct side_listen {
+    unsigned flags;      /* the main listener's, without TLS and IPv6 */
+    unsigned timeout_s;
+    struct MHD_OptionItem *tls_opts; /* NULL: plaintext */
+} side_listen;
+struct MHD_Daemon *abx_side_listener(abx_server *s, const char *host, int port, const side_listen *sl,
+                                     void *(*uri_cb)(void *, const char *, struct MHD_Connection *), int *bound);
+/* The main listener's URI callback: a new request (its transport state), for side
+ * listeners to mark. */
+void *abx_listener_on_uri(void *cls, const char *uri, struct MHD_Connection *c);
+
+/* ---- sandboxd_listen.c, sandboxd_grpc.c: the sandboxd door's listeners ---- */
+/* REST (a side listener, door sandboxd) and gRPC when the config has a sandboxd section. */
+int abx_sandboxd_listen_start(abx_server *s, side_listen *sl, struct MHD_OptionItem *tls_opts, char *errbuf,
+                              size_t errlen);
+/* The gRPC listener (HTTP/2 cleartext over nghttp2): start / stop (calls in flight end). */
+int abx_sbx_grpc_start(abx_server *s, char *errbuf, size_t errlen);
+void abx_sbx_grpc_stop(abx_server *s);
 
 #endif

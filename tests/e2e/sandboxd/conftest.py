@@ -1,0 +1,12 @@
+"""Fixtures of the sandboxd end-to-end suite: abxtest's (tests/pylib), as in tests/blackbox."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "pylib"))
+
+import abxtest  # noqa: E402
+from abxtest import abx, workspace  # noqa: E402,F401  (fixtures)
+
+
+def pytest_configure(config):
+    abxtest.configure()
