@@ -94,19 +94,25 @@ typedef struct relay {
     bool done, gone;
 } relay;
 
-static void relay_data(relay *rl, bool err, const json_t *text)
+/* process.stream was asked for base64: the bytes as the process wrote them */
+static void relay_data(relay *rl, bool err, const json_t *b64)
 {
-    size_t n = json_string_length(text);
-    if (!n)
+    size_t n = 0;
+    unsigned char *raw = json_string_length(b64) ? abx_base64_decode(json_string_value(b64), json_string_length(b64), &n)
+                                                 : NULL;
+    if (!raw || !n) {
+        free(raw);
         return;
+    }
     Process__V1__StartResponse m = PROCESS__V1__START_RESPONSE__INIT;
     m.event_case = err ? PROCESS__V1__START_RESPONSE__EVENT_STDERR : PROCESS__V1__START_RESPONSE__EVENT_STDOUT;
-    ProtobufCBinaryData bd = {n, (uint8_t *)json_string_value(text)};
+    ProtobufCBinaryData bd = {n, raw};
     if (err)
         m.stderr = bd;
     else
         m.stdout = bd;
     rl->gone = rl->gone || !send_msg(rl->out, &m.base);
+    free(raw);
 }
 
 static void relay_exit(relay *rl, const json_t *rec)
@@ -146,7 +152,7 @@ static void relay_event(relay *rl, const char *ev, size_t len)
 
 static void relay_stream(const sbx_caller *c, int pid, const sbx_sink *out, sbx_status *st)
 {
-    json_t *args = json_pack("{s:i}", "pid", pid);
+    json_t *args = json_pack("{s:i, s:s}", "pid", pid, "encoding", "base64");
     abx_call_in in = {.door = ABX_DOOR_SANDBOXD, .principal = c->principal, .op = "process.stream", .args = args,
                       .conn_fd = -1, .client = c->client, .traceparent = c->traceparent};
     abx_request *x = abx_call_begin(c->server, &in);
@@ -277,12 +283,15 @@ static void proc_write_stdin(const sbx_caller *c, const uint8_t *req, size_t len
     if (q->payload_case == PROCESS__V1__WRITE_STDIN_REQUEST__PAYLOAD_EOF)
         args = json_pack("{s:i, s:b}", "pid", q->process_id, "eof", 1);
     else if (q->payload_case == PROCESS__V1__WRITE_STDIN_REQUEST__PAYLOAD_INPUT) {
-        json_t *text = json_stringn((const char *)q->input.data, q->input.len);
-        args = text ? json_pack("{s:i, s:o}", "pid", q->process_id, "data", text) : NULL;
+        size_t bl = 0; /* the bytes as sent: process.write takes base64 */
+        char *b64 = abx_base64_encode((const char *)q->input.data, q->input.len, &bl);
+        args = b64 ? json_pack("{s:i, s:s%, s:s}", "pid", q->process_id, "data", b64, bl, "encoding", "base64")
+                   : NULL;
+        free(b64);
     }
     process__v1__write_stdin_request__free_unpacked(q, NULL);
     if (!args) {
-        abx_sbx_fail_msg(st, SBX_INVALID_ARGUMENT, "input must be UTF-8 text (abx's process.write), or eof");
+        abx_sbx_fail_msg(st, SBX_INTERNAL, "out of memory");
         return;
     }
     empty_answer(c, "process.write", args, &process__v1__write_stdin_response__descriptor, out, st);

@@ -44,12 +44,12 @@ function unary(c, method, req, tok) {
 // Start and collect the stream; onInit(pid) may drive the process.
 function start(req, onInit) {
   return new Promise((resolve) => {
-    const out = { pid: 0, stdout: "", stderr: "", exit: null, events: [] };
+    const out = { pid: 0, stdout: "", stdoutHex: "", stderr: "", exit: null, events: [] };
     const call = client.Start(req, md(), { deadline: Date.now() + 30000 });
     call.on("data", (ev) => {
       out.events.push(ev.event);
       if (ev.event === "init") { out.pid = ev.init.processId; if (onInit) onInit(out.pid, out); }
-      else if (ev.event === "stdout") out.stdout += Buffer.from(ev.stdout).toString();
+      else if (ev.event === "stdout") { out.stdout += Buffer.from(ev.stdout).toString(); out.stdoutHex += Buffer.from(ev.stdout).toString("hex"); }
       else if (ev.event === "stderr") out.stderr += Buffer.from(ev.stderr).toString();
       else if (ev.event === "exit") out.exit = ev.exit.exitCode;
     });
@@ -117,6 +117,7 @@ async function main() {
   if (rep.execute.ok) rep.execute.ok = { exitCode: rep.execute.ok.exitCode, stdout: Buffer.from(rep.execute.ok.stdout).toString() };
   rep.stdin = await start({ config: { command: ["/bin/cat"] } }, async (pid, out) => {
     out.write = await unary(client, "WriteStdin", { processId: pid, input: Buffer.from("hello stdin\n") });
+    out.raw = await unary(client, "WriteStdin", { processId: pid, input: Buffer.from([0xff, 0x00, 0xfe, 0x0a]) });
     out.eof = await unary(client, "WriteStdin", { processId: pid, eof: {} });
   });
   rep.signal = await start({ config: { command: ["/bin/sleep", "30"] } }, async (pid, out) => {

@@ -91,7 +91,9 @@ def test_grpc_process_service_with_grpc_js(npm, pod, workspace):
     assert rep["execute"]["ok"] == {"exitCode": 7, "stdout": "bar\n"}
     # stdin: bytes then EOF through WriteStdin, the echo on the Start stream
     assert rep["stdin"]["write"] == {"ok": {}} and rep["stdin"]["eof"] == {"ok": {}}
-    assert rep["stdin"]["stdout"] == "hello stdin\n" and rep["stdin"]["exit"] == 0
+    assert rep["stdin"]["raw"] == {"ok": {}}, rep["stdin"]
+    # bytes that are not UTF-8 pass both ways unchanged (process.write/stream in base64)
+    assert rep["stdin"]["stdoutHex"] == b"hello stdin\n\xff\x00\xfe\n".hex() and rep["stdin"]["exit"] == 0
     # signals: SIGTERM ends the process (killed by a signal: -1, as Go's ExitCode())
     assert rep["signal"]["sent"] == {"ok": {}} and rep["signal"]["exit"] == -1
     # TTY: a PTY process resized, and stty inside sees the new size
