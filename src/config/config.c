@@ -122,7 +122,7 @@ static const cfg_row rows[] = {
     {"auth", SH_MAP, parse_json, FIELD(auth), .type = "section", .doc = "principals and credentials"},
     {"policy", SH_MAP, parse_json, FIELD(policy), .type = "section", .doc = "allow and deny statements"},
     {"egress", SH_MAP, parse_json, FIELD(egress), .type = "section",
-     .doc = "the egress proxy (docs/egress.md): resolve (a static host → address table, like curl's --resolve), upstream_ca"},
+     .doc = "the egress proxy (docs/egress.md): resolve (a static host → address table, like curl's --resolve), upstream_ca, proxy_port"},
     {"terminal_listen", SH_STRING, parse_listen, FIELD(terminal_host), AUX(terminal_port), .type = "host:port",
      .sdef = "127.0.0.1:9001", .choices = "off",
      .doc = "WebSocket terminal listener host:port (port 0 = any; \"off\" = none)"},
@@ -175,6 +175,8 @@ static const cfg_row rows[] = {
      .doc = "NAME: {env: VARIABLE} | {file: PATH}, read at load; used as ${secret:NAME} in net.inject (docs/egress.md)"},
     {"egress.upstream_ca", SH_ANY, parse_string, FIELD(egress_upstream_ca), .type = "path",
      .doc = "a PEM file trusted for intercepted (inject) upstreams besides the system store"},
+    {"egress.proxy_port", SH_ANY, parse_int, FIELD(egress_proxy_port), .type = TYPE_INT, .def = 3128, .min = 1,
+     .max = 65535, .doc = "the port the egress proxy listens on inside each process's network namespace"},
 };
 
 static void *field_of(abx_config *c, size_t off) { return (char *)c + off; }

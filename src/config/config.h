@@ -70,6 +70,7 @@ typedef struct abx_config {
     size_t n_system_env;
     abx_secrets secrets;        /* owned: values read at load, never stored or shown elsewhere */
     char *egress_upstream_ca;   /* owned: egress.upstream_ca */
+    int egress_proxy_port;      /* egress.proxy_port (3128) */
 } abx_config;
 
 /* Load and validate. path NULL = embedded default. Diagnostics go to diags (with lines).

@@ -33,4 +33,12 @@ struct abx_sandbox {
 /* Write text to a control file (cgroup knobs); false unless all of it was written. */
 bool abx__sandbox_write_file(const char *path, const char *text);
 
+/* egress_ns.c: the proxy's sockets inside a process's namespace */
+#define ABX_EGRESS_NS_MAX 3 /* nameservers of resolv.conf made addresses of lo */
+size_t abx__egress_ns_nameservers(uint32_t out[ABX_EGRESS_NS_MAX]);
+/* child side, system calls only: make them and send them over sock in one message */
+int abx__egress_ns_setup(int sock, const abx_confine *c, const uint32_t *ns, size_t nns);
+/* parent side: receive them with their kinds; 0, or -1 (none kept) */
+int abx__egress_ns_receive(int sock, const abx_confine *c, abx_egress_listeners *out);
+
 #endif

@@ -281,7 +281,9 @@ typedef struct child_args {
     int devnull;
     int procs_fd[3];
     int ruleset;
-    int egress_sock;             /* where the child sends the proxy's listening socket, or -1 */
+    int egress_sock;             /* where the child sends the proxy's listening sockets, or -1 */
+    uint32_t ns[ABX_EGRESS_NS_MAX]; /* nameservers to make addresses of lo (egress_ns.c) */
+    size_t nns;
     long nproc;                  /* RLIMIT_NPROC to set; 0 = none (the cgroup holds pids) */
     const abx_seccomp_prog *filter; /* the sandbox's for the statement, or one with the signal guard */
     bool use_netns, use_mntns, use_caps, use_ll, use_seccomp, set_ids;
@@ -297,7 +299,7 @@ enum { ST_SIG = 1, ST_SETSID, ST_PDEATH, ST_CGROUP, ST_NETNS, ST_LOOPBACK, ST_EG
        ST_EXEC };
 
 static const char *const step_names[] = {"?", "signals", "setsid", "pdeathsig", "cgroup", "netns", "loopback",
-                                         "egress listener", "mount namespace",
+                                         "egress listeners", "mount namespace",
                                          "mask", "stdio", "controlling tty", "cwd", "descriptors", "securebits",
                                          "capability bounding set", "ambient capabilities", "uid/gid",
                                          "capabilities", "rlimit", "no_new_privs", "landlock", "seccomp", "execve"};
@@ -330,62 +332,6 @@ static int loopback_up(void)
     return rc;
 }
 
-/* The egress proxy's listening socket, made inside the child's namespace before exec (so
- * a client that connects at once is queued, not refused) and sent to abx over sock. */
-static int egress_listener(int sock, int port)
-{
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (l < 0)
-        return -1;
-    int one = 1;
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof u);
-    char tag = 'L';
-    struct iovec iov = {.iov_base = &tag, .iov_len = 1};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &l, sizeof l);
-    int rc = -1;
-    if (setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-        bind(l, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(l, 128) == 0 && sendmsg(sock, &m, 0) == 1)
-        rc = 0;
-    int e = errno;
-    close(l);
-    errno = e;
-    return rc;
-}
-
-/* The listening socket the child sent, or -1. */
-static int egress_receive(int sock)
-{
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    char tag;
-    struct iovec iov = {.iov_base = &tag, .iov_len = 1};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-    if (recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
-        return -1;
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int)))
-        return -1;
-    int fd;
-    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-    return fd;
-}
-
 static int child_main(void *arg)
 {
     child_args *a = arg;
@@ -413,7 +359,7 @@ static int child_main(void *arg)
         child_fail(a, ST_NETNS);
     if (a->use_netns && loopback_up() != 0)
         child_fail(a, ST_LOOPBACK);
-    if (a->egress_sock >= 0 && egress_listener(a->egress_sock, c->egress_port) != 0)
+    if (a->egress_sock >= 0 && abx__egress_ns_setup(a->egress_sock, c, a->ns, a->nns) != 0)
         child_fail(a, ST_EGRESS);
     if (a->use_mntns) {
         if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
@@ -585,7 +531,6 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     memset(out, 0, sizeof *out);
     out->pid = -1;
     out->pidfd = -1;
-    out->egress_fd = -1;
     const abx_confine *c = req->confine;
     bool required = c->required || sb->required;
     child_args a = {.req = req, .sb = sb, .err_fd = -1, .devnull = -1, .procs_fd = {-1, -1, -1}, .ruleset = -1,
@@ -609,6 +554,8 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
             goto out;
         }
         a.egress_sock = egress[1];
+        if (c->egress_dns)
+            a.nns = abx__egress_ns_nameservers(a.ns);
     }
     if (a.use_ll && (a.ruleset = build_ruleset(sb, req, err, errlen)) < 0)
         goto out;
@@ -653,7 +600,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     }
     out->pid = pid;
     out->pidfd = pidfd;
-    if (a.egress_sock >= 0 && (out->egress_fd = egress_receive(egress[0])) < 0) {
+    if (a.egress_sock >= 0 && abx__egress_ns_receive(egress[0], c, &out->egress) != 0) {
         unstart(out);
         snprintf(err, errlen, "the egress listener did not arrive");
         errno = EIO;
@@ -678,9 +625,10 @@ out:
         if (egress[i] >= 0)
             close(egress[i]);
     }
-    if (rc != 0 && out->egress_fd >= 0) {
-        close(out->egress_fd);
-        out->egress_fd = -1;
+    if (rc != 0) {
+        for (size_t i = 0; i < out->egress.n; i++)
+            close(out->egress.fd[i]);
+        out->egress.n = 0;
     }
     if (a.devnull >= 0)
         close(a.devnull);
@@ -732,8 +680,7 @@ void abx_child_cleanup(abx_child *c)
         close(c->pidfd);
         c->pidfd = -1;
     }
-    if (c->egress_fd > 0) {
-        close(c->egress_fd);
-        c->egress_fd = -1;
-    }
+    for (size_t i = 0; i < c->egress.n; i++)
+        close(c->egress.fd[i]);
+    c->egress.n = 0;
 }
