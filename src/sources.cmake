@@ -37,6 +37,7 @@ set(ABX_SRC_SANDBOX
   src/sandbox/egress_dns.c
   src/sandbox/egress_ns.c
   src/sandbox/egress_transp.c
+  src/sandbox/view.c
 )
 set(ABX_SRC_LEDGER
   src/ledger/head.c

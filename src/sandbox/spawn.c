@@ -286,7 +286,10 @@ typedef struct child_args {
     size_t nns;
     long nproc;                  /* RLIMIT_NPROC to set; 0 = none (the cgroup holds pids) */
     const abx_seccomp_prog *filter; /* the sandbox's for the statement, or one with the signal guard */
-    bool use_netns, use_mntns, use_caps, use_ll, use_seccomp, set_ids;
+    const abx_seccomp_prog *filter_unix; /* the same with Unix sockets, once the view is entered */
+    abx_view view;               /* the process's own file-system view (view.c) */
+    bool use_netns, use_mntns, use_view, use_caps, use_ll, use_seccomp, set_ids;
+    bool view_entered;           /* set by the child: Unix sockets are allowed */
 } child_args;
 
 typedef struct child_err {
@@ -388,6 +391,9 @@ static int child_main(void *arg)
                 child_fail(a, ST_MASK);
         }
     }
+    /* the view (view.c) after the masks, which its bind mounts carry along; a view that
+     * cannot be entered leaves Unix sockets refused */
+    a->view_entered = a->use_view && abx__view_enter(&a->view) == 0;
     int in = req->stdin_fd >= 0 ? req->stdin_fd : a->devnull, out = req->stdout_fd >= 0 ? req->stdout_fd : a->devnull,
         er = req->stderr_fd >= 0 ? req->stderr_fd : a->devnull;
     if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(er, 2) < 0)
@@ -440,7 +446,7 @@ static int child_main(void *arg)
     if (a->use_ll && syscall(SYS_landlock_restrict_self, a->ruleset, 0) != 0)
         child_fail(a, ST_LANDLOCK);
     if (a->use_seccomp) {
-        const abx_seccomp_prog *f = a->filter;
+        const abx_seccomp_prog *f = a->view_entered ? a->filter_unix : a->filter;
         struct sock_fprog prog = {.len = f->len, .filter = (struct sock_filter *)f->insn};
         if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
             child_fail(a, ST_SECCOMP);
@@ -468,20 +474,20 @@ static int watch(abx_sandbox *sb, const abx_child *c, int64_t deadline_ms)
 /* The statement's filter; with the same uid as abx and no Landlock signal scoping the
  * kernel would let the process signal abx and its watchdog, so the filter is built
  * with a guard naming them (seccomp.h). NULL when that cannot be built. */
-static const abx_seccomp_prog *choose_filter(const abx_sandbox *sb, const abx_confine_plan *plan,
+static const abx_seccomp_prog *choose_filter(const abx_sandbox *sb, const abx_confine_plan *plan, int mode,
                                              abx_seccomp_prog *guarded)
 {
     if (!plan->guard_signals || !sb->caps.seccomp)
-        return &sb->filter[plan->seccomp_mode];
+        return &sb->filter[mode];
     abx_seccomp_guard g = {.pids = {(int)getpid(), sb->wd.pid > 0 ? (int)sb->wd.pid : (int)getpid()},
                            .pgid = (int)getpgrp()};
-    return abx_seccomp_build_guarded((enum abx_seccomp_net)plan->seccomp_mode, &g, guarded) == 0 ? guarded : NULL;
+    return abx_seccomp_build_guarded((enum abx_seccomp_net)mode, &g, guarded) == 0 ? guarded : NULL;
 }
 
 /* What the plan decides for the child: refused when a needed layer is missing (required,
  * or deny masks in any mode), else which layers and which filter it gets. */
 static int plan_child(const abx_sandbox *sb, const abx_confine *c, bool required, child_args *a,
-                      abx_seccomp_prog *guarded, char *err, size_t errlen)
+                      abx_seccomp_prog guarded[2], char *err, size_t errlen)
 {
     abx_confine_plan plan;
     abx_sandbox_plan(sb, c, &plan);
@@ -505,12 +511,19 @@ static int plan_child(const abx_sandbox *sb, const abx_confine *c, bool required
     a->set_ids = c->set_ids && sb->tiers.can_set_ids;
     a->use_ll = sb->caps.landlock_abi > 0;
     a->use_seccomp = sb->caps.seccomp;
-    if (!(a->filter = choose_filter(sb, &plan, guarded))) {
+    a->filter_unix = NULL;
+    if (!(a->filter = choose_filter(sb, &plan, plan.seccomp_mode, &guarded[0])) ||
+        (plan.seccomp_mode == ABX_SC_NONET_NS &&
+         !(a->filter_unix = choose_filter(sb, &plan, ABX_SC_NONET_UNIX, &guarded[1])))) {
         snprintf(err, errlen, "seccomp: cannot build the signal guard");
         errno = ENOMEM;
         return -1;
     }
     a->nproc = plan.nproc;
+    /* a view of only its roots lets a process without the network have Unix sockets;
+     * planned only where it can be built, entered or not by the child (fail closed) */
+    a->use_view = a->filter_unix && sb->view && a->use_netns && abx__view_plan(sb, a->req, &a->view) == 0;
+    a->use_mntns = a->use_mntns || a->use_view;
     return 0;
 }
 
@@ -539,8 +552,8 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     void *stack = MAP_FAILED;
     const size_t stack_size = 256 * 1024;
     int rc = -1;
-    abx_seccomp_prog guarded;
-    if (plan_child(sb, c, required, &a, &guarded, err, errlen) != 0)
+    abx_seccomp_prog guarded[2];
+    if (plan_child(sb, c, required, &a, guarded, err, errlen) != 0)
         return -1;
     a.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (a.devnull < 0 || pipe2(pipefd, O_CLOEXEC) != 0) {
@@ -554,8 +567,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
             goto out;
         }
         a.egress_sock = egress[1];
-        if (c->egress_dns)
-            a.nns = abx__egress_ns_nameservers(a.ns);
+        a.nns = c->egress_dns ? abx__egress_ns_nameservers(a.ns) : 0;
     }
     if (a.use_ll && (a.ruleset = build_ruleset(sb, req, err, errlen)) < 0)
         goto out;
@@ -634,6 +646,7 @@ out:
         close(a.devnull);
     if (a.ruleset >= 0)
         close(a.ruleset);
+    abx__view_free(&a.view); /* planned or not (zeroed) */
     for (int i = 0; i < 3; i++)
         if (a.procs_fd[i] >= 0)
             close(a.procs_fd[i]);
