@@ -34,6 +34,10 @@ set(ABX_SRC_SANDBOX
   src/sandbox/spawn.c
   src/sandbox/tiers.c
   src/sandbox/watchdog.c
+  src/sandbox/egress_dns.c
+  src/sandbox/egress_ns.c
+  src/sandbox/egress_transp.c
+  src/sandbox/view.c
 )
 set(ABX_SRC_LEDGER
   src/ledger/head.c

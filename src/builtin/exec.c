@@ -113,7 +113,7 @@ static int open_cwd(abx_ctx *ctx, const abx_exec_opts *o, const abx_fs_view *v, 
 static bool egress_env(abx_procs *procs, const abx_decision *d, const char *tmpdir, env_builder *env,
                        abx_reply *r, const char *argv0)
 {
-    abx_exec_egress_env(env_set_cb, env);
+    abx_exec_egress_env(env_set_cb, env, abx_procs_egress_port(procs));
     if (!d->net_inject || !d->net_inject->n)
         return true;
     abx_env_pair ca[ABX_EGRESS_CA_ENV];
@@ -213,8 +213,14 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         .pins = (const char *const *)v.pins, .n_pins = v.n_pins,
         .net = d->net, .pids_max = pids, .memory_max = mem, .cpu_milli = cpu,
         .set_ids = true, .required = abx_procs_confine_required(procs),
-        .egress_port = d->net_allow && !d->net ? ABX_EGRESS_PORT : 0,
+        .egress_port = d->net_allow && !d->net ? abx_procs_egress_port(procs) : 0,
     };
+    int tports[ABX_EGRESS_TPORTS];
+    if (conf.egress_port) { /* transparent mode: the resolver and listeners on 80, 443, named ports */
+        conf.n_egress_tports = abx_egress_transparent_ports(d->net_allow, conf.egress_port, tports, ABX_EGRESS_TPORTS);
+        conf.egress_tports = tports;
+        conf.egress_dns = true;
+    }
     abx_procs_run_ids(procs, &conf.uid, &conf.gid);
     int64_t kill_after = life > 0 && !o->persistent ? life : 0;
     if (o->hard_timeout_ms > 0 && (kill_after == 0 || o->hard_timeout_ms < kill_after))

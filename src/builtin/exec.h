@@ -38,7 +38,7 @@ void abx_exec_reply_sse(abx_reply *r, abx_proc *p, uint64_t out_off, uint64_t er
                         bool base64);
 /* exec_egress.c: a process with an egress allowlist gets the proxy variables (set(env,
  * k, v) for each) and a sink recording its connections in the call's ledger group. */
-void abx_exec_egress_env(void (*set)(void *env, const char *k, const char *v), void *env);
+void abx_exec_egress_env(void (*set)(void *env, const char *k, const char *v), void *env, int port);
 abx_egress_sink abx_exec_egress_sink(abx_ctx *ctx);
 int abx_signal_by_name(const char *name);
 bool abx_parse_event_id(const char *id, uint64_t *o, uint64_t *e);

@@ -48,11 +48,11 @@ abx_egress_sink abx_exec_egress_sink(abx_ctx *ctx)
     return sink;
 }
 
-void abx_exec_egress_env(void (*set)(void *env, const char *k, const char *v), void *env)
+void abx_exec_egress_env(void (*set)(void *env, const char *k, const char *v), void *env, int port)
 {
     char http[64], socks[64];
-    snprintf(http, sizeof http, "http://127.0.0.1:%d", ABX_EGRESS_PORT);
-    snprintf(socks, sizeof socks, "socks5h://127.0.0.1:%d", ABX_EGRESS_PORT);
+    snprintf(http, sizeof http, "http://127.0.0.1:%d", port);
+    snprintf(socks, sizeof socks, "socks5h://127.0.0.1:%d", port);
     static const char *const http_keys[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"};
     for (size_t i = 0; i < sizeof http_keys / sizeof *http_keys; i++)
         set(env, http_keys[i], http);

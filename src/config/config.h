@@ -79,6 +79,7 @@ typedef struct abx_config {
     char *sandboxd_principal;   /* owned: who that token authenticates */
     char *sandboxd_token;       /* owned: the token read at load (never logged) */
     bool sandboxd_allow_plaintext;
+    int egress_proxy_port;      /* egress.proxy_port (3128) */
 } abx_config;
 
 /* Load and validate. path NULL = embedded default. Diagnostics go to diags (with lines).

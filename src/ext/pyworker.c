@@ -24,8 +24,10 @@
  * States: STOPPED (proc NULL) → RUNNING (workers_start or a call's restart) → STOPPED
  * (exit seen by a call, kill on timeout/reload/stop). */
 #include "ext/pyworker.h"
+#include "builtin/exec.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -75,12 +77,82 @@ static void chan_stop(chan *c)
 
 static void worker_stop(abx_pyworker *w) { chan_stop(&w->ch); }
 
+/* A worker's network: the host's (net), none, or an allowlist behind its own egress
+ * proxy (allow: the resolver table, inject rules and the sink its connections go to). */
+typedef struct pyw_net {
+    bool net;
+    const abx_egress_allow *allow;
+    const abx_egress_resolver *resolve;
+    const abx_egress_injects *inject;
+    abx_egress_sink sink; /* taken by the spawn in every case */
+} pyw_net;
+
+typedef struct pyw_env {
+    char *v[48];
+    size_t n;
+    bool oom;
+} pyw_env;
+
+static void penv_set(void *env, const char *k, const char *v)
+{
+    pyw_env *e = env;
+    char *kv = e->n < 47 ? abx_asprintf("%s=%s", k, v) : NULL;
+    if (kv)
+        e->v[e->n++] = kv;
+    else
+        e->oom = true;
+}
+
+static void penv_free(pyw_env *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        abx_free(e->v[i]);
+}
+
+/* the proxy variables, and with inject rules the CA (in the worker's TMPDIR); 0 or -1 */
+static int egress_env(abx_procs *procs, const pyw_net *pn, const char *tmpdir, pyw_env *env, char *why,
+                      size_t whylen)
+{
+    abx_exec_egress_env(penv_set, env, abx_procs_egress_port(procs));
+    if (pn->inject && pn->inject->n) {
+        abx_env_pair ca[ABX_EGRESS_CA_ENV];
+        char bundle[PATH_MAX], cert[PATH_MAX];
+        if (abx_procs_egress_ca_env(procs, tmpdir, bundle, cert, ca, why, whylen) != 0)
+            return -1;
+        for (size_t i = 0; i < ABX_EGRESS_CA_ENV; i++)
+            penv_set(env, ca[i].name, ca[i].value);
+    }
+    if (env->oom)
+        snprintf(why, whylen, "out of memory");
+    return env->oom ? -1 : 0;
+}
+
 /* Start a process for w on channel c, confined to read roots ro (plus abx_ops's and the
  * config's folders), write roots rw and the masks, read-only paths and pins of view (a
- * call's view; NULL for none) (the caller holds w->mu). */
+ * call's view; NULL for none), with the network pn (the caller holds w->mu). */
+static int chan_spawn_env(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_in, char *const *rw,
+                          size_t n_rw, const abx_fs_view *view, pyw_net *pn, pyw_env *env, char *why,
+                          size_t whylen);
+
 static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_in, char *const *rw, size_t n_rw,
-                      const abx_fs_view *view, bool net, char *why, size_t whylen)
+                      const abx_fs_view *view, pyw_net *pn, char *why, size_t whylen)
 {
+    pyw_env env = {0};
+    int rc = chan_spawn_env(w, c, ro_in, n_ro_in, rw, n_rw, view, pn, &env, why, whylen);
+    penv_free(&env);
+    return rc;
+}
+
+static int chan_spawn_env(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_in, char *const *rw,
+                          size_t n_rw, const abx_fs_view *view, pyw_net *pn, pyw_env *env, char *why,
+                          size_t whylen)
+{
+    bool egress = pn->allow && !pn->net;
+    abx_egress_sink sink = pn->sink;
+    why[0] = '\0';
+    pn->sink = (abx_egress_sink){0};
+    if (!egress && sink.ctx_free)
+        sink.ctx_free(sink.ctx);
     abx_procs *procs = w->procs;
     if (!procs) {
         snprintf(why, whylen, "the server is not started");
@@ -91,11 +163,28 @@ static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_
     snprintf(home, sizeof home, "HOME=%s", w->ext->pydir);
     /* a private TMPDIR (tempfile works), granted read-write to this process only and
      * removed with its record, as for every process abx starts */
-    if (abx_procs_make_tmpdir(procs, tmpdir, sizeof tmpdir, why, whylen) != 0)
+    if (abx_procs_make_tmpdir(procs, tmpdir, sizeof tmpdir, why, whylen) != 0) {
+        if (egress && sink.ctx_free)
+            sink.ctx_free(sink.ctx);
         return -1;
+    }
     snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmpdir);
     char *argv[] = {w->python, "-B", "-I", script, w->module, w->config_dir, NULL};
-    char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", home, tmpenv, NULL};
+    static const char *const base[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"};
+    for (size_t i = 0; i < 2; i++)
+        env->v[env->n++] = abx_strdup(base[i]);
+    env->v[env->n++] = abx_strdup(home);
+    env->v[env->n++] = abx_strdup(tmpenv);
+    if (!env->v[0] || !env->v[1] || !env->v[2] || !env->v[3] ||
+        (egress && egress_env(procs, pn, tmpdir, env, why, whylen) != 0)) {
+        if (!why[0] || !egress)
+            snprintf(why, whylen, "out of memory");
+        if (egress && sink.ctx_free)
+            sink.ctx_free(sink.ctx);
+        abx_rm_tree(tmpdir);
+        return -1;
+    }
+    char **envp = env->v;
     char **ro = NULL;
     size_t n_ro = 0;
     bool ok = list_add(&ro, &n_ro, w->ext->pydir) && list_add(&ro, &n_ro, w->config_dir);
@@ -108,6 +197,8 @@ static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_
             close(cwd);
         snprintf(why, whylen, "cannot prepare the worker: %s", ok ? strerror(errno) : "out of memory");
         abx_rm_tree(tmpdir);
+        if (egress && sink.ctx_free)
+            sink.ctx_free(sink.ctx);
         return -1;
     }
     abx_confine conf = {
@@ -116,8 +207,15 @@ static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_
         .masks = view ? (const char *const *)view->masks : NULL, .n_masks = view ? view->n_masks : 0,
         .readonly = view ? (const char *const *)view->readonly : NULL, .n_readonly = view ? view->n_readonly : 0,
         .pins = view ? (const char *const *)view->pins : NULL, .n_pins = view ? view->n_pins : 0,
-        .net = net, .set_ids = true, .required = abx_procs_confine_required(procs),
+        .net = pn->net, .set_ids = true, .required = abx_procs_confine_required(procs),
+        .egress_port = egress ? abx_procs_egress_port(procs) : 0,
     };
+    int tports[ABX_EGRESS_TPORTS];
+    if (egress) { /* transparent mode too (docs/egress.md) */
+        conf.n_egress_tports = abx_egress_transparent_ports(pn->allow, conf.egress_port, tports, ABX_EGRESS_TPORTS);
+        conf.egress_tports = tports;
+        conf.egress_dns = true;
+    }
     abx_procs_run_ids(procs, &conf.uid, &conf.gid);
     char tag[160];
     snprintf(tag, sizeof tag, "python worker %s", w->module);
@@ -127,6 +225,10 @@ static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_
         .owner = "abx:worker",
         .tag = tag,
         .keep_stdin = true,
+        .egress_allow = egress ? pn->allow : NULL,
+        .egress_resolve = egress ? pn->resolve : NULL,
+        .egress_sink = egress ? sink : (abx_egress_sink){0},
+        .egress_inject = egress ? pn->inject : NULL,
     };
     c->proc = abx_proc_start(procs, &spec, why, whylen);
     if (c->proc)
@@ -140,11 +242,22 @@ static int chan_spawn(abx_pyworker *w, chan *c, char *const *ro_in, size_t n_ro_
     return c->proc ? 0 : -1;
 }
 
+/* a shared worker's egress: recorded in the log (it serves many calls, none owns it) */
+static void log_egress(const abx_egress_record *rec, void *ctx)
+{
+    abx_log(rec->allowed ? "info" : "warn", NULL, "python:%s: egress %s %s:%d %s%s%s", (const char *)ctx, rec->proto,
+            rec->host, rec->port, rec->allowed ? "allow" : "deny", rec->reason && rec->reason[0] ? ": " : "",
+            rec->reason ? rec->reason : "");
+}
+
 static int worker_spawn(abx_pyworker *w, char *why, size_t whylen)
 {
     pthread_mutex_lock(&w->roots_mu);
     w->ch_gen = w->roots_gen;
-    int rc = chan_spawn(w, &w->ch, w->ro, w->n_ro, w->rw, w->n_rw, NULL, w->net, why, whylen);
+    pyw_net pn = {.net = w->net, .allow = w->allow, .resolve = w->resolve};
+    if (w->allow && !w->net) /* no call to record under: the log keeps each connection */
+        pn.sink = (abx_egress_sink){.fn = log_egress, .ctx = w->module};
+    int rc = chan_spawn(w, &w->ch, w->ro, w->n_ro, w->rw, w->n_rw, NULL, &pn, why, whylen);
     pthread_mutex_unlock(&w->roots_mu);
     return rc;
 }
@@ -273,6 +386,7 @@ static int compute_roots(abx_pyworker *w, const abx_registry *reg, const abx_pol
     char **ro = NULL, **rw = NULL;
     size_t n_ro = 0, n_rw = 0;
     bool net = false;
+    abx_egress_allow *allow = NULL;
     bool *seen = abx_calloc(p->n_allow + 1, sizeof *seen);
     if (!seen)
         return -1;
@@ -298,14 +412,30 @@ static int compute_roots(abx_pyworker *w, const abx_registry *reg, const abx_pol
                                            : list_add(&rw, &n_rw, p->roots[st->paths[a][j].root]);
         if (st->has_net && st->net)
             net = true;
+        for (size_t j = 0; ok && st->net_allow && j < st->net_allow->n; j++) {
+            char e2[200];
+            ok = (allow || (allow = abx_calloc(1, sizeof *allow))) &&
+                 abx_egress_allow_add(allow, st->net_allow->rules[j].text, e2, sizeof e2) == 0;
+        }
     }
     abx_free(seen);
+    if (net && allow) { /* a statement with the host network: that wins, as before */
+        abx_egress_allow_free(allow);
+        abx_free(allow);
+        allow = NULL;
+    }
     if (!ok) {
         free_list(ro, n_ro);
         free_list(rw, n_rw);
+        if (allow)
+            abx_egress_allow_free(allow);
+        abx_free(allow);
         return -1;
     }
     pthread_mutex_lock(&w->roots_mu);
+    abx_egress_allow *old_allow = w->allow;
+    w->allow = allow;
+    w->resolve = &p->egress_resolve;
     char **old_ro = w->ro, **old_rw = w->rw;
     size_t old_n_ro = w->n_ro, old_n_rw = w->n_rw;
     w->ro = ro;
@@ -317,6 +447,9 @@ static int compute_roots(abx_pyworker *w, const abx_registry *reg, const abx_pol
     pthread_mutex_unlock(&w->roots_mu);
     free_list(old_ro, old_n_ro);
     free_list(old_rw, old_n_rw);
+    if (old_allow)
+        abx_egress_allow_free(old_allow);
+    abx_free(old_allow);
     return 0;
 }
 
@@ -324,7 +457,7 @@ static void log_started(abx_pyworker *w)
 {
     pthread_mutex_lock(&w->roots_mu);
     abx_log("info", NULL, "python:%s: worker started (pid %d; %zu read and %zu write roots%s)", w->module,
-            abx_proc_pid(w->ch.proc), w->n_ro, w->n_rw, w->net ? ", network" : "");
+            abx_proc_pid(w->ch.proc), w->n_ro, w->n_rw, w->net ? ", network" : w->allow ? ", egress allowlist" : "");
     pthread_mutex_unlock(&w->roots_mu);
 }
 
@@ -383,6 +516,9 @@ void abx__pyworker_free(abx_pyworker *w)
     abx_buf_release(&w->ch.line);
     free_list(w->ro, w->n_ro);
     free_list(w->rw, w->n_rw);
+    if (w->allow)
+        abx_egress_allow_free(w->allow);
+    abx_free(w->allow);
     pthread_mutex_destroy(&w->roots_mu);
     abx_free(w->op_ids);
     abx_free(w->module);
@@ -542,7 +678,14 @@ static abx_err call_per_process(abx_pyworker *w, abx_ctx *ctx, const json_t *arg
     pthread_mutex_lock(&w->mu); /* the process manager pointer */
     abx_procs *procs = w->procs;
     pthread_mutex_unlock(&w->mu);
-    if (!procs || chan_spawn(w, &c, v.ro, v.n_ro, v.rw, v.n_rw, &v, abx_ctx_decision(ctx)->net, why, sizeof why) != 0) {
+    const abx_decision *d = abx_ctx_decision(ctx);
+    pyw_net pn = {.net = d->net, .allow = d->net_allow, .resolve = d->net_resolve, .inject = d->net_inject};
+    if (d->net_allow && !d->net)
+        pn.sink = abx_exec_egress_sink(ctx);
+    if (d->net_allow && !d->net && !pn.sink.fn) /* a read-only call has no ledger group yet */
+        pn.sink = (abx_egress_sink){.fn = log_egress, .ctx = w->module};
+    why[0] = '\0';
+    if (!procs || chan_spawn(w, &c, v.ro, v.n_ro, v.rw, v.n_rw, &v, &pn, why, sizeof why) != 0) {
         abx_ctx_log(ctx, "error", "python:%s: %s", w->module, procs ? why : "not started");
         rc = abx_reply_error(r, ABX_E_OP_WORKER_FAILED, NULL, "the worker for python:%s cannot be started", w->module);
     } else {

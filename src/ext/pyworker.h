@@ -6,6 +6,7 @@
 
 #include "ext/ext.h"
 #include "pipeline/ctx.h"
+#include "sandbox/egress.h"
 #include <pthread.h>
 
 #define DISCOVER_TIMEOUT_MS 20000
@@ -37,6 +38,9 @@ struct abx_pyworker {
     char **ro, **rw;             /* owned: the union of the mounting statements' roots */
     size_t n_ro, n_rw;
     bool net;
+    abx_egress_allow *allow;     /* owned: without net, the union of the mounting statements'
+                                    allowlists (net: {allow}), else NULL */
+    const abx_egress_resolver *resolve; /* borrowed from the policy with allow (copied at spawn) */
     unsigned roots_gen;          /* bumped when the roots change; the process runs with ch_gen's */
     unsigned ch_gen;             /* (ch_gen guarded by mu) */
     int64_t crashes[CRASH_BURST];/* times of the latest crashes (ring) */

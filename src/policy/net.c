@@ -97,7 +97,7 @@ static bool add_pin(cctx *c, int line, const char *key, const json_t *v)
 
 bool abx_pol_parse_egress(cctx *c, const json_t *egress)
 {
-    static const char *const keys[] = {"resolve", "upstream_ca", NULL}; /* upstream_ca: a config row (config.c) */
+    static const char *const keys[] = {"resolve", "upstream_ca", "proxy_port", NULL}; /* config rows (config.c) */
     if (!egress)
         return true;
     if (!json_is_object(egress)) {

@@ -13,6 +13,7 @@
  * whose server name is not the host asked for, a malformed one, or a CONNECT request
  * inside the tunnel closes it. */
 #include "sandbox/egress.h"
+#include "sandbox/egress_int.h"
 #include "sandbox/egress_tls.h"
 
 #include "core/util.h"
@@ -32,42 +33,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define BUF_CAP (ABX_EGRESS_HEAD_MAX + 2048 + 8) /* a head, or a whole first TLS record */
-#define RELAY_CAP 16384
-#define PUMP_MAX (256 * 1024) /* per splice; also each pipe's size */
-
-struct abx_egress {
-    int lfd, stopfd;
-    abx_egress_config cfg;
-    pthread_t acceptor;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int active;
-    struct conn **slots;
-};
-
-typedef struct conn {
-    abx_egress *e;
-    int slot, cfd, ufd;
-    unsigned char buf[BUF_CAP]; /* client bytes not yet handled */
-    size_t len;
-    unsigned char relay[RELAY_CAP];
-    /* the session being recorded */
-    const char *proto;
-    char host[ABX_EGRESS_HOST_MAX], addr[46], rule[300], method[16], path[256];
-    int port;
-    uint64_t up, down;
-    int64_t t0;
-    /* plain HTTP scanning */
-    int64_t body_left;
-    bool opaque;
-    char denied_host[ABX_EGRESS_HOST_MAX]; /* a later request refused: answer 403 at the end */
-} conn;
-
 /* ---- I/O ---- */
 
 /* 1 when fd is ready for ev, 0 on timeout, -1 when the proxy stops or fd fails */
-static int wait_fd(conn *c, int fd, short ev, int ms)
+int wait_fd(conn *c, int fd, short ev, int ms)
 {
     struct pollfd p[2] = {{fd, ev, 0}, {c->e->stopfd, POLLIN, 0}};
     int r;
@@ -80,7 +49,7 @@ static int wait_fd(conn *c, int fd, short ev, int ms)
 }
 
 /* read more client bytes into buf: >0, or 0 at EOF, -1 on error, timeout or a full buffer */
-static ssize_t fill(conn *c)
+ssize_t fill(conn *c)
 {
     if (c->len == BUF_CAP || wait_fd(c, c->cfd, POLLIN, c->e->cfg.idle_ms) != 1)
         return -1;
@@ -93,7 +62,7 @@ static ssize_t fill(conn *c)
     return n;
 }
 
-static bool send_all(int fd, const void *p, size_t n)
+bool send_all(int fd, const void *p, size_t n)
 {
     const char *s = p;
     while (n > 0) {
@@ -122,7 +91,7 @@ static void set_timeouts(conn *c, int fd)
 
 /* ---- records and refusals ---- */
 
-static void emit(conn *c, bool allowed, const char *reason)
+void emit(conn *c, bool allowed, const char *reason)
 {
     if (!c->e->cfg.record)
         return;
@@ -131,7 +100,7 @@ static void emit(conn *c, bool allowed, const char *reason)
     c->e->cfg.record(&r, c->e->cfg.ctx);
 }
 
-static void begin(conn *c, const char *proto, const char *host, int port)
+void begin(conn *c, const char *proto, const char *host, int port)
 {
     c->proto = proto;
     snprintf(c->host, sizeof c->host, "%s", host);
@@ -141,7 +110,7 @@ static void begin(conn *c, const char *proto, const char *host, int port)
     c->t0 = abx_now_ms();
 }
 
-static void http_error(conn *c, int code, const char *status, const char *body)
+void http_error(conn *c, int code, const char *status, const char *body)
 {
     char head[200];
     int n = snprintf(head, sizeof head,
@@ -149,9 +118,20 @@ static void http_error(conn *c, int code, const char *status, const char *body)
                      code, status, strlen(body) + 1);
     if (send_all(c->cfd, head, (size_t)n) && send_all(c->cfd, body, strlen(body)))
         send_all(c->cfd, "\n", 1);
+    /* a lingering close: the client's request may still be unread (a transparent listener
+     * only peeked at it), and closing over unread bytes sends a reset that can destroy the
+     * answer before the client reads it; so end our side and drain a little first */
+    shutdown(c->cfd, SHUT_WR);
+    char sink[4096];
+    for (size_t drained = 0; drained < 256 * 1024 && wait_fd(c, c->cfd, POLLIN, 500) == 1;) {
+        ssize_t k = recv(c->cfd, sink, sizeof sink, MSG_DONTWAIT);
+        if (k <= 0)
+            break;
+        drained += (size_t)k;
+    }
 }
 
-static void http_deny(conn *c, const char *host)
+void http_deny(conn *c, const char *host)
 {
     char body[ABX_EGRESS_HOST_MAX + 64];
     snprintf(body, sizeof body, "abx: egress to %s denied by policy", host);
@@ -159,7 +139,7 @@ static void http_deny(conn *c, const char *host)
 }
 
 /* decide on host:port; on a refusal record it and return false */
-static bool decide(conn *c, abx_egress_decision *d)
+bool decide(conn *c, abx_egress_decision *d)
 {
     const abx_egress_config *cfg = &c->e->cfg;
     abx_egress_decide(cfg->allow, cfg->resolver, cfg->system_dns, c->host, c->port, d);
@@ -209,7 +189,7 @@ static int dial_one(conn *c, const abx_ip *ip)
 }
 
 /* connect to the first address of d that answers; false (recorded) when none does */
-static bool dial(conn *c, const abx_egress_decision *d)
+bool dial(conn *c, const abx_egress_decision *d)
 {
     for (size_t i = 0; i < d->naddrs; i++) {
         int fd = dial_one(c, &d->addrs[i]);
@@ -229,7 +209,7 @@ static bool dial(conn *c, const abx_egress_decision *d)
 
 static bool scan_client(conn *c);
 
-static bool forward_raw(conn *c)
+bool forward_raw(conn *c)
 {
     bool ok = send_all(c->ufd, c->buf, c->len);
     c->up += c->len;
@@ -291,7 +271,7 @@ static void relay_loop(conn *c, bool scan, const int down[2], const int up[2]);
 
 /* Relay until either side ends, idles out, or the proxy stops. scan: client bytes are
  * HTTP requests, checked and rewritten by scan_client. */
-static void relay(conn *c, bool scan)
+void relay(conn *c, bool scan)
 {
     int down[2], up[2] = {-1, -1};
     if (make_pipe(down) && !scan && !make_pipe(up))
@@ -428,12 +408,13 @@ static bool scan_client(conn *c)
 
 /* A host with inject rules: interception (egress_tls.c) instead of a tunnel or a relay.
  * false when the host has none. */
-static bool intercepted(conn *c, bool tls)
+bool intercepted(conn *c, bool tls)
 {
     if (!abx_egress_tls_wants(c->e->cfg.tls, c->host))
         return false;
     abx_egress_session s = {.cfd = c->cfd, .ufd = c->ufd, .stopfd = c->e->stopfd, .idle_ms = c->e->cfg.idle_ms,
-                            .host = c->host, .port = c->port, .tls = tls, .pre = c->buf, .prelen = c->len};
+                            .host = c->host, .port = c->port, .tls = tls, .pre = c->buf, .prelen = c->len,
+                            .transparent = c->kind == ABX_EGL_TRANSPARENT};
     abx_egress_intercept(c->e->cfg.tls, &s);
     c->up = s.up;
     c->down = s.down;
@@ -444,9 +425,9 @@ static bool intercepted(conn *c, bool tls)
     return true;
 }
 
-static void serve_http(conn *c, const abx_http_req *r)
+void serve_http(conn *c, const abx_http_req *r)
 {
-    begin(c, "http", r->host, r->port);
+    begin(c, c->kind == ABX_EGL_TRANSPARENT ? "transparent" : "http", r->host, r->port);
     abx_egress_decision d;
     if (r->hosthdr[0] && strcmp(r->hosthdr, r->host) != 0) {
         emit(c, false, "Host header names another host");
@@ -608,6 +589,14 @@ static void serve_socks(conn *c)
 
 static void serve(conn *c)
 {
+    if (c->kind == ABX_EGL_TRANSPARENT) {
+        abx__egress_serve_transparent(c);
+        return;
+    }
+    if (c->kind == ABX_EGL_DNS_TCP) {
+        abx__egress_serve_dns_tcp(c);
+        return;
+    }
     if (fill(c) <= 0)
         return;
     if (c->buf[0] == 5) {
@@ -649,7 +638,7 @@ static void *conn_main(void *arg)
     return NULL;
 }
 
-static void admit(abx_egress *e, int fd)
+static void admit(abx_egress *e, int fd, int kind)
 {
     conn *c = NULL;
     pthread_mutex_lock(&e->mu);
@@ -657,7 +646,7 @@ static void admit(abx_egress *e, int fd)
     while (slot < e->cfg.max_conns && e->slots[slot])
         slot++;
     if (slot < e->cfg.max_conns && (c = abx_calloc(1, sizeof *c))) {
-        *c = (conn){.e = e, .slot = slot, .cfd = fd, .ufd = -1};
+        *c = (conn){.e = e, .slot = slot, .cfd = fd, .ufd = -1, .kind = kind};
         e->slots[slot] = c;
         e->active++;
     }
@@ -685,29 +674,51 @@ static void admit(abx_egress *e, int fd)
 static void *accept_main(void *arg)
 {
     abx_egress *e = arg;
+    size_t n = e->l.n;
     for (;;) {
-        struct pollfd p[2] = {{e->lfd, POLLIN, 0}, {e->stopfd, POLLIN, 0}};
-        if (poll(p, 2, -1) < 0 && errno != EINTR)
+        struct pollfd p[ABX_EGRESS_LISTEN_MAX + 1];
+        for (size_t i = 0; i < n; i++)
+            p[i] = (struct pollfd){e->l.fd[i], POLLIN, 0};
+        p[n] = (struct pollfd){e->stopfd, POLLIN, 0};
+        if (poll(p, n + 1, -1) < 0 && errno != EINTR)
             break;
-        if (p[1].revents)
+        if (p[n].revents)
             break;
-        if (!p[0].revents)
-            continue;
-        int fd = accept4(e->lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd >= 0)
-            admit(e, fd);
-        else if (errno == EMFILE || errno == ENFILE)
-            poll(p + 1, 1, 100); /* out of descriptors: breathe rather than spin */
+        for (size_t i = 0; i < n; i++) {
+            if (!p[i].revents)
+                continue;
+            if (e->l.kind[i] == ABX_EGL_DNS_UDP) {
+                abx__egress_dns_udp(e, e->l.fd[i]);
+                continue;
+            }
+            int fd = accept4(e->l.fd[i], NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0)
+                admit(e, fd, e->l.kind[i]);
+            else if (errno == EMFILE || errno == ENFILE)
+                poll(p + n, 1, 100); /* out of descriptors: breathe rather than spin */
+        }
     }
     return NULL;
 }
 
+static void close_listeners(const abx_egress_listeners *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        close(l->fd[i]);
+}
+
 abx_egress *abx_egress_start(int listen_fd, const abx_egress_config *cfg)
 {
+    abx_egress_listeners l = {.fd = {listen_fd}, .kind = {ABX_EGL_PROXY}, .n = 1};
+    return abx_egress_start_multi(&l, cfg);
+}
+
+abx_egress *abx_egress_start_multi(const abx_egress_listeners *l, const abx_egress_config *cfg)
+{
     abx_egress *e = abx_calloc(1, sizeof *e);
-    if (!e || !cfg || !cfg->allow) {
+    if (!e || !cfg || !cfg->allow || l->n == 0 || l->n > ABX_EGRESS_LISTEN_MAX) {
         abx_free(e);
-        close(listen_fd);
+        close_listeners(l);
         errno = e ? EINVAL : ENOMEM;
         return NULL;
     }
@@ -715,7 +726,7 @@ abx_egress *abx_egress_start(int listen_fd, const abx_egress_config *cfg)
     e->cfg.max_conns = cfg->max_conns > 0 ? cfg->max_conns : 64;
     e->cfg.idle_ms = cfg->idle_ms > 0 ? cfg->idle_ms : 60000;
     e->cfg.connect_ms = cfg->connect_ms > 0 ? cfg->connect_ms : 10000;
-    e->lfd = listen_fd;
+    e->l = *l;
     e->stopfd = eventfd(0, EFD_CLOEXEC);
     e->slots = abx_calloc((size_t)e->cfg.max_conns, sizeof *e->slots);
     pthread_mutex_init(&e->mu, NULL);
@@ -724,7 +735,7 @@ abx_egress *abx_egress_start(int listen_fd, const abx_egress_config *cfg)
         int err = e->slots ? errno : ENOMEM;
         if (e->stopfd >= 0)
             close(e->stopfd);
-        close(listen_fd);
+        close_listeners(l);
         pthread_mutex_destroy(&e->mu);
         pthread_cond_destroy(&e->cv);
         abx_free(e->slots);
@@ -754,8 +765,9 @@ void abx_egress_stop(abx_egress *e)
     while (e->active > 0)
         pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
-    close(e->lfd);
+    close_listeners(&e->l);
     close(e->stopfd);
+    abx__egress_names_free(e);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     abx_free(e->slots);

@@ -178,4 +178,48 @@ abx_egress *abx_egress_start(int listen_fd, const abx_egress_config *cfg);
 /* Stop accepting, end every connection, wait for their threads, free. NULL is a no-op. */
 void abx_egress_stop(abx_egress *e);
 
+/* ---- transparent mode (issue 17): clients that ignore the proxy variables ----
+ * Besides the proxy, a process's namespace holds a DNS resolver (UDP and TCP, port 53)
+ * that answers names the allowlist admits with synthetic loopback addresses
+ * (127.100.0.0/16, one per name, mapped back to it) and NXDOMAIN for the rest, and
+ * transparent listeners (ports 80, 443 and those the allowlist names) that take the
+ * destination name from the TLS SNI (peeked, not terminated unless inject applies) or the
+ * HTTP Host header, else from the synthetic address, and go through the same decision,
+ * record and injection path as the proxy (egress_transp.c, egress_dns.c). */
+enum { ABX_EGL_PROXY, ABX_EGL_TRANSPARENT, ABX_EGL_DNS_UDP, ABX_EGL_DNS_TCP };
+#define ABX_EGRESS_LISTEN_MAX 20 /* listening sockets of one proxy */
+#define ABX_EGRESS_TPORTS 16     /* transparent ports: 80, 443 and those entries name */
+#define ABX_EGRESS_SYNTH_NET 0x7f640000u /* 127.100.0.0/16 (host order) */
+#define ABX_EGRESS_SYNTH_MAX 4096        /* names one process may have looked up */
+
+typedef struct abx_egress_listeners {
+    int fd[ABX_EGRESS_LISTEN_MAX];
+    int kind[ABX_EGRESS_LISTEN_MAX]; /* ABX_EGL_* */
+    size_t n;
+} abx_egress_listeners;
+
+/* Serve every socket of l (owned from here, all closed on failure). NULL with errno. */
+abx_egress *abx_egress_start_multi(const abx_egress_listeners *l, const abx_egress_config *cfg);
+/* The entry that admits host by name on some port, or NULL (what the resolver answers). */
+const abx_egress_rule *abx_egress_name_listed(const abx_egress_allow *a, const char *host);
+/* The ports transparent listeners take for a: 80, 443, then each port a name entry
+ * names, without skip (the proxy's) and 53; at most cap. */
+size_t abx_egress_transparent_ports(const abx_egress_allow *a, int skip, int *out, size_t cap);
+
+/* ---- the DNS query parser and answers (egress_dns.c): pure, bounded, fuzzed ---- */
+typedef struct abx_dns_query {
+    uint16_t id, flags, qtype, qclass;
+    char name[ABX_EGRESS_HOST_MAX]; /* lower case, without the trailing dot */
+    size_t qend;                    /* where the question ends */
+} abx_dns_query;
+/* One question (QR 0, opcode 0, QDCOUNT 1, no compression): 0, or -1. */
+int abx_dns_parse_query(const unsigned char *b, size_t len, abx_dns_query *q);
+/* The answer to q (parsed from query) with rcode, and an A record for a4 when not NULL;
+ * its length, or 0 when cap is too small. */
+size_t abx_dns_answer(const unsigned char *query, const abx_dns_query *q, int rcode, const unsigned char *a4,
+                      unsigned char *out, size_t cap);
+/* A header-only answer (FORMERR etc.) to a query whose question could not be read; 0 when
+ * the query is shorter than a header. */
+size_t abx_dns_error(const unsigned char *query, size_t len, int rcode, unsigned char *out, size_t cap);
+
 #endif

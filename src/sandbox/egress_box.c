@@ -97,9 +97,23 @@ abx_egress_box *abx_egress_box_start_tls(int listen_fd, const abx_egress_allow *
                                          const abx_egress_box_tls *tls, abx_egress_sink sink, char *err,
                                          size_t errlen)
 {
+    abx_egress_listeners l = {.fd = {listen_fd}, .kind = {ABX_EGL_PROXY}, .n = 1};
+    return abx_egress_box_start_multi(&l, allow, res, tls, sink, err, errlen);
+}
+
+static void close_all(const abx_egress_listeners *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        close(l->fd[i]);
+}
+
+abx_egress_box *abx_egress_box_start_multi(const abx_egress_listeners *l, const abx_egress_allow *allow,
+                                           const abx_egress_resolver *res, const abx_egress_box_tls *tls,
+                                           abx_egress_sink sink, char *err, size_t errlen)
+{
     abx_egress_box *b = abx_calloc(1, sizeof *b);
     if (!b) {
-        close(listen_fd);
+        close_all(l);
         if (sink.ctx_free)
             sink.ctx_free(sink.ctx);
         snprintf(err, errlen, "out of memory");
@@ -111,13 +125,13 @@ abx_egress_box *abx_egress_box_start_tls(int listen_fd, const abx_egress_allow *
         box_tls(b, tls, err, errlen) != 0) {
         if (!err[0])
             snprintf(err, errlen, "out of memory");
-        close(listen_fd);
+        close_all(l);
         box_free(b);
         return NULL;
     }
     abx_egress_config cfg = {
         .allow = &b->allow, .resolver = &b->res, .system_dns = true, .record = on_record, .ctx = b, .tls = b->tls};
-    if (!(b->proxy = abx_egress_start(listen_fd, &cfg))) { /* it closed the fd */
+    if (!(b->proxy = abx_egress_start_multi(l, &cfg))) { /* it closed the fds */
         snprintf(err, errlen, "the egress proxy cannot start: %s", strerror(errno));
         box_free(b);
         return NULL;

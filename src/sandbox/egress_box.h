@@ -11,7 +11,7 @@
 #include "sandbox/egress.h"
 #include "sandbox/egress_tls.h"
 
-#define ABX_EGRESS_PORT 3128 /* where the proxy listens inside each process's namespace */
+#define ABX_EGRESS_PORT 3128 /* where the proxy listens inside each process's namespace (egress.proxy_port) */
 
 typedef struct abx_egress_box abx_egress_box;
 
@@ -36,6 +36,11 @@ typedef struct abx_egress_box_tls {
 abx_egress_box *abx_egress_box_start_tls(int listen_fd, const abx_egress_allow *allow, const abx_egress_resolver *res,
                                          const abx_egress_box_tls *tls, abx_egress_sink sink, char *err,
                                          size_t errlen);
+/* The same serving every socket of l (the proxy's, the resolver's and the transparent
+ * listeners the child made; all owned from here). */
+abx_egress_box *abx_egress_box_start_multi(const abx_egress_listeners *l, const abx_egress_allow *allow,
+                                           const abx_egress_resolver *res, const abx_egress_box_tls *tls,
+                                           abx_egress_sink sink, char *err, size_t errlen);
 /* End every connection, wait for them (their records are made), free. NULL is a no-op. */
 void abx_egress_box_stop(abx_egress_box *b);
 /* The same from a thread of its own, waiting for it at most ms: a connection inside a

@@ -485,3 +485,38 @@ void abx_egress_decide(const abx_egress_allow *a, const abx_egress_resolver *r, 
     }
     abx_egress_check(a, host, port, addrs, n, pinned, d);
 }
+
+/* ---- transparent mode ---- */
+
+const abx_egress_rule *abx_egress_name_listed(const abx_egress_allow *a, const char *host)
+{
+    abx_ip lit;
+    if (abx_ip_parse(host, &lit))
+        return NULL;
+    for (size_t i = 0; i < a->n; i++)
+        if (name_match(&a->rules[i], host))
+            return &a->rules[i];
+    return NULL;
+}
+
+static bool add_port(int *out, size_t *n, size_t cap, int port, int skip)
+{
+    if (port == skip || port == 53 || *n >= cap)
+        return false;
+    for (size_t i = 0; i < *n; i++)
+        if (out[i] == port)
+            return false;
+    out[(*n)++] = port;
+    return true;
+}
+
+size_t abx_egress_transparent_ports(const abx_egress_allow *a, int skip, int *out, size_t cap)
+{
+    size_t n = 0;
+    add_port(out, &n, cap, 80, skip);
+    add_port(out, &n, cap, 443, skip);
+    for (size_t i = 0; a && i < a->n; i++)
+        if (a->rules[i].kind != ABX_EG_NET && a->rules[i].port)
+            add_port(out, &n, cap, a->rules[i].port, skip);
+    return n;
+}

@@ -547,10 +547,11 @@ static void intercept_tls(sess *x)
     if (why) {
         x->s->reason = why;
         side plain = {.fd = x->s->cfd};
-        answer(&plain, 502, "Bad Gateway", "abx: egress upstream TLS failed (certificate not trusted?)");
+        if (!x->s->transparent)
+            answer(&plain, 502, "Bad Gateway", "abx: egress upstream TLS failed (certificate not trusted?)");
         return;
     }
-    if (send(x->s->cfd, ok, sizeof ok - 1, MSG_NOSIGNAL) != (ssize_t)sizeof ok - 1)
+    if (!x->s->transparent && send(x->s->cfd, ok, sizeof ok - 1, MSG_NOSIGNAL) != (ssize_t)sizeof ok - 1)
         return;
     if ((why = client_tls(x))) {
         x->s->reason = why;

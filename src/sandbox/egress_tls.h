@@ -76,6 +76,8 @@ typedef struct abx_egress_session {
     const char *host;
     int port;
     bool tls;                 /* a CONNECT: answer 200 (or 502) and terminate TLS */
+    bool transparent;         /* with tls: no CONNECT to answer, the ClientHello is still
+                                 unread in cfd (peeked); an upstream failure just closes */
     const unsigned char *pre; /* client bytes already read (plain HTTP: the first head) */
     size_t prelen;
     /* out */

@@ -159,15 +159,15 @@ static void do_spawn(abx_procs *m, pending *pd)
     if (abx_spawn(m->sb, &req, &p->child, pd->err, sizeof pd->err) != 0)
         goto fail;
     p->pid = p->child.pid;
-    if (p->child.egress_fd >= 0) {
-        int lfd = p->child.egress_fd;
-        p->child.egress_fd = -1;
+    if (p->child.egress.n) {
+        abx_egress_listeners lis = p->child.egress;
+        p->child.egress.n = 0;
         pd->sink_taken = true;
         abx_egress_box_tls tls = {.inj = sp->egress_inject, .upstream_ca = m->egress_upstream_ca};
         if (sp->egress_inject && sp->egress_inject->n)
             tls.ca = egress_ca(m, pd->err, sizeof pd->err);
-        p->egress = abx_egress_box_start_tls(lfd, sp->egress_allow, sp->egress_resolve, &tls, sp->egress_sink,
-                                             pd->err, sizeof pd->err);
+        p->egress = abx_egress_box_start_multi(&lis, sp->egress_allow, sp->egress_resolve, &tls, sp->egress_sink,
+                                               pd->err, sizeof pd->err);
         if (!p->egress) { /* fail closed: no process whose way out is missing */
             abx_child_kill(&p->child, SIGKILL);
             goto fail_spawned;
@@ -450,6 +450,7 @@ abx_procs *abx_procs_new(const abx_procs_opts *o, char *err, size_t errlen)
     m->retention_ms = o->retention_ms > 0 ? o->retention_ms : 10 * 60 * 1000;
     m->egress_ca_dir = o->egress_ca_dir ? abx_strdup(o->egress_ca_dir) : NULL;
     m->egress_upstream_ca = o->egress_upstream_ca ? abx_strdup(o->egress_upstream_ca) : NULL;
+    m->egress_port = o->egress_proxy_port > 0 ? o->egress_proxy_port : ABX_EGRESS_PORT;
     pthread_mutex_init(&m->ca_mu, NULL);
     pthread_mutex_init(&m->mu, NULL);
     pthread_condattr_t ca;
@@ -472,6 +473,8 @@ abx_procs *abx_procs_new(const abx_procs_opts *o, char *err, size_t errlen)
     }
     return m;
 }
+
+int abx_procs_egress_port(const abx_procs *m) { return m->egress_port; }
 
 /* the egress CA, made or loaded once (it lives until abx_procs_free); NULL with why */
 static abx_egress_ca *egress_ca(abx_procs *m, char *why, size_t whylen)

@@ -38,6 +38,7 @@ typedef struct abx_procs_opts {
     int64_t retention_ms;      /* how long exited records stay; 0 = 10 minutes */
     const char *egress_ca_dir; /* where the egress CA is kept (copied); NULL: no inject rules can run */
     const char *egress_upstream_ca; /* egress.upstream_ca (copied), or NULL */
+    int egress_proxy_port;     /* egress.proxy_port; 0: ABX_EGRESS_PORT */
     /* where the tier is logged once the sandbox is built (abx_log's shape); may be NULL */
     void (*log)(const char *level, const char *request_id, const char *fmt, ...);
 } abx_procs_opts;
@@ -47,6 +48,8 @@ typedef struct abx_procs_opts {
 abx_procs *abx_procs_new(const abx_procs_opts *o, char *err, size_t errlen);
 /* The sandbox, once the manager has built it (waits for that); NULL if it failed. */
 abx_sandbox *abx_procs_sandbox(abx_procs *m);
+/* The port of the egress proxy inside each process's namespace (egress.proxy_port). */
+int abx_procs_egress_port(const abx_procs *m);
 /* Whether confinement is required: the mode the config chose, else required. */
 bool abx_procs_confine_required(abx_procs *m);
 /* The ids confined processes run as. */

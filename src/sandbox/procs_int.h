@@ -72,6 +72,7 @@ struct abx_procs {
     size_t n, cap;
     pending *queue;
     char *egress_ca_dir, *egress_upstream_ca; /* owned */
+    int egress_port;                          /* egress.proxy_port */
     abx_egress_ca *egress_ca;                 /* made on first need, under ca_mu */
     pthread_mutex_t ca_mu;
 };

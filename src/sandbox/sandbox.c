@@ -290,7 +290,8 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
     sb->caps.seccomp = abx_tiers_active(&sb->tiers, ABX_L_SECCOMP) &&
                        abx_seccomp_build_mode(ABX_SC_NONET_NS, &sb->filter[ABX_SC_NONET_NS]) == 0 &&
                        abx_seccomp_build_mode(ABX_SC_NET, &sb->filter[ABX_SC_NET]) == 0 &&
-                       abx_seccomp_build_mode(ABX_SC_NONET_STRICT, &sb->filter[ABX_SC_NONET_STRICT]) == 0;
+                       abx_seccomp_build_mode(ABX_SC_NONET_STRICT, &sb->filter[ABX_SC_NONET_STRICT]) == 0 &&
+                       abx_seccomp_build_mode(ABX_SC_NONET_UNIX, &sb->filter[ABX_SC_NONET_UNIX]) == 0;
     sb->caps.watchdog = abx_watchdog_start(&sb->wd, (const char(*)[ABX_CG_PATH])sb->cg_parent) == 0;
     if (!sb->caps.watchdog)
         abx_tiers_set(&sb->tiers, ABX_L_WATCHDOG, ABX_LAYER_UNAVAILABLE, "cannot start it: %s", strerror(errno));
@@ -306,6 +307,9 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
     open_etc(sb);
     mkdir(sb->runtime_dir, 0711);
     snprintf(sb->mask_file, sizeof sb->mask_file, "%s/mask", sb->runtime_dir);
+    char view[220]; /* where each process's view is built (view.c); a view needs a mount namespace */
+    snprintf(view, sizeof view, "%s/view", sb->runtime_dir);
+    sb->view = sb->caps.mntns && (mkdir(view, 0700) == 0 || errno == EEXIST) && strlen(view) < 200;
     int mf = open(sb->mask_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0000);
     if (mf >= 0) {
         fchmod(mf, 0000); /* unreadable even for uid 0 once capabilities are gone */
@@ -333,6 +337,11 @@ void abx_sandbox_free(abx_sandbox *sb)
             rmdir(sb->cg_parent[i]);
     if (sb->mask_file[0])
         unlink(sb->mask_file);
+    if (sb->runtime_dir) {
+        char view[220];
+        snprintf(view, sizeof view, "%s/view", sb->runtime_dir);
+        rmdir(view);
+    }
     abx_free(sb->runtime_dir);
     for (size_t i = 0; i < sb->n_etc; i++)
         close(sb->etc_fds[i]);

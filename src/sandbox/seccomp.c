@@ -159,7 +159,7 @@ static void socket_rules(bld *b, enum abx_seccomp_net mode)
     jeq(b, AF_INET, strict ? L_EACCES : L_ALLOW, L_NEXT);
     jeq(b, AF_INET6, strict ? L_EACCES : L_ALLOW, L_NEXT);
     jeq(b, AF_NETLINK, strict ? L_EAFNO : L_NETLINK, L_NEXT);
-    jeq(b, AF_UNIX, net ? L_ALLOW : L_EACCES, L_EAFNO);
+    jeq(b, AF_UNIX, net || mode == ABX_SC_NONET_UNIX ? L_ALLOW : L_EACCES, L_EAFNO);
     place(b, L_NETLINK);
     ld(b, offsetof(struct seccomp_data, args[2]));
     jeq(b, NETLINK_ROUTE, L_ALLOW, L_EPROTO);

@@ -37,6 +37,8 @@ enum abx_seccomp_net {
     ABX_SC_NONET_NS,     /* net: false inside the empty network namespace */
     ABX_SC_NET,          /* net: true */
     ABX_SC_NONET_STRICT, /* net: false with no network namespace: no internet sockets at all */
+    ABX_SC_NONET_UNIX,   /* net: false inside the empty network namespace, with a view of only its
+                            roots (view.c): Unix sockets too */
 };
 
 /* Build the filter for a statement with or without `net`. 0, or -1 when this

@@ -281,10 +281,15 @@ typedef struct child_args {
     int devnull;
     int procs_fd[3];
     int ruleset;
-    int egress_sock;             /* where the child sends the proxy's listening socket, or -1 */
+    int egress_sock;             /* where the child sends the proxy's listening sockets, or -1 */
+    uint32_t ns[ABX_EGRESS_NS_MAX]; /* nameservers to make addresses of lo (egress_ns.c) */
+    size_t nns;
     long nproc;                  /* RLIMIT_NPROC to set; 0 = none (the cgroup holds pids) */
     const abx_seccomp_prog *filter; /* the sandbox's for the statement, or one with the signal guard */
-    bool use_netns, use_mntns, use_caps, use_ll, use_seccomp, set_ids;
+    const abx_seccomp_prog *filter_unix; /* the same with Unix sockets, once the view is entered */
+    abx_view view;               /* the process's own file-system view (view.c) */
+    bool use_netns, use_mntns, use_view, use_caps, use_ll, use_seccomp, set_ids;
+    bool view_entered;           /* set by the child: Unix sockets are allowed */
 } child_args;
 
 typedef struct child_err {
@@ -297,7 +302,7 @@ enum { ST_SIG = 1, ST_SETSID, ST_PDEATH, ST_CGROUP, ST_NETNS, ST_LOOPBACK, ST_EG
        ST_EXEC };
 
 static const char *const step_names[] = {"?", "signals", "setsid", "pdeathsig", "cgroup", "netns", "loopback",
-                                         "egress listener", "mount namespace",
+                                         "egress listeners", "mount namespace",
                                          "mask", "stdio", "controlling tty", "cwd", "descriptors", "securebits",
                                          "capability bounding set", "ambient capabilities", "uid/gid",
                                          "capabilities", "rlimit", "no_new_privs", "landlock", "seccomp", "execve"};
@@ -330,62 +335,6 @@ static int loopback_up(void)
     return rc;
 }
 
-/* The egress proxy's listening socket, made inside the child's namespace before exec (so
- * a client that connects at once is queued, not refused) and sent to abx over sock. */
-static int egress_listener(int sock, int port)
-{
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (l < 0)
-        return -1;
-    int one = 1;
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof u);
-    char tag = 'L';
-    struct iovec iov = {.iov_base = &tag, .iov_len = 1};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &l, sizeof l);
-    int rc = -1;
-    if (setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-        bind(l, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(l, 128) == 0 && sendmsg(sock, &m, 0) == 1)
-        rc = 0;
-    int e = errno;
-    close(l);
-    errno = e;
-    return rc;
-}
-
-/* The listening socket the child sent, or -1. */
-static int egress_receive(int sock)
-{
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    char tag;
-    struct iovec iov = {.iov_base = &tag, .iov_len = 1};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-    if (recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1)
-        return -1;
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int)))
-        return -1;
-    int fd;
-    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-    return fd;
-}
-
 static int child_main(void *arg)
 {
     child_args *a = arg;
@@ -413,7 +362,7 @@ static int child_main(void *arg)
         child_fail(a, ST_NETNS);
     if (a->use_netns && loopback_up() != 0)
         child_fail(a, ST_LOOPBACK);
-    if (a->egress_sock >= 0 && egress_listener(a->egress_sock, c->egress_port) != 0)
+    if (a->egress_sock >= 0 && abx__egress_ns_setup(a->egress_sock, c, a->ns, a->nns) != 0)
         child_fail(a, ST_EGRESS);
     if (a->use_mntns) {
         if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
@@ -442,6 +391,9 @@ static int child_main(void *arg)
                 child_fail(a, ST_MASK);
         }
     }
+    /* the view (view.c) after the masks, which its bind mounts carry along; a view that
+     * cannot be entered leaves Unix sockets refused */
+    a->view_entered = a->use_view && abx__view_enter(&a->view) == 0;
     int in = req->stdin_fd >= 0 ? req->stdin_fd : a->devnull, out = req->stdout_fd >= 0 ? req->stdout_fd : a->devnull,
         er = req->stderr_fd >= 0 ? req->stderr_fd : a->devnull;
     if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(er, 2) < 0)
@@ -494,7 +446,7 @@ static int child_main(void *arg)
     if (a->use_ll && syscall(SYS_landlock_restrict_self, a->ruleset, 0) != 0)
         child_fail(a, ST_LANDLOCK);
     if (a->use_seccomp) {
-        const abx_seccomp_prog *f = a->filter;
+        const abx_seccomp_prog *f = a->view_entered ? a->filter_unix : a->filter;
         struct sock_fprog prog = {.len = f->len, .filter = (struct sock_filter *)f->insn};
         if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
             child_fail(a, ST_SECCOMP);
@@ -522,20 +474,20 @@ static int watch(abx_sandbox *sb, const abx_child *c, int64_t deadline_ms)
 /* The statement's filter; with the same uid as abx and no Landlock signal scoping the
  * kernel would let the process signal abx and its watchdog, so the filter is built
  * with a guard naming them (seccomp.h). NULL when that cannot be built. */
-static const abx_seccomp_prog *choose_filter(const abx_sandbox *sb, const abx_confine_plan *plan,
+static const abx_seccomp_prog *choose_filter(const abx_sandbox *sb, const abx_confine_plan *plan, int mode,
                                              abx_seccomp_prog *guarded)
 {
     if (!plan->guard_signals || !sb->caps.seccomp)
-        return &sb->filter[plan->seccomp_mode];
+        return &sb->filter[mode];
     abx_seccomp_guard g = {.pids = {(int)getpid(), sb->wd.pid > 0 ? (int)sb->wd.pid : (int)getpid()},
                            .pgid = (int)getpgrp()};
-    return abx_seccomp_build_guarded((enum abx_seccomp_net)plan->seccomp_mode, &g, guarded) == 0 ? guarded : NULL;
+    return abx_seccomp_build_guarded((enum abx_seccomp_net)mode, &g, guarded) == 0 ? guarded : NULL;
 }
 
 /* What the plan decides for the child: refused when a needed layer is missing (required,
  * or deny masks in any mode), else which layers and which filter it gets. */
 static int plan_child(const abx_sandbox *sb, const abx_confine *c, bool required, child_args *a,
-                      abx_seccomp_prog *guarded, char *err, size_t errlen)
+                      abx_seccomp_prog guarded[2], char *err, size_t errlen)
 {
     abx_confine_plan plan;
     abx_sandbox_plan(sb, c, &plan);
@@ -559,12 +511,19 @@ static int plan_child(const abx_sandbox *sb, const abx_confine *c, bool required
     a->set_ids = c->set_ids && sb->tiers.can_set_ids;
     a->use_ll = sb->caps.landlock_abi > 0;
     a->use_seccomp = sb->caps.seccomp;
-    if (!(a->filter = choose_filter(sb, &plan, guarded))) {
+    a->filter_unix = NULL;
+    if (!(a->filter = choose_filter(sb, &plan, plan.seccomp_mode, &guarded[0])) ||
+        (plan.seccomp_mode == ABX_SC_NONET_NS &&
+         !(a->filter_unix = choose_filter(sb, &plan, ABX_SC_NONET_UNIX, &guarded[1])))) {
         snprintf(err, errlen, "seccomp: cannot build the signal guard");
         errno = ENOMEM;
         return -1;
     }
     a->nproc = plan.nproc;
+    /* a view of only its roots lets a process without the network have Unix sockets;
+     * planned only where it can be built, entered or not by the child (fail closed) */
+    a->use_view = a->filter_unix && sb->view && a->use_netns && abx__view_plan(sb, a->req, &a->view) == 0;
+    a->use_mntns = a->use_mntns || a->use_view;
     return 0;
 }
 
@@ -585,7 +544,6 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     memset(out, 0, sizeof *out);
     out->pid = -1;
     out->pidfd = -1;
-    out->egress_fd = -1;
     const abx_confine *c = req->confine;
     bool required = c->required || sb->required;
     child_args a = {.req = req, .sb = sb, .err_fd = -1, .devnull = -1, .procs_fd = {-1, -1, -1}, .ruleset = -1,
@@ -594,8 +552,8 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     void *stack = MAP_FAILED;
     const size_t stack_size = 256 * 1024;
     int rc = -1;
-    abx_seccomp_prog guarded;
-    if (plan_child(sb, c, required, &a, &guarded, err, errlen) != 0)
+    abx_seccomp_prog guarded[2];
+    if (plan_child(sb, c, required, &a, guarded, err, errlen) != 0)
         return -1;
     a.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (a.devnull < 0 || pipe2(pipefd, O_CLOEXEC) != 0) {
@@ -609,6 +567,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
             goto out;
         }
         a.egress_sock = egress[1];
+        a.nns = c->egress_dns ? abx__egress_ns_nameservers(a.ns) : 0;
     }
     if (a.use_ll && (a.ruleset = build_ruleset(sb, req, err, errlen)) < 0)
         goto out;
@@ -653,7 +612,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     }
     out->pid = pid;
     out->pidfd = pidfd;
-    if (a.egress_sock >= 0 && (out->egress_fd = egress_receive(egress[0])) < 0) {
+    if (a.egress_sock >= 0 && abx__egress_ns_receive(egress[0], c, &out->egress) != 0) {
         unstart(out);
         snprintf(err, errlen, "the egress listener did not arrive");
         errno = EIO;
@@ -678,14 +637,16 @@ out:
         if (egress[i] >= 0)
             close(egress[i]);
     }
-    if (rc != 0 && out->egress_fd >= 0) {
-        close(out->egress_fd);
-        out->egress_fd = -1;
+    if (rc != 0) {
+        for (size_t i = 0; i < out->egress.n; i++)
+            close(out->egress.fd[i]);
+        out->egress.n = 0;
     }
     if (a.devnull >= 0)
         close(a.devnull);
     if (a.ruleset >= 0)
         close(a.ruleset);
+    abx__view_free(&a.view); /* planned or not (zeroed) */
     for (int i = 0; i < 3; i++)
         if (a.procs_fd[i] >= 0)
             close(a.procs_fd[i]);
@@ -732,8 +693,7 @@ void abx_child_cleanup(abx_child *c)
         close(c->pidfd);
         c->pidfd = -1;
     }
-    if (c->egress_fd > 0) {
-        close(c->egress_fd);
-        c->egress_fd = -1;
-    }
+    for (size_t i = 0; i < c->egress.n; i++)
+        close(c->egress.fd[i]);
+    c->egress.n = 0;
 }

@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sandbox/egress.h"
+
 typedef struct abx_sandbox abx_sandbox;
 
 /* What the kernel can do here, probed once (abx_sandbox_new). */
@@ -60,6 +62,11 @@ typedef struct abx_confine {
                                         made inside the process's own network namespace and
                                         handed back (abx_child.egress_fd) for abx's egress
                                         proxy; 0 = none */
+    const int *egress_tports;        /* with egress_port: transparent listeners (0.0.0.0:port) */
+    size_t n_egress_tports;          /*   at most ABX_EGRESS_TPORTS */
+    bool egress_dns;                 /* with egress_port: the resolver's sockets on port 53, and
+                                        the host's non-loopback nameservers (resolv.conf) as
+                                        addresses of lo, so queries to them reach it */
     int64_t pids_max;                /* cgroup pids.max; <= 0 → 256 */
     int64_t memory_max;              /* bytes; <= 0 → unlimited */
     int64_t cpu_milli;               /* millicores; <= 0 → unlimited */
@@ -111,8 +118,8 @@ typedef struct abx_child {
     pid_t pid;                       /* also the process group and session id */
     int pidfd;                       /* owned; poll for exit */
     char cgroup[3][256];             /* cgroup directories created for it: pids (v2: all), memory, cpu */
-    int egress_fd;                   /* owned until taken: the proxy's listening socket inside the
-                                        process's namespace (confine.egress_port), else -1 */
+    abx_egress_listeners egress;     /* owned until taken: the proxy's listening sockets inside the
+                                        process's namespace (confine.egress_port), n = 0 without */
 } abx_child;
 
 /* Start the process. 0, or -1 with why (errno-like reason in err). With required

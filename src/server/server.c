@@ -356,6 +356,7 @@ static int start_services(abx_server *s, char *errbuf, size_t errlen)
     char *cadir = abx_server_egress_ca_dir(&s->cfg); /* made there the first time inject rules need it */
     po.egress_ca_dir = cadir;
     po.egress_upstream_ca = s->cfg.egress_upstream_ca;
+    po.egress_proxy_port = s->cfg.egress_proxy_port;
     char *homes = private_homes_dir(po.run_uid);
     po.homes_dir = homes;
     po.homes_ttl_ms = s->cfg.homes_ttl_ms;

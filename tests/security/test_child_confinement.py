@@ -131,8 +131,9 @@ def test_abstract_unix_socket_of_the_host_unreachable(srv, tmp_path):
 
 def test_unix_socket_path_outside_roots_unreachable(srv, tmp_path):
     """Landlock does not govern connect() on a pathname socket and the network namespace
-    does not separate them: without net, socket(AF_UNIX) is refused (seccomp), so a
-    container runtime's socket, the system bus or an ssh-agent stays out of reach."""
+    does not separate them: without net, the process sees only its roots (view.c), or
+    socket(AF_UNIX) is refused (seccomp) where that view cannot be built, so a container
+    runtime's socket, the system bus or an ssh-agent stays out of reach."""
     import socket
     d = world_readable_dir(tmp_path, "sock")
     path = str(d / "s")
@@ -147,10 +148,12 @@ def test_unix_socket_path_outside_roots_unreachable(srv, tmp_path):
         host.close()
 
 
-SECCOMP_PROBES = {
+UNIX_PROBES = {
     "unix_stream": "attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))\n",
     "unix_dgram": "attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))\n",
     "unix_seqpacket": "attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET))\n",
+}
+SECCOMP_PROBES = {
     "io_uring": ("libc = ctypes.CDLL(None, use_errno=True)\n"
                  "params = ctypes.create_string_buffer(120)\n"
                  "def f():\n"
@@ -161,9 +164,18 @@ SECCOMP_PROBES = {
 
 
 @pytest.mark.parametrize("probe", sorted(SECCOMP_PROBES))
-def test_no_unix_sockets_or_io_uring_without_net(srv, probe):
+def test_no_io_uring_without_net(srv, probe):
     j = py(srv, TRY + SECCOMP_PROBES[probe])
     assert verdict(j) != "ALLOWED", j
+
+
+@pytest.mark.parametrize("probe", sorted(UNIX_PROBES))
+def test_unix_sockets_without_net_inside_the_view(srv, probe):
+    """Issue 25: with a view of only its roots (this machine has mount namespaces) a
+    process without the network may make Unix sockets; where the view cannot be built
+    they stay refused (test_tiers.py)."""
+    j = py(srv, TRY + UNIX_PROBES[probe])
+    assert verdict(j) == "ALLOWED", j
 
 
 def test_socketpair_and_pipes_still_work(srv):
@@ -178,7 +190,7 @@ def test_socketpair_and_pipes_still_work(srv):
 
 def test_net_true_keeps_unix_sockets(abx, workspace):
     s = abx(config(workspace, net=True))
-    j = py(s, TRY + SECCOMP_PROBES["unix_stream"])
+    j = py(s, TRY + UNIX_PROBES["unix_stream"])
     assert verdict(j) == "ALLOWED", j
 
 
