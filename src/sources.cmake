@@ -158,6 +158,7 @@ set(ABX_SRC_SERVER
   src/server/listener.c
   src/server/server.c
   src/server/state.c
+  src/server/console.c
 )
 set(ABX_SRC_CLI
   src/cli/call.c

@@ -1,18 +1,19 @@
-/* listener.c — the HTTP front door on libmicrohttpd: a small fixed pool of epoll I/O
- * threads owns every socket. Calls that may wait (commands, approval waits, long polls,
- * other doors, custom and Python ops) run on a bounded worker pool while their
- * connection is suspended; streamed replies are pumped by a thread of their own through
- * a bounded buffer (http/offload.h); the read timeout, a deadline for the header section
- * and a per-address cap on unauthenticated connections come from server/conns.h. Owns step 0 (raw target, header bounds and sanity,
- * Host/Origin, busy slot, read timeout) and the transport half of step 1 (size cap from
- * Content-Length before reading, Content-Type), then hands the request to the doors
- * (abx_doors_begin: the door table picks the door, the door calls the pipeline) and
- * renders the reply. Never decides policy itself. */
+/* listener.c — the HTTP front door on libmicrohttpd: a small fixed pool of epoll I/O threads owns
+ * every socket. Calls that may wait (commands, approval waits, long polls, other doors, custom and
+ * Python ops) run on a bounded worker pool while their connection is suspended; streamed replies are
+ * pumped by a thread of their own through a bounded buffer (http/offload.h); the read timeout, a
+ * deadline for the header section and a per-address cap on unauthenticated connections come from
+ * server/conns.h. Owns step 0 (raw target, header bounds and sanity, Host/Origin, busy slot, read
+ * timeout) and the transport half of step 1 (size cap from Content-Length before reading,
+ * Content-Type), then hands the request to the doors (abx_doors_begin: the door table picks the
+ * door, the door calls the pipeline) and renders the reply; /ui is the console's files (console.c).
+ * Never decides policy itself. */
 #include "server/server.h"
 #include "doors/doors.h"
 #include "http/offload.h"
 #include "server/conns.h"
 #include "server/checks.h"
+#include "server/console.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdatomic.h>
@@ -29,8 +30,8 @@
 #define IO_THREADS 2      /* epoll threads: the I/O never waits, so the core count is enough */
 #define STREAM_BUFFER (256 * 1024) /* bytes a streamed reply may hold for a slow reader */
 
-/* per-request transport state: created by the URI log callback (it sees the raw
- * target first), freed by the completion callback */
+/* per-request transport state: created by the URI log callback (it sees the raw target first),
+ * freed by the completion callback */
 typedef struct conn_req {
     abx_request *r;
     char *raw;          /* raw request target; owned by the request arena */
@@ -45,8 +46,8 @@ typedef struct conn_req {
     bool offloaded;     /* the pipeline runs on a worker; the connection is suspended */
     atomic_bool done;   /* ... and has finished: the reply can be sent */
     struct MHD_Connection *c;
+    bool console;       /* a /ui file (console.c), answered once the request is in */
 } conn_req;
-
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls);
@@ -136,8 +137,8 @@ static struct MHD_Daemon *side_listener(abx_server *s, const char *host, int por
     return d;
 }
 
-/* The E2B listeners when the config has an e2b section (e2b.envd_listen,
- * e2b.interpreter_listen): the same door and routes on both. */
+/* The E2B listeners when the config has an e2b section (e2b.envd_listen, e2b.interpreter_listen):
+ * the same door and routes on both. */
 static int e2b_listener_start(abx_server *s, side_listen *sl, struct MHD_OptionItem *tls_opts, char *errbuf,
                               size_t errlen)
 {
@@ -302,9 +303,6 @@ void abx_listener_stop(abx_server *s)
     }
     abx_conn_layer_free(s);
 }
-
-
-static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *c);
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
@@ -629,6 +627,8 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
         return reject(c, cr, ABX_E_REQUEST_HOST_DENIED, "the Host header is not allowed");
     if (h->origin && !abx_origin_allowed(s, h->origin, h->host))
         return reject(c, cr, ABX_E_REQUEST_ORIGIN_DENIED, "the Origin header is not allowed");
+    if (!r->terminal_listener && !r->e2b_listener && abx_console_path(r->path, r->path_len))
+        return (cr->console = true) ? MHD_YES : MHD_NO; /* static files: no principal (answered below) */
     /* step 2 early (pure trie walk): the busy slot and the body rules depend on the op */
     abx_doors_route(r);
     const abx_op *op = r->route == ABX_ROUTE_FOUND ? r->match.op : NULL;
@@ -675,12 +675,10 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
     return MHD_YES;
 }
 
-/* Whether the pipeline may run on the I/O thread: only calls that cannot wait. Plain
- * HTTP calls of the built-in files, core, ledger and system namespaces that neither
- * stream nor execute nor ask to wait (Prefer: wait) answer in microseconds; everything
- * else (commands, processes and their long polls, approvals, terminals, batch, MCP,
- * tool calls, custom and Python ops) goes to a worker. Unrouted calls are answered
- * inline (404/405). */
+/* Whether the pipeline may run on the I/O thread: only calls that cannot wait. Plain HTTP calls of the built-in
+ * files, core, ledger and system namespaces that neither stream nor execute nor ask to wait (Prefer: wait) answer
+ * in microseconds; everything else (commands, processes and their long polls, approvals, terminals, batch, MCP,
+ * tool calls, custom and Python ops) goes to a worker. Unrouted calls are answered inline (404/405). */
 static bool runs_inline(const abx_request *r)
 {
     if (r->door != ABX_DOOR_HTTP || r->prefer_wait > 0)
@@ -791,6 +789,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         abx_audit(cr->r);
         return send_reply(c, cr);
     }
+    if (cr->console && (cr->responded = true))
+        return (enum MHD_Result)abx_console_queue(c, method, cr->r->path, cr->r->path_len);
     if (cr->offloaded) /* resumed: the worker is done */
         return atomic_load(&cr->done) ? send_reply(c, cr) : MHD_YES;
     if (!runs_inline(cr->r))
