@@ -118,6 +118,16 @@ const scenarios = {
     check(et.includes('files.not_found') && et.includes(XSS), 'error not shown with code and text: ' + et);
     await noXss(page);
     await shot(page, 'operations-error');
+    // a bytes answer is a download; an SSE answer streams live until stopped
+    await runOp(page, 'core.metrics', {});
+    const dl = page.locator('#op-result a[download]');
+    await dl.waitFor();
+    check((await dl.getAttribute('href')).startsWith('blob:'), 'no download link for bytes');
+    await runOp(page, 'ledger.stream', { after_ordinal: 0 });
+    await page.locator('#op-events li', { hasText: 'files.list' }).first().waitFor({ timeout: 10000 });
+    await page.getByRole('button', { name: 'Stop' }).click();
+    await page.locator('#op-result', { hasText: 'Stopped' }).waitFor();
+    await shot(page, 'operations-stream');
     // admin: the chain status
     const adm = await open('root');
     await adm.goto(URL + '/ui/#/timeline');
@@ -196,10 +206,15 @@ const scenarios = {
     await page.locator('#term').click();
     await page.keyboard.type('echo $COLUMNS');
     await page.keyboard.press('Enter');
-    await page.waitForTimeout(800);
-    const after = (await readBack()).filter(Boolean);
+    let after = [];
+    for (let i = 0; i < 25 && !after.some((l) => /^\d+$/.test(l)); i++) {
+      await page.waitForTimeout(200);
+      after = (await readBack()).filter(Boolean);
+    }
+    const cols = Number(after.filter((l) => /^\d+$/.test(l)).pop());
+    check(cols > 20 && cols < 100, 'the terminal was not resized to the narrower window: COLUMNS=' + cols);
     await shot(page, 'terminal-reconnected');
-    return { lines: after.slice(-4) };
+    return { cols };
   },
 
   async kernels() {
