@@ -1,7 +1,7 @@
 // ops.js — the caller's catalog (/ops) with search, each op's form, and its answer:
 // JSON pretty-printed, SSE live, bytes as a download, errors with code and message.
 import { h, replace, append, pretty, errorBox } from './dom.js';
-import { raw, call, errorOf, readSse } from './api.js';
+import { raw, errorOf, readSse } from './api.js';
 import { buildForm } from './schemaform.js';
 
 function matches(op, q) {
@@ -139,4 +139,3 @@ export function mount(root, session, onError) {
   return () => { if (stopStream) stopStream(); };
 }
 
-export { call };

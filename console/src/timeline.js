@@ -2,7 +2,7 @@
 // resumed by ordinal after a reconnect), older pages by cursor, filters, a group's events
 // and attempts on demand, the chain's status (ledger.verify, when mounted) and a plot of
 // calls per minute by decision.
-import { h, replace, append, pretty, errorBox } from './dom.js';
+import { h, replace, pretty, errorBox } from './dom.js';
 import { call, get, follow } from './api.js';
 import { plot } from './plot.js';
 
@@ -171,4 +171,3 @@ export function mount(root, session, onError) {
   return () => { if (live) live.stop(); };
 }
 
-export { append };

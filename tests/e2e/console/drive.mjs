@@ -109,6 +109,14 @@ const scenarios = {
     const detail = await tl.locator('tr.detail').first().textContent();
     check(detail.includes('finished') && detail.includes('Attempts'), 'group detail: ' + detail);
     check(await tl.locator('#tl-chart svg rect.bar-ok').count() > 0, 'no bar in the plot');
+    // paging back by cursor: the first page holds the latest 200 events; older ones on demand
+    await tl.getByLabel('Operation').fill('');
+    await tl.getByLabel('Decision').selectOption('');
+    const older = tl.getByRole('button', { name: 'Load older' });
+    await older.waitFor();
+    const n0 = await tl.locator('#tl-rows tr:not(.detail)').count();
+    await older.click();
+    await tl.waitForFunction((n) => document.querySelectorAll('#tl-rows tr:not(.detail)').length > n, n0);
     await shot(tl, 'timeline');
     // an op argument with markup: the error shows it as text
     await runOp(page, 'files.read', { path: XSS + '-missing' });
