@@ -83,6 +83,7 @@ set(ABX_SRC_PIPELINE
   src/pipeline/auth.c
   src/pipeline/call.c
   src/pipeline/tickets.c
+  src/pipeline/port_origin.c
   src/pipeline/ctx.c
   src/pipeline/dispatch.c
   src/pipeline/explain.c

@@ -32,7 +32,7 @@ static abx_err commands_stream(abx_ctx *ctx, const json_t *args, abx_reply *r)
         return abx_exec_start_failed(r);
     if (stdin_v)
         abx_proc_write_stdin(p, json_string_value(stdin_v), json_string_length(stdin_v), true, abx_now_ms() + 30000);
-    abx_exec_reply_sse(r, p, 0, 0, true);
+    abx_exec_reply_sse(r, p, 0, 0, true, false);
     return ABX_OK;
 }
 

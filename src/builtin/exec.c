@@ -340,12 +340,22 @@ typedef struct sse_state {
     uint64_t off[2];
     bool exit_sent, done;
     bool kill_on_close;         /* commands.stream: a client that leaves cancels the command */
+    bool base64;                /* data as base64 of the raw bytes (encoding base64), else text */
     abx_buf pending;            /* frame bytes not handed out yet */
 } sse_state;
 
 static void frame_output(sse_state *st, int which, const char *data, size_t n, uint64_t start)
 {
-    json_t *d = json_pack("{s:o, s:I}", "data", abx_text_json(data, n), "offset", (json_int_t)start);
+    json_t *d;
+    if (st->base64) {
+        size_t bl = 0;
+        char *b = abx_base64_encode(data, n, &bl);
+        d = json_pack("{s:s%, s:s, s:I}", "data", b ? b : "", b ? bl : 0, "encoding", "base64", "offset",
+                      (json_int_t)start);
+        free(b);
+    } else {
+        d = json_pack("{s:o, s:I}", "data", abx_text_json(data, n), "offset", (json_int_t)start);
+    }
     char *js = json_dumps(d, JSON_COMPACT);
     json_decref(d);
     st->off[which] = start + n;
@@ -374,6 +384,11 @@ static long sse_read(void *state, char *buf, size_t max)
             bool dropped;
             size_t n = abx_proc_read(st->proc, (enum abx_stream_id)i, st->off[i], 32768, &data, &start, &dropped,
                                      &total);
+            /* text: a character split by the chunk's end waits for its other bytes (the next
+             * frame starts with them) instead of becoming U+FFFD on both sides */
+            size_t whole = !st->base64 && n ? abx_utf8_complete_prefix(data, n) : n;
+            if (whole)
+                n = whole;
             if (dropped) {
                 abx_buf_printf(&st->pending, "event: dropped\ndata: {\"stream\": \"%s\", \"from\": %llu, \"to\": %llu}\n\n",
                                i ? "stderr" : "stdout", (unsigned long long)st->off[i], (unsigned long long)start);
@@ -413,7 +428,7 @@ static void sse_free(void *state)
     abx_free(st);
 }
 
-void abx_exec_reply_sse(abx_reply *r, abx_proc *p, uint64_t out_off, uint64_t err_off, bool kill_on_close)
+void abx_exec_reply_sse(abx_reply *r, abx_proc *p, uint64_t out_off, uint64_t err_off, bool kill_on_close, bool base64)
 {
     sse_state *st = abx_calloc(1, sizeof *st);
     if (!st) {
@@ -427,6 +442,7 @@ void abx_exec_reply_sse(abx_reply *r, abx_proc *p, uint64_t out_off, uint64_t er
     st->off[0] = out_off;
     st->off[1] = err_off;
     st->kill_on_close = kill_on_close;
+    st->base64 = base64;
     abx_buf_init(&st->pending, 1 << 20);
     /* the first frame tells the client which process it is watching */
     abx_buf_printf(&st->pending, "event: start\ndata: {\"pid\": %d}\n\n", abx_proc_pid(p));

@@ -34,7 +34,8 @@ abx_err abx_exec_start_failed(const abx_reply *r);
  * answer {status, pid, exit_code, signal, running, stdout, stderr, truncated..., argv}
  * (commands.run's result). args may carry stdin. */
 abx_err abx_exec_run(abx_ctx *ctx, const json_t *args, const abx_exec_opts *o, int64_t soft_ms, abx_reply *r);
-void abx_exec_reply_sse(abx_reply *r, abx_proc *p, uint64_t out_off, uint64_t err_off, bool kill_on_close);
+void abx_exec_reply_sse(abx_reply *r, abx_proc *p, uint64_t out_off, uint64_t err_off, bool kill_on_close,
+                        bool base64);
 /* exec_egress.c: a process with an egress allowlist gets the proxy variables (set(env,
  * k, v) for each) and a sink recording its connections in the call's ledger group. */
 void abx_exec_egress_env(void (*set)(void *env, const char *k, const char *v), void *env);

@@ -327,6 +327,34 @@ static abx_err ports_proxy(abx_ctx *ctx, const json_t *args, abx_reply *r)
     return abx_ports_relay(ctx, &found, port, rest ? rest : "", r);
 }
 
+/* A browser's way to a port: a single-use ticket that signs it in on the port's own
+ * origin, p<port>.<name> (pipeline/port_origin.c turns it into a session cookie). */
+static abx_err ports_ticket(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    int port = (int)json_integer_value(json_object_get(args, "port"));
+    char tk[65];
+    int64_t ttl = 0;
+    if (abx_ctx_ticket_issue(ctx, -port, tk, &ttl) != 0)
+        return abx_reply_error(r, ABX_E_LIMIT_CONCURRENCY, NULL, "too many tickets outstanding; retry shortly");
+    abx_server_facts f;
+    abx_ctx_server_facts(ctx, &f);
+    json_t *out = json_pack("{s:i, s:s, s:i, s:o, s:o}", "port", port, "ticket", tk, "expires_in", (int)(ttl / 1000),
+                            "path", json_sprintf("/?abx_ticket=%s", tk), "host",
+                            json_sprintf("p%d.localhost:%d", port, f.port));
+    /* the URL a browser on this machine opens; elsewhere p<port>.<an allowed host name> */
+    json_object_set_new(out, "url", json_sprintf("%s://p%d.localhost:%d/?abx_ticket=%s", f.tls ? "https" : "http",
+                                                 port, f.port, tk));
+    explicit_bzero(tk, sizeof tk);
+    abx_reply_json(r, out);
+    return ABX_OK;
+}
+
+static const abx_param ticket_params[] = {
+    {"port", ABX_T_INT, .required = true, ABX_RANGE(1, 65535), .kind = ABX_KIND_PORT,
+     .doc = "The port a browser should reach (on its own origin p<port>.<host>)"},
+    {0},
+};
+
 static const abx_param proxy_params[] = {
     {"port", ABX_T_INT, .required = true, ABX_RANGE(1, 65535), .kind = ABX_KIND_PORT,
      .doc = "A port one of the caller's processes listens on"},
@@ -344,6 +372,11 @@ static const abx_op_def ports_ops[] = {
               "PATCH /ports/{port}/{rest*}", "DELETE /ports/{port}/{rest*}", "HEAD /ports/{port}/{rest*}",
               "OPTIONS /ports/{port}/{rest*}"}, .params = proxy_params, .since = "0.2", .raw_query = true,
      .errors = "ports.not_found ports.upstream_failed", .handler = ports_proxy},
+    {.id = "ports.ticket", .effects = ABX_EFF_NET,
+     .summary = "A single-use ticket (30 s) that signs a browser in on the port's own origin, "
+                "http://p{port}.localhost:{abx port}/?abx_ticket=...: a session cookie for that port only.",
+     .http = {"POST /ports/ticket/{port}"}, .params = ticket_params, .since = "0.2",
+     .errors = "limit.concurrency", .handler = ports_ticket},
     {0},
 };
 

@@ -155,6 +155,31 @@ static bool hop_by_hop(const char *name)
     return false;
 }
 
+/* The Cookie header without abx's own port-origin session (ABX_PORT_COOKIE). */
+static int forward_cookies(abx_buf *b, const char *value)
+{
+    static const char own[] = ABX_PORT_COOKIE "=";
+    size_t mark = b->len;
+    bool any = false;
+    abx_buf_puts(b, "Cookie: ");
+    for (const char *p = value; *p;) {
+        while (*p == ' ' || *p == ';')
+            p++;
+        const char *end = strchr(p, ';');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n && !(n >= sizeof own - 1 && memcmp(p, own, sizeof own - 1) == 0)) {
+            abx_buf_printf(b, "%s%.*s", any ? "; " : "", (int)n, p);
+            any = true;
+        }
+        p += n;
+    }
+    if (any)
+        abx_buf_puts(b, "\r\n");
+    else
+        b->len = mark; /* only abx's cookie: no Cookie header at all */
+    return 0;
+}
+
 typedef struct fwd {
     abx_buf *b;
     const char *connection; /* the Connection header: the headers it names are hop-by-hop too */
@@ -172,6 +197,8 @@ static int forward_header(void *ud, const char *name, const char *value)
     if (hop_by_hop(name) || (f->connection && in_token_list(f->connection, name)) || strpbrk(name, "\r\n:") ||
         strpbrk(value, "\r\n"))
         return 0;
+    if (strcasecmp(name, "Cookie") == 0)
+        return forward_cookies(f->b, value);
     abx_buf_printf(f->b, "%s: %s\r\n", name, value);
     return 0;
 }

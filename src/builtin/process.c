@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool is_admin(abx_ctx *ctx) { return abx_ctx_has_role(ctx, "admin"); }
@@ -132,7 +133,8 @@ static abx_err process_stream(abx_ctx *ctx, const json_t *args, abx_reply *r)
     uint64_t o = (uint64_t)json_integer_value(json_object_get(args, "offset")),
              e = (uint64_t)json_integer_value(json_object_get(args, "stderr_offset"));
     abx_parse_event_id(abx_ctx_last_event_id(ctx), &o, &e); /* resume where the client stopped */
-    abx_exec_reply_sse(r, p, o, e, false);
+    const json_t *enc = json_object_get(args, "encoding");
+    abx_exec_reply_sse(r, p, o, e, false, enc && strcmp(json_string_value(enc), "base64") == 0);
     return ABX_OK;
 }
 
@@ -147,8 +149,20 @@ static abx_err process_write(abx_ctx *ctx, const json_t *args, abx_reply *r)
         abx_proc_unref(p);
         return abx_reply_error(r, ABX_E_PROCESS_NOT_RUNNING, NULL, "the process has exited");
     }
-    long n = abx_proc_write_stdin(p, data ? json_string_value(data) : "", data ? json_string_length(data) : 0, eof,
-                                  abx_now_ms() + 5000);
+    const json_t *enc = json_object_get(args, "encoding");
+    unsigned char *raw = NULL;
+    size_t rawn = 0;
+    if (data && enc && strcmp(json_string_value(enc), "base64") == 0) {
+        raw = abx_base64_decode(json_string_value(data), json_string_length(data), &rawn);
+        if (!raw) {
+            abx_proc_unref(p);
+            return abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "data is not valid base64");
+        }
+    }
+    long n = raw ? abx_proc_write_stdin(p, (const char *)raw, rawn, eof, abx_now_ms() + 5000)
+                 : abx_proc_write_stdin(p, data ? json_string_value(data) : "", data ? json_string_length(data) : 0,
+                                        eof, abx_now_ms() + 5000);
+    free(raw);
     abx_proc_unref(p);
     if (n < 0)
         return abx_reply_error(r, ABX_E_PROCESS_STDIN_CLOSED, NULL, "stdin is closed");
@@ -205,6 +219,8 @@ static const abx_param stream_params[] = {
     {"pid", ABX_T_INT, .required = true, ABX_MIN(1), .doc = "Process id"},
     {"offset", ABX_T_INT, .dflt = "0", ABX_MIN(0), .doc = "Start at this stdout offset (Last-Event-ID wins)"},
     {"stderr_offset", ABX_T_INT, .dflt = "0", ABX_MIN(0), .doc = "Start at this stderr offset"},
+    {"encoding", ABX_T_ENUM, .dflt = "\"utf8\"", .choices = "utf8|base64",
+     .doc = "utf8: output as text (bytes that are not text become U+FFFD); base64: the raw bytes, encoding base64"},
     ABX_TOOL_STREAM_PARAMS,
     {0},
 };
@@ -212,6 +228,8 @@ static const abx_param write_params[] = {
     {"pid", ABX_T_INT, .required = true, ABX_MIN(1), .doc = "Process id"},
     {"data", ABX_T_STRING, .doc = "Text to write to stdin"},
     {"eof", ABX_T_BOOL, .dflt = "false", .doc = "Close stdin after writing"},
+    {"encoding", ABX_T_ENUM, .dflt = "\"utf8\"", .choices = "utf8|base64",
+     .doc = "utf8: data is the text itself; base64: data is base64 of the bytes to write"},
     {0},
 };
 static const abx_param signal_params[] = {

@@ -236,8 +236,14 @@ void abx_e2b_envd(abx_request *r)
     /* envd's own health check answers without a token; everything else wants one */
     bool health = r->path_len == 7 && memcmp(r->path, "/health", 7) == 0;
     if (anonymous && !health) {
-        abx_e2b_fail_msg(&c, ABX_E_AUTH_REQUIRED, "missing or invalid X-Access-Token");
-        return;
+        /* no token: only a pre-signed /files URL (downloadUrl/uploadUrl) names a caller */
+        const char *why = "missing or invalid X-Access-Token";
+        bool files = r->path_len == 6 && memcmp(r->path, "/files", 6) == 0;
+        c.principal = files ? abx_e2b_signed_principal(&c, &why) : NULL;
+        if (!c.principal) {
+            abx_e2b_fail_msg(&c, ABX_E_AUTH_REQUIRED, why);
+            return;
+        }
     }
     if (abx_e2b_rest(&c) || abx_e2b_interp(&c))
         return;

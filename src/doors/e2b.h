@@ -68,5 +68,7 @@ void abx_e2b_watcher_call(e2b_call *c, const json_t *req, int which);
 bool abx_e2b_interp(e2b_call *c);
 /* REST: /health, /envs, GET/POST /files (e2b_rest.c); false: not a REST route */
 bool abx_e2b_rest(e2b_call *c);
+/* The principal a pre-signed /files URL names (its signature checked), or NULL with *why. */
+const char *abx_e2b_signed_principal(e2b_call *c, const char **why);
 
 #endif

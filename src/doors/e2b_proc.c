@@ -38,15 +38,11 @@ static void push(proc_stream *s, json_t *event, uint8_t flags)
     free(f);
 }
 
-static void push_data(proc_stream *s, const char *which, const json_t *text)
+/* process.stream was asked for base64: the raw bytes, as envd's bytes fields carry them */
+static void push_data(proc_stream *s, const char *which, const json_t *b64)
 {
-    size_t n = json_string_length(text), bl = 0;
-    if (!n)
-        return;
-    char *b64 = abx_base64_encode(json_string_value(text), n, &bl);
-    if (b64)
-        push(s, json_pack("{s:{s:s}}", "data", which, b64), 0);
-    free(b64);
+    if (json_string_length(b64))
+        push(s, json_pack("{s:{s:O}}", "data", which, b64), 0);
 }
 
 /* process.stream's exit event (the process's record) → envd's end event and the end */
@@ -134,7 +130,7 @@ static long stream_read(void *p, char *buf, size_t max)
  * once, relayed for the stream's life. */
 static void answer_stream(e2b_call *c, int pid, bool pty, const ProtobufCMessageDescriptor *out)
 {
-    json_t *args = json_pack("{s:i}", "pid", pid);
+    json_t *args = json_pack("{s:i, s:s}", "pid", pid, "encoding", "base64");
     abx_call_in in = {.door = ABX_DOOR_E2B, .principal = c->principal, .op = "process.stream", .args = args,
                       .conn_fd = -1, .client = c->r->client};
     abx_request *x = abx_call_begin(c->server, &in);
@@ -226,6 +222,12 @@ static void proc_start(e2b_call *c, const json_t *req)
     }
     int pid = (int)json_integer_value(json_object_get(body, "pid"));
     json_decref(body);
+    /* stdin: false (the SDK's default) is a process without input: envd gives it EOF at
+     * once; absent keeps it open, as envd does for older clients */
+    if (!pty && json_is_false(json_object_get(req, "stdin"))) {
+        st = abx_e2b_op(c, "process.write", json_pack("{s:i, s:s, s:b}", "pid", pid, "data", "", "eof", 1), &body);
+        json_decref(body);
+    }
     answer_stream(c, pid, pty, &process__start_response__descriptor);
 }
 
@@ -314,16 +316,9 @@ static bool write_input(e2b_call *c, int pid, const json_t *in)
     const char *b64 = json_string_value(json_object_get(in, "stdin"));
     if (!b64)
         b64 = json_string_value(json_object_get(in, "pty"));
-    size_t n = 0;
-    unsigned char *data = b64 ? abx_base64_decode(b64, strlen(b64), &n) : NULL;
-    json_t *text = data ? json_stringn((const char *)data, n) : json_string("");
-    free(data);
-    if (!text) {
-        abx_e2b_fail_msg(c, ABX_E_ARGS_INVALID, "input must be UTF-8 text (abx's process.write)");
-        return false;
-    }
-    json_t *body;
-    int st = abx_e2b_op(c, "process.write", json_pack("{s:i, s:o}", "pid", pid, "data", text), &body);
+    json_t *body; /* the bytes as they came: process.write takes base64 */
+    int st = abx_e2b_op(c, "process.write",
+                        json_pack("{s:i, s:s, s:s}", "pid", pid, "data", b64 ? b64 : "", "encoding", "base64"), &body);
     if (st != 200)
         abx_e2b_fail(c, st, body);
     json_decref(body);

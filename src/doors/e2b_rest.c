@@ -26,15 +26,76 @@ static void rest_fail_msg(e2b_call *c, abx_err e, const char *msg)
 
 typedef struct query_path {
     abx_arena *arena;
-    const char *path;
+    const char *path, *username, *signature, *expiration;
 } query_path;
 
 static int on_query(void *ud, const char *name, size_t nlen, const char *val, size_t vlen)
 {
     query_path *q = ud;
-    if (nlen == 4 && memcmp(name, "path", 4) == 0)
-        q->path = abx_arena_strndup(q->arena, val, vlen);
+    const char **to = NULL;
+#define NAMED(s) (nlen == sizeof s - 1 && memcmp(name, s, sizeof s - 1) == 0)
+    if (NAMED("path"))
+        to = &q->path;
+    else if (NAMED("username"))
+        to = &q->username;
+    else if (NAMED("signature"))
+        to = &q->signature;
+    else if (NAMED("signature_expiration"))
+        to = &q->expiration;
+#undef NAMED
+    if (to)
+        *to = abx_arena_strndup(q->arena, val, vlen);
     return 0;
+}
+
+/* E2B's pre-signed /files URLs (sandbox.downloadUrl/uploadUrl): signature = "v1_" +
+ * base64(SHA-256("path:operation:username:token[:expiration]")) without padding,
+ * operation read (GET) or write (POST). The principal is the one whose token makes it
+ * match; NULL with *why set otherwise. Only tokens abx read in plain text can match. */
+const char *abx_e2b_signed_principal(e2b_call *c, const char **why)
+{
+    abx_request *r = c->r;
+    query_path q = {.arena = r->arena};
+    if (r->query && abx_query_each(r->query, r->query_len, on_query, &q) != 0)
+        q.signature = NULL;
+    *why = "missing or invalid X-Access-Token";
+    if (!q.signature)
+        return NULL;
+    *why = "invalid signature";
+    size_t sl = strlen(q.signature);
+    if (sl < 4 || sl > 60 || memcmp(q.signature, "v1_", 3) != 0)
+        return NULL;
+    char b64[64];
+    size_t n = 0;
+    for (size_t i = 3; i < sl; i++) /* a bare '+' arrives as ' ' from the query decoder */
+        b64[n++] = q.signature[i] == ' ' ? '+' : q.signature[i];
+    while (n % 4)
+        b64[n++] = '=';
+    size_t dl = 0;
+    unsigned char *want = abx_base64_decode(b64, n, &dl);
+    int64_t now = abx_wall_ms();
+    char suffix[32] = "";
+    if (q.expiration) {
+        char *end = NULL;
+        long long exp = strtoll(q.expiration, &end, 10);
+        if (!*q.expiration || *end || exp <= 0 || exp > 99999999999LL) {
+            free(want);
+            return NULL;
+        }
+        if (exp * 1000 < now) {
+            free(want);
+            *why = "the signature has expired";
+            return NULL;
+        }
+        snprintf(suffix, sizeof suffix, ":%lld", exp);
+    }
+    const char *op = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0 ? "read" : "write";
+    char *prefix = abx_arena_printf(r->arena, "%s:%s:%s:", q.path ? q.path : "", op, q.username ? q.username : "");
+    int slot = want && dl == 32 && prefix
+                   ? abx_policy_signed(r->policy, prefix, strlen(prefix), suffix, strlen(suffix), want, now)
+                   : -1;
+    free(want);
+    return slot >= 0 ? abx_policy_principal_id(r->policy, slot) : NULL;
 }
 
 static void files_get(e2b_call *c, const char *path)

@@ -30,6 +30,7 @@ int abx_query_each(const char *q, size_t n, abx_query_cb cb, void *ud);
 typedef struct abx_headers {
     int n_cl, n_te, n_host, n_auth;
     const char *host, *origin, *cl, *te, *content_type, *bearer, *x_token, *idem_key, *ws_key, *last_event_id;
+    const char *cookie;     /* Cookie (a port origin's session); the last one when repeated */
     bool auth_bad_scheme;   /* Authorization present but not "Bearer <token>" */
     bool ws_upgrade;        /* Upgrade: websocket */
     int prefer_wait;        /* Prefer: wait=N, clamped to 0..300 */

@@ -209,6 +209,8 @@ bool abx_headers_add(abx_headers *h, const char *name, size_t nlen, const char *
         h->last_event_id = value;
     } else if (name_is(name, nlen, "X-Access-Token")) {
         h->x_token = value;
+    } else if (name_is(name, nlen, "Cookie")) {
+        h->cookie = value;
     }
     return true;
 }

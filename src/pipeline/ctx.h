@@ -69,6 +69,9 @@ bool abx_ctx_ws_requested(const abx_ctx *ctx);
 /* A single-use ticket for one WebSocket upgrade to terminal target by the caller within
  * limits.ticket_ttl (out: 64 hex + NUL; *ttl_ms its lifetime); 0, or -1 when the table is full. */
 int abx_ctx_ticket_issue(abx_ctx *ctx, int target, char out[65], int64_t *ttl_ms);
+/* A port's own origin (docs/ports.md): its tickets have target -port, and the session
+ * they open is this cookie, which the relay never passes on to the server. */
+#define ABX_PORT_COOKIE "abx_port"
 /* The terminal the request's ticket opens, or -1 when it authenticated otherwise. */
 int abx_ctx_ticket_target(const abx_ctx *ctx);
 /* A WebSocket result (ws ops): the handler hands over state; the transport answers

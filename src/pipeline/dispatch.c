@@ -352,6 +352,8 @@ static abx_step step3_authenticate(abx_request *r)
     int64_t now = abx_now_ms();
     if (!tok && ticket_wanted(r))
         return redeem_ticket(r, now);
+    if (!tok && r->port_origin) /* a browser on a port's own origin: ticket, then cookie */
+        return abx_port_origin_auth(r, now);
     if (!tok) {
         r->slot = (int)p->n_principals; /* anonymous: may still be mounted (core.health) */
         if (r->auth_bad_scheme) {

@@ -96,6 +96,8 @@ struct abx_server {
     char *workspace;            /* owned, canonical */
     char *token_path;           /* owned; the embedded default's token file, or NULL */
     char token_sha256_hex[65];  /* embedded default token hash */
+    char token_plain[65];       /* the embedded default token itself, kept only while the e2b
+                                   door is configured (its pre-signed URLs hash it); else "" */
     pthread_mutex_t snap_mu;    /* guards load+ref of snap only */
     abx_policy *snap;           /* current policy snapshot (one reference held) */
     void *mhd;                  /* struct MHD_Daemon * */
@@ -179,6 +181,11 @@ typedef struct abx_request {
     bool terminal_listener;     /* arrived on the terminal listener */
     int ticket_target;          /* authenticated by a WebSocket ticket: the terminal it opens; -1 not */
     bool e2b_listener;          /* arrived on the E2B envd listener (door e2b) */
+    int port_origin;            /* arrived on a port's own origin (Host p<port>.<name>): that
+                                   port, its path rewritten under /ports/<port>/; else 0 */
+    const char *cookie;         /* Cookie header, on a port origin (its session) */
+    const char *origin_target;  /* on a port origin: the path and query as the browser sent them */
+    size_t origin_target_len;
     uint64_t group_id;          /* ledger group, once recorded durably (mutating calls) */
     abx_approval *approved;     /* the approval this run executes (door approval), borrowed */
     int prefer_wait;            /* Prefer: wait=N seconds (held calls) */
@@ -336,6 +343,13 @@ abx_tickets *abx_tickets_new(void);
 void abx_tickets_free(abx_tickets *t);
 int abx_tickets_issue(abx_tickets *t, const char *principal, int target, int64_t ttl_ms, char out[65]);
 char *abx_tickets_redeem(abx_tickets *t, const char *ticket, size_t len, int *target);
+/* Step 3 on a port's own origin (port_origin.c): a ticket in the query (a 303 with the
+ * session cookie) or the session cookie; DONE, NEXT or FAIL. */
+abx_step abx_port_origin_auth(abx_request *r, int64_t now);
+/* A session (many uses until ttl_ms) for target: a port origin's cookie (port_origin.c). */
+int abx_tickets_session(abx_tickets *t, const char *principal, int target, int64_t ttl_ms, char out[65]);
+/* The principal (owned) of a live session for exactly this target, or NULL. */
+char *abx_tickets_session_check(abx_tickets *t, const char *session, size_t len, int target);
 
 /* multi-call front doors (lanes.c): at most this many calls in one request */
 #define ABX_FRONT_MAX_CALLS 100

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static bool read_token_source(cctx *c, const json_t *t, int line, unsigned char sha[32], bool *has)
+static bool read_token_source(cctx *c, const json_t *t, int line, unsigned char sha[32], bool *has, char **keep)
 {
     const json_t *hex = json_object_get(t, "token_sha256"), *env = json_object_get(t, "token_env"),
                  *file = json_object_get(t, "token_file"), *plain = json_object_get(t, "token");
@@ -70,8 +70,12 @@ static bool read_token_source(cctx *c, const json_t *t, int line, unsigned char 
     abx_sha256_init(&h);
     abx_sha256_update(&h, secret, strlen(secret));
     abx_sha256_final(&h, sha);
-    explicit_bzero(secret, strlen(secret));
-    abx_free(secret);
+    if (c->in->keep_sign_secrets) {
+        *keep = secret; /* the e2b door checks pre-signed URLs against it */
+    } else {
+        explicit_bzero(secret, strlen(secret));
+        abx_free(secret);
+    }
     *has = true;
     return true;
 }
@@ -91,6 +95,8 @@ static void add_local(cctx *c, size_t slots)
     }
     abx_unhex(c->in->default_token_sha256_hex, 64, p->principals[0].token_sha256, 32);
     p->principals[0].has_token = true;
+    if (c->in->keep_sign_secrets && c->in->default_token)
+        p->principals[0].sign_secret = abx_strdup(c->in->default_token);
     p->n_principals = 1;
 }
 
@@ -149,7 +155,7 @@ bool abx_pol_parse_auth(cctx *c, const json_t *auth, json_t **anon_ops)
         pr->id = abx_strdup(json_string_value(pid));
         if (!abx_pol_strlist(c, t, "roles", &pr->roles, &pr->n_roles))
             return false;
-        if (!read_token_source(c, t, line, pr->token_sha256, &pr->has_token))
+        if (!read_token_source(c, t, line, pr->token_sha256, &pr->has_token, &pr->sign_secret))
             return false;
         for (size_t k = 0; k + 1 < p->n_principals; k++)
             if (p->principals[k].has_token && abx_ct_equal(p->principals[k].token_sha256, pr->token_sha256, 32)) {

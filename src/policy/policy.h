@@ -26,6 +26,8 @@ typedef struct abx_principal {
     unsigned char token_sha256[32];
     bool has_token;
     int64_t expires_at_ms;    /* wall clock; 0 = never */
+    char *sign_secret;        /* owned: the plaintext token, kept only when the input asks
+                                 (E2B's pre-signed URLs hash it); wiped when freed; NULL none */
 } abx_principal;
 
 enum abx_sel_kind { ABX_SEL_EXACT, ABX_SEL_NS, ABX_SEL_ALL, ABX_SEL_GROUP, ABX_SEL_EFFECT };
@@ -183,6 +185,8 @@ typedef struct abx_policy_input {
                                        --net), or NULL */
     bool extends_default;           /* `extends: default`: the file grows the embedded default
                                        (principal local, preset workspace) */
+    bool keep_sign_secrets;         /* keep plaintext tokens for abx_policy_signed (the e2b door) */
+    const char *default_token;      /* the embedded default's plaintext token, for the above */
 } abx_policy_input;
 
 abx_policy *abx_policy_compile(const abx_policy_input *in, abx_diags *diags);
@@ -194,6 +198,12 @@ void abx_policy_unref(abx_policy *p);
 
 /* Step 3: principal slot for a presented token (constant-time over all tokens), or -1. */
 int abx_policy_auth(const abx_policy *p, const char *token, size_t len, int64_t now_wall_ms);
+/* The principal whose plaintext token T makes SHA-256(prefix || T || suffix) equal want
+ * (E2B's pre-signed URL scheme), compared against every kept token without early exit;
+ * -1 none, or the principal expired. Only principals whose token was read in plain text
+ * (token_env, token_file, token, the embedded default) while keep_sign_secrets was set. */
+int abx_policy_signed(const abx_policy *p, const char *prefix, size_t plen, const char *suffix, size_t slen,
+                      const unsigned char want[32], int64_t now_wall_ms);
 int abx_policy_principal_slot(const abx_policy *p, const char *id); /* -1 unknown; n_principals = anonymous */
 const char *abx_policy_principal_id(const abx_policy *p, int slot);
 

@@ -42,6 +42,10 @@ void abx_pol_policy_free(abx_policy *p)
 {
     for (size_t i = 0; i < p->n_principals; i++) {
         abx_free(p->principals[i].id);
+        if (p->principals[i].sign_secret) {
+            explicit_bzero(p->principals[i].sign_secret, strlen(p->principals[i].sign_secret));
+            abx_free(p->principals[i].sign_secret);
+        }
         for (size_t r = 0; r < p->principals[i].n_roles; r++)
             abx_free(p->principals[i].roles[r]);
         abx_free(p->principals[i].roles);
@@ -108,6 +112,29 @@ int abx_policy_auth(const abx_policy *p, const char *token, size_t len, int64_t 
     for (size_t i = 0; i < p->n_principals; i++) {
         bool eq = p->principals[i].has_token && abx_ct_equal(h, p->principals[i].token_sha256, 32);
         if (eq)
+            found = (int)i;
+    }
+    if (found >= 0 && p->principals[found].expires_at_ms && now_wall_ms >= p->principals[found].expires_at_ms)
+        return -1;
+    return found;
+}
+
+int abx_policy_signed(const abx_policy *p, const char *prefix, size_t plen, const char *suffix, size_t slen,
+                      const unsigned char want[32], int64_t now_wall_ms)
+{
+    int found = -1;
+    for (size_t i = 0; i < p->n_principals; i++) {
+        const char *sec = p->principals[i].sign_secret;
+        if (!sec)
+            continue;
+        unsigned char h[32];
+        abx_sha256 c;
+        abx_sha256_init(&c);
+        abx_sha256_update(&c, prefix, plen);
+        abx_sha256_update(&c, sec, strlen(sec));
+        abx_sha256_update(&c, suffix, slen);
+        abx_sha256_final(&c, h);
+        if (abx_ct_equal(h, want, 32))
             found = (int)i;
     }
     if (found >= 0 && p->principals[found].expires_at_ms && now_wall_ms >= p->principals[found].expires_at_ms)

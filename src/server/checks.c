@@ -36,10 +36,54 @@ bool abx_headers_within_limits(struct MHD_Connection *c, const abx_config *cfg, 
     return hz.bytes <= (size_t)cfg->header_bytes && hz.count <= (size_t)cfg->header_count;
 }
 
+int abx_port_host(const abx_server *s, const char *host)
+{
+    if (!host || (host[0] != 'p' && host[0] != 'P'))
+        return 0;
+    int port = 0;
+    const char *p = host + 1;
+    for (; *p >= '0' && *p <= '9' && port <= 65535; p++)
+        port = port * 10 + (*p - '0');
+    if (p == host + 1 || p - host > 6 || *p != '.' || port < 1 || port > 65535 || host[1] == '0')
+        return 0;
+    char name[256];
+    snprintf(name, sizeof name, "%s", p + 1);
+    char *colon = strrchr(name, ':'); /* the listener's port; names only, so no IPv6 brackets */
+    if (colon)
+        *colon = '\0';
+    if (!name[0] || strchr(name, '[') || strchr(name, ']'))
+        return 0;
+    if (strcasecmp(name, "localhost") == 0)
+        return port;
+    for (size_t i = 0; i < s->cfg.n_allowed_hosts; i++)
+        if (strcasecmp(s->cfg.allowed_hosts[i], name) == 0)
+            return port;
+    return 0;
+}
+
+bool abx_port_origin_take(const abx_server *s, abx_request *r, const abx_headers *h, const char *raw, size_t len)
+{
+    int port = abx_port_host(s, h->host);
+    if (!port)
+        return true;
+    r->port_origin = port;
+    r->cookie = h->cookie;
+    r->origin_target = raw;
+    r->origin_target_len = len;
+    char *np = abx_arena_printf(r->arena, "/ports/%d%.*s", port, (int)r->path_len, r->path);
+    if (!np)
+        return false;
+    r->path = np;
+    r->path_len = strlen(np);
+    return true;
+}
+
 bool abx_host_allowed(abx_server *s, const char *host)
 {
     if (!host)
         return true; /* HTTP/1.0 without Host: no browser sends that, nothing to rebind */
+    if (abx_port_host(s, host))
+        return true;
     char h[256];
     snprintf(h, sizeof h, "%s", host);
     for (size_t i = 0; i < s->cfg.n_allowed_hosts; i++)

@@ -1,13 +1,12 @@
-/* listener.c — the HTTP front door on libmicrohttpd: a small fixed pool of epoll I/O threads owns
- * every socket. Calls that may wait (commands, approval waits, long polls, other doors, custom and
- * Python ops) run on a bounded worker pool while their connection is suspended; streamed replies are
- * pumped by a thread of their own through a bounded buffer (http/offload.h); the read timeout, a
- * deadline for the header section and a per-address cap on unauthenticated connections come from
- * server/conns.h. Owns step 0 (raw target, header bounds and sanity, Host/Origin, busy slot, read
- * timeout) and the transport half of step 1 (size cap from Content-Length before reading,
- * Content-Type), then hands the request to the doors (abx_doors_begin: the door table picks the
- * door, the door calls the pipeline) and renders the reply; /ui is the console's files (console.c).
- * Never decides policy itself. */
+/* listener.c — the HTTP front door on libmicrohttpd: a small fixed pool of epoll I/O
+ * threads owns every socket. Calls that may wait (commands, approval waits, long polls,
+ * other doors, custom and Python ops) run on a bounded worker pool while their connection
+ * is suspended; streamed replies are pumped by a thread of their own through a bounded
+ * buffer (http/offload.h); the read timeout, a deadline for the header section and a
+ * per-address cap on unauthenticated connections come from server/conns.h. Owns step 0
+ * (raw target, header bounds and sanity, Host/Origin and port origins, busy slot, read
+ * timeout) and the transport half of step 1 (size cap, Content-Type), then hands the
+ * request to the doors (abx_doors_begin) and renders the reply (/ui: console.c). Never decides policy. */
 #include "server/server.h"
 #include "doors/doors.h"
 #include "http/offload.h"
@@ -30,8 +29,7 @@
 #define IO_THREADS 2      /* epoll threads: the I/O never waits, so the core count is enough */
 #define STREAM_BUFFER (256 * 1024) /* bytes a streamed reply may hold for a slow reader */
 
-/* per-request transport state: created by the URI log callback (it sees the raw target first),
- * freed by the completion callback */
+/* per-request transport state: made by the URI log callback, freed at completion */
 typedef struct conn_req {
     abx_request *r;
     char *raw;          /* raw request target; owned by the request arena */
@@ -627,6 +625,8 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
         return reject(c, cr, ABX_E_REQUEST_HOST_DENIED, "the Host header is not allowed");
     if (h->origin && !abx_origin_allowed(s, h->origin, h->host))
         return reject(c, cr, ABX_E_REQUEST_ORIGIN_DENIED, "the Origin header is not allowed");
+    if (!r->e2b_listener && !r->terminal_listener && !abx_port_origin_take(s, r, h, cr->raw, cr->raw_len))
+        return reject(c, cr, ABX_E_SERVER_UNAVAILABLE, "out of memory");
     if (!r->terminal_listener && !r->e2b_listener && abx_console_path(r->path, r->path_len))
         return (cr->console = true) ? MHD_YES : MHD_NO; /* static files: no principal (answered below) */
     /* step 2 early (pure trie walk): the busy slot and the body rules depend on the op */

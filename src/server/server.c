@@ -212,6 +212,8 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
         .secrets = &cfg->secrets,
         .default_net = cfg->path && !cfg->extends_default ? NULL : s->default_net,
         .extends_default = cfg->path && cfg->extends_default,
+        .keep_sign_secrets = cfg->e2b_on,
+        .default_token = s->token_plain[0] ? s->token_plain : NULL,
     };
     for (const abx_registry *rg = s->reg; rg; rg = rg->parent) {
         const abx_lint *lints;
@@ -439,6 +441,8 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
         return -1;
     if ((!s->cfg.path || s->cfg.extends_default) && abx_server_token(s, errbuf, errlen, &created, token) != 0)
         return -1;
+    if (s->cfg.e2b_on && token[0]) /* E2B's pre-signed URLs are checked against the token itself */
+        memcpy(s->token_plain, token, sizeof s->token_plain);
     if (start_policy(s, errbuf, errlen) != 0)
         return -1;
     /* Python op workers: confined to the roots of the statements that mount their ops */
@@ -552,6 +556,7 @@ void abx_server_free(abx_server *s)
     abx_ext_free(s->ext); /* after the registry: it borrows the declarations and plugin code */
     abx_free(s->workspace);
     abx_free(s->token_path);
+    explicit_bzero(s->token_plain, sizeof s->token_plain);
     pthread_mutex_destroy(&s->snap_mu);
     abx_free(s);
 }

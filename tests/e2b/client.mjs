@@ -4,7 +4,7 @@
 // test can use a free port. Prints one JSON report line; "failure" when a step threw.
 //   node client.mjs <scenario> <workspace> <outside-path>
 // ABX_E2B_TOKEN is the abx token the sandbox object carries as its envd access token.
-import { Sandbox, NotFoundError, AuthenticationError, CommandExitError } from 'e2b'
+import { Sandbox, NotFoundError, AuthenticationError, CommandExitError, NotEnoughSpaceError } from 'e2b'
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 
 const [scenario, ws, outside] = process.argv.slice(2)
@@ -49,6 +49,8 @@ async function commands() {
   const out = [], err = []
   const r = await sb.commands.run('echo out-line; echo err-line >&2', { cwd: ws, onStdout: d => out.push(d), onStderr: d => err.push(d) })
   rep.run = { exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr, cbOut: out.join(''), cbErr: err.join('') }
+  // the SDK starts commands with stdin: false: a reader of stdin sees its end at once
+  rep.noStdin = (await sb.commands.run('cat; echo after-cat', { cwd: ws, timeoutMs: 15000 })).stdout
   try { await sb.commands.run('exit 7', { cwd: ws }); rep.fail = 'no error' } catch (e) {
     rep.fail = { exit: e instanceof CommandExitError, exitCode: e.exitCode }
   }
@@ -74,6 +76,41 @@ async function noToken() {
   try { await sandbox(false).files.list(ws); rep.list = 'listed' } catch (e) { rep.list = errInfo(e) }
   try { await sandbox(false).files.read(`${ws}/a.txt`); rep.read = 'read' } catch (e) { rep.read = errInfo(e) }
   try { await sandbox(false).commands.run('true', { cwd: ws }); rep.run = 'ran' } catch (e) { rep.run = errInfo(e) }
+  return rep
+}
+
+// pre-signed URLs: fetched with no token at all, as a browser or curl would
+async function signedUrls() {
+  const sb = sandbox(), rep = {}
+  const up = await sb.uploadUrl(`${ws}/signed/up.txt`)
+  rep.uploadHasSignature = new URL(up).searchParams.get('signature')?.startsWith('v1_')
+  const form = new FormData()
+  form.append('file', new Blob(['signed upload\n']), 'up.txt')
+  const u = await fetch(up, { method: 'POST', body: form })
+  rep.upload = { status: u.status, body: await u.json() }
+  const down = await sb.downloadUrl(`${ws}/signed/up.txt`)
+  const d = await fetch(down)
+  rep.download = { status: d.status, text: await d.text() }
+  const timed = await sb.downloadUrl(`${ws}/signed/up.txt`, { useSignatureExpiration: 60 })
+  rep.timedHasExpiration = new URL(timed).searchParams.has('signature_expiration')
+  rep.timed = (await fetch(timed)).status
+  // the read signature does not make a write, and another path is another signature
+  rep.readSigPost = (await fetch(down, { method: 'POST', body: form })).status
+  const other = new URL(down); other.searchParams.set('path', `${ws}/signed/other.txt`)
+  rep.otherPath = (await fetch(other)).status
+  const outside = await sb.downloadUrl(outside_path)
+  rep.outside = (await fetch(outside)).status
+  return rep
+}
+const outside_path = outside
+
+// a write that does not fit: `outside` is the path on a small filesystem
+async function fullDisk() {
+  const sb = sandbox(), rep = {}
+  try { await sb.files.write(outside, new Uint8Array(1 << 20)); rep.big = 'written' } catch (e) {
+    rep.big = { ...errInfo(e), space: e instanceof NotEnoughSpaceError }
+  }
+  rep.small = (await sb.files.write(outside + '.small', 'fits')).name
   return rep
 }
 
@@ -143,7 +180,7 @@ async function interpreter() {
   return rep
 }
 
-const scenarios = { files, commands, noToken, pty, watch, interpreter }
+const scenarios = { files, commands, noToken, pty, watch, interpreter, signedUrls, fullDisk }
 try {
   const rep = await scenarios[scenario]()
   console.log(JSON.stringify(rep))

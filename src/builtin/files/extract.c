@@ -537,7 +537,7 @@ const abx_op_def files_extract_ops[] = {
                 "max_entries.",
      .http = {"POST /files/extract"}, .params = extract_params,
      .limits = ABX_LIM_MAX_BYTES | ABX_LIM_MAX_ENTRIES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
-     .errors = "files.not_found files.access files.io files.is_a_directory files.not_regular files.not_a_directory "
+     .errors = "files.not_found files.access files.io files.no_space files.is_a_directory files.not_regular files.not_a_directory "
                "files.bad_archive files.unsafe_archive files.exists limit.max_bytes limit.max_entries",
      .handler = files_extract},
     {0},

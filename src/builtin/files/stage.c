@@ -19,7 +19,10 @@ void files_stage_abort(files_staged *s)
 
 abx_err files_stage_errno(abx_reply *r, int err, const char *label)
 {
-    if (err == ENOSPC || err == EDQUOT || err == EFBIG)
+    if (err == ENOSPC || err == EDQUOT) /* 507, as envd and WebDAV answer a full disk */
+        return abx_reply_error(r, ABX_E_FILES_NO_SPACE, NULL, "'%s': %s; the file was left unchanged", label,
+                               strerror(err));
+    if (err == EFBIG)
         return abx_reply_error(r, ABX_E_FILES_IO, NULL, "'%s': %s; the file was left unchanged", label,
                                strerror(err));
     return files_errno_reply(r, err, label);

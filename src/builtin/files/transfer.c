@@ -218,7 +218,8 @@ const abx_op_def files_transfer_ops[] = {
                 " A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"PUT /files/upload"}, .params = upload_params,
      .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1", .raw_body = true,
-     .errors = "files.not_found files.access files.io files.is_a_directory files.not_a_directory files.not_regular",
+     .errors = "files.not_found files.access files.io files.no_space files.is_a_directory files.not_a_directory "
+               "files.not_regular",
      .handler = files_upload},
     {.id = "files.download", .effects = ABX_EFF_READ,
      .summary = "The bytes of a file (or a range: offset, length) with a Content-Type from its extension.",

@@ -562,7 +562,8 @@ const abx_op_def files_tree_ops[] = {
                 " A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"POST /files/copy"}, .params = copy_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY,
      .since = "0.1",
-     .errors = "files.not_found files.access files.io files.is_a_directory files.not_a_directory files.not_regular",
+     .errors = "files.not_found files.access files.io files.no_space files.is_a_directory files.not_a_directory "
+               "files.not_regular",
      .handler = files_copy_w},
     {.id = "files.delete", .effects = ABX_EFF_DELETE,
      .summary = "Delete a file, symlink or empty directory; a non-empty directory only with recursive.",

@@ -313,7 +313,7 @@ const abx_op_def files_write_ops[] = {
                 " A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"POST /files/write"}, .params = write_params,
      .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
-     .errors = "files.not_found files.access files.io "
+     .errors = "files.not_found files.access files.io files.no_space "
                "files.is_a_directory files.not_a_directory files.not_regular limit.max_bytes",
      .handler = files_write_w},
     {.id = "files.edit", .effects = ABX_EFF_READ | ABX_EFF_WRITE,
@@ -321,7 +321,7 @@ const abx_op_def files_write_ops[] = {
                 "the count differs. A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"POST /files/edit"}, .params = edit_params,
      .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
-     .errors = "files.not_found files.access files.io "
+     .errors = "files.not_found files.access files.io files.no_space "
                "files.is_a_directory files.not_a_directory files.not_regular limit.max_bytes",
      .handler = files_edit_w},
     {.id = "files.mkdir", .effects = ABX_EFF_WRITE, .summary = "Create a directory (optionally with its parents).",

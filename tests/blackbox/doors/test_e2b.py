@@ -106,6 +106,7 @@ def test_sdk_commands(sdk, envd, workspace):
     assert rep["run"] == {"exitCode": 0, "stdout": "out-line\n", "stderr": "err-line\n", "cbOut": "out-line\n",
                           "cbErr": "err-line\n"}, rep
     assert rep["fail"] == {"exit": True, "exitCode": 7}, rep
+    assert rep["noStdin"] == "after-cat\n", rep  # stdin: false is EOF at once, as envd
     assert rep["bgPid"] and rep["listed"], rep
     assert rep["stdin"] == {"exitCode": 0, "stdout": "got:abc\n"}, rep
     assert rep["killed"] is True and rep["afterKill"] == {"exitCode": -1}, rep
@@ -203,6 +204,12 @@ def test_binary_protobuf_unary_and_stream(envd, workspace):
     assert msgs[0].startswith(b"\x0a") and msgs[0][2:4] == b"\x0a" + bytes([len(msgs[0]) - 4]), msgs
     assert any(b"\x12\x05\x0a\x03hi\n" in m for m in msgs), msgs  # data{stdout: "hi\n"}
     assert b"\x1a" in msgs[-1] and b"exit status 3" in msgs[-1], msgs  # end{exit_code: sint32 3 ...}
+    # proto3 `optional` keeps presence in the binary encoding too: stdin=4 set to false (the
+    # default value, so only presence says it was sent) is a process whose stdin ends at once
+    cfg = pb_string(1, "/bin/bash") + pb_string(2, "-c") + pb_string(2, "cat; echo after-cat")
+    req = bytes([0x0a, len(cfg)]) + cfg + b"\x20\x00"
+    r = connect(envd, "process.Process/Start", envelope(req), "application/connect+proto")
+    assert r.status_code == 200 and any(b"after-cat" in f[1] for f in frames(r.content)), r.content
 
 
 def test_connect_json_stream_and_errors(envd, workspace):
@@ -213,6 +220,12 @@ def test_connect_json_stream_and_errors(envd, workspace):
     assert "start" in evs[0]["event"] and evs[0]["event"]["start"]["pid"] > 0, evs
     assert {"event": {"data": {"stdout": "eA=="}}} in evs, evs
     assert evs[-1]["event"]["end"]["exited"] is True and fs[-1] == (2, b"{}"), evs
+    # output that is not UTF-8 arrives byte for byte (envd's data fields are bytes)
+    body = envelope(json.dumps({"process": {"cmd": "/bin/bash", "args": ["-c", r"printf '\xff\xfe\x00ok\xc3'"]}}).encode())
+    fs = frames(connect(envd, "process.Process/Start", body, "application/connect+json").content)
+    got = b"".join(base64.b64decode(json.loads(f[1])["event"]["data"]["stdout"]) for f in fs[:-1]
+                   if "data" in json.loads(f[1]).get("event", {}))
+    assert got == b"\xff\xfe\x00ok\xc3", got
     # Connect error documents: {code, message}, HTTP status as Connect maps it; a stream's
     # error is its end-of-stream message under 200
     def stream(method, payload, raw=False):
@@ -272,6 +285,16 @@ def test_stream_input(envd, workspace):
         if not out["running"]:
             break
     assert out["stdout"] == "one-two\n", out
+    # stdin bytes that are not text reach the process byte for byte
+    r = requests.post(envd.url + "/ops/process.start", headers=bearer,
+                      json={"argv": ["/bin/bash", "-c", "head -c 4 > raw.in"], "cwd": workspace, "tag": "raw"})
+    pid = r.json()["pid"]
+    raw = base64.b64encode(b"\xff\x00\xfe\n").decode()
+    body = b"".join(envelope(json.dumps(e).encode()) for e in
+                    [{"start": {"process": {"tag": "raw"}}}, {"data": {"input": {"stdin": raw}}}]) + envelope(b"{}", 2)
+    assert connect(envd, "process.Process/StreamInput", body, "application/connect+json").status_code == 200
+    wait = requests.post(envd.url + "/ops/process.wait", headers=bearer, json={"pid": pid, "timeout": 10}).json()
+    assert wait["exit_code"] == 0 and open(workspace + "/raw.in", "rb").read() == b"\xff\x00\xfe\n", wait
     for bad, code in [(envelope(b'{"data": {"input": {"stdin": "eA=="}}}'), "invalid_argument"),
                       (envelope(b'{"start": {"process": {"tag": "none"}}}'), "not_found"),
                       (b"\x00\x00\x00\x00\x09{}", "invalid_argument")]:
@@ -415,3 +438,109 @@ def test_listener_config(abx, workspace, tmp_path):
     with pytest.raises(RuntimeError) as e:
         s.start()
     assert "e2b" in str(e.value)
+
+
+def sign(path, op, user, token, exp=None):
+    raw = "%s:%s:%s:%s" % (path, op, user, token) + (":%d" % exp if exp is not None else "")
+    import hashlib
+    return "v1_" + base64.b64encode(hashlib.sha256(raw.encode()).digest()).decode().rstrip("=")
+
+
+@pytest.fixture
+def signed_envd(abx, workspace, tmp_path):
+    """alice's token is read in plain text (token_file), so pre-signed URLs can name her;
+    bob's is only a hash, so nothing signed can name him."""
+    port = free_port()
+    cfg = config(workspace, str(tmp_path), port)
+    tf = os.path.join(str(tmp_path), "alice.token")
+    with open(tf, "w") as f:
+        f.write(ALICE_TOKEN + "\n")
+    os.chmod(tf, 0o600)
+    cfg["auth"]["tokens"][0] = {"principal": "alice", "roles": ["agent"], "token_file": tf}
+    s = abx(cfg)
+    s.envd = "http://127.0.0.1:%d" % port
+    s.ledger_db = os.path.join(str(tmp_path), "ledger.db")
+    return s
+
+
+def test_presigned_urls(signed_envd, workspace):
+    s, url = signed_envd, signed_envd.envd + "/files"
+    with open(workspace + "/s.txt", "w") as f:
+        f.write("signed read\n")
+    path = workspace + "/s.txt"
+    r = requests.get(url, params={"path": path, "signature": sign(path, "read", "", ALICE_TOKEN)})
+    assert r.status_code == 200 and r.text == "signed read\n", r.text
+    # the username is part of what is signed
+    r = requests.get(url, params={"path": path, "username": "user", "signature": sign(path, "read", "user", ALICE_TOKEN)})
+    assert r.status_code == 200, r.text
+    exp = int(time.time()) + 60
+    r = requests.get(url, params={"path": path, "signature": sign(path, "read", "", ALICE_TOKEN, exp),
+                                  "signature_expiration": exp})
+    assert r.status_code == 200, r.text
+    # a write signature uploads
+    up = workspace + "/up/signed.bin"
+    r = requests.post(url, params={"path": up, "signature": sign(up, "write", "", ALICE_TOKEN)}, data=b"xyz",
+                      headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code == 200 and open(up, "rb").read() == b"xyz", r.text
+    rows = ledger(s, "SELECT principal FROM action_groups WHERE door = 'e2b' AND op = 'files.write'")
+    assert rows and rows[0][0] == "alice", rows
+    refused = {
+        "expired": {"path": path, "signature": sign(path, "read", "", ALICE_TOKEN, exp - 120),
+                    "signature_expiration": exp - 120},
+        "expiration not signed": {"path": path, "signature": sign(path, "read", "", ALICE_TOKEN),
+                                  "signature_expiration": exp},
+        "other path": {"path": workspace + "/other", "signature": sign(path, "read", "", ALICE_TOKEN)},
+        "other user": {"path": path, "username": "root", "signature": sign(path, "read", "", ALICE_TOKEN)},
+        "write signature read": {"path": path, "signature": sign(path, "write", "", ALICE_TOKEN)},
+        "hash-only token": {"path": path, "signature": sign(path, "read", "", BOB_TOKEN)},
+        "tampered": {"path": path, "signature": sign(path, "read", "", ALICE_TOKEN)[:-2] + "AA"},
+        "no v1": {"path": path, "signature": sign(path, "read", "", ALICE_TOKEN)[3:]},
+        "garbage expiration": {"path": path, "signature": sign(path, "read", "", ALICE_TOKEN),
+                               "signature_expiration": "12x"},
+        "no signature": {"path": path},
+    }
+    for what, params in refused.items():
+        r = requests.get(url, params=params)
+        assert r.status_code == 401, (what, r.status_code, r.text)
+    r = requests.get(url, params=refused["expired"])
+    assert "expired" in r.json()["message"], r.text
+    # signatures name a caller for /files only
+    r = requests.get(s.envd + "/envs", params={"signature": sign("", "read", "", ALICE_TOKEN)})
+    assert r.status_code == 401
+    # a signed URL is still alice, under alice's policy: outside her paths is refused
+    r = requests.get(url, params={"path": "/etc/passwd", "signature": sign("/etc/passwd", "read", "", ALICE_TOKEN)})
+    assert r.status_code == 403, r.text
+
+
+def test_sdk_presigned_urls(sdk, signed_envd, workspace):
+    rep = run_sdk(signed_envd, "signedUrls", workspace)
+    assert rep["uploadHasSignature"] is True, rep
+    assert rep["upload"]["status"] == 200 and rep["upload"]["body"][0]["path"] == workspace + "/signed/up.txt", rep
+    assert rep["download"] == {"status": 200, "text": "signed upload\n"}, rep
+    assert rep["timedHasExpiration"] is True and rep["timed"] == 200, rep
+    assert rep["readSigPost"] == 401 and rep["otherPath"] == 401, rep
+    assert rep["outside"] == 403, rep
+
+
+def test_sdk_full_disk(sdk, abx, workspace, tmp_path):
+    """A write that does not fit is envd's 507, which the SDK raises as NotEnoughSpaceError;
+    nothing half-written is left. abx runs in a user and mount namespace of its own with a
+    256 KiB tmpfs under the workspace (skipped where unprivileged user namespaces are off)."""
+    if subprocess.run(["unshare", "-Urm", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare -Urm is not permitted here: no small filesystem for the test")
+    small = os.path.join(workspace, "small")
+    os.makedirs(small)
+    port = free_port()
+    s = abx(config(workspace, str(tmp_path), port), start=False)
+    inner = s.command
+    s.command = lambda: ["unshare", "-Urm", "sh", "-c", 'mount -t tmpfs -o size=256k tmpfs "$0" && exec "$@"',
+                         small] + inner()
+    s.start()
+    s.envd = "http://127.0.0.1:%d" % port
+    rep = run_sdk(s, "fullDisk", workspace, outside=small + "/big.bin")
+    assert rep["big"]["space"] is True and rep["big"]["name"] == "NotEnoughSpaceError", rep
+    assert rep["big"]["message"].startswith("files.no_space:"), rep
+    assert rep["small"] == "big.bin.small", rep
+    # nothing half-written: the file that did not fit is not there (tmpfs lives in abx's namespace)
+    r = requests.get(s.envd + "/files", params={"path": small + "/big.bin"}, headers={"X-Access-Token": ALICE_TOKEN})
+    assert r.status_code == 404, r.text

@@ -155,8 +155,8 @@ def test_write_enospc_leaves_old_file(tmp_path):
                              "encoding": "base64"})
         assert r.status_code == 200, r.text
         r = write(srv, tok, {"path": "keep.txt", "content": "y" * (120 * 1024)})
-        j = assert_error(r, 500, "files.io")
-        assert "space" in j["error"]["message"]
+        j = assert_error(r, 507, "files.no_space")
+        assert "space" in j["error"]["message"] and "left unchanged" in j["error"]["message"]
         r = srv.get("/files/read", token=tok, params={"path": "keep.txt"})
         assert r.status_code == 200 and r.json()["content"] == "precious\n"
         names = [e["name"] for e in srv.get("/files/list", token=tok, params={"path": "."}).json()["entries"]]
@@ -166,7 +166,7 @@ def test_write_enospc_leaves_old_file(tmp_path):
         # answers before the body is read to the end, which may cut the connection)
         try:
             r = srv.request("PUT", "/files/upload", token=tok, params={"path": "keep.txt"}, data=b"z" * 90000)
-            assert_error(r, 500, "files.io")
+            assert_error(r, 507, "files.no_space")
         except requests.ConnectionError:
             pass
         r = srv.get("/files/read", token=tok, params={"path": "keep.txt"})

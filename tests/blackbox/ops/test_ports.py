@@ -370,3 +370,147 @@ def test_websocket_upgrade_is_passed_through(abx, workspace):
         assert ei.value.status_code == 401
     finally:
         stop(s, pid)
+
+
+HEADER_ECHO_SERVER = r'''
+import json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Set-Cookie", "app=1; Path=/")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+'''
+
+
+def start_echo(s, ws, port):
+    with open(os.path.join(ws, "hdr_echo.py"), "w") as f:
+        f.write(HEADER_ECHO_SERVER)
+    r = s.post("/process", token=ALICE_TOKEN, json_body={"argv": ["python3", os.path.join(ws, "hdr_echo.py"), str(port)]})
+    assert r.status_code == 200, r.text
+    assert wait_for(lambda: any(p["port"] == port for p in
+                                s.get("/ports", token=ALICE_TOKEN).json().get("ports", [])), timeout=10)
+    return r.json()["pid"]
+
+
+def test_port_origin_browser_sign_in(abx, workspace):
+    """A browser reaches a port on its own origin p<port>.localhost: a ports.ticket URL signs
+    it in (303 + an HttpOnly session cookie for that port only), abx's API is not on that
+    origin, and neither the ticket nor the cookie reaches the server."""
+    import requests
+    port, other = free_port(), free_port()
+    s = abx(make_config(workspace, ["*"]))
+    pid = start_echo(s, workspace, port)
+    base = "http://127.0.0.1:%d" % s.port
+    host = {"Host": "p%d.localhost:%d" % (port, s.port)}
+    try:
+        t = s.post("/ports/ticket/%d" % port, token=ALICE_TOKEN).json()
+        assert t["url"] == "http://p%d.localhost:%d/?abx_ticket=%s" % (port, s.port, t["ticket"]), t
+        assert t["expires_in"] == 30 and t["path"] == "/?abx_ticket=" + t["ticket"], t
+        r = requests.get(base + "/page?x=1&abx_ticket=%s&y=2" % t["ticket"], headers=host, allow_redirects=False)
+        assert r.status_code == 303 and r.headers["Location"] == "/page?x=1&y=2", (r.status_code, r.headers)
+        ck = r.headers["Set-Cookie"]
+        assert ck.startswith("abx_port=") and "HttpOnly" in ck and "SameSite=Lax" in ck and "Domain" not in ck, ck
+        session = ck.split(";")[0].split("=", 1)[1]
+        # single use
+        r2 = requests.get(base + "/?abx_ticket=" + t["ticket"], headers=host, allow_redirects=False)
+        assert_error(r2, 401, "auth.invalid_token")
+        # the session: the server sees the page, its own cookies, never abx's
+        r = requests.get(base + "/page?x=1", headers=dict(host, Cookie="app=1; abx_port=%s; theme=dark" % session))
+        assert r.status_code == 200, r.text
+        seen = r.json()
+        assert seen["path"] == "/page?x=1", seen
+        assert seen["headers"].get("cookie") == "app=1; theme=dark", seen
+        assert "authorization" not in seen["headers"] and "abx_ticket" not in json.dumps(seen), seen
+        r = requests.get(base + "/", headers=dict(host, Cookie="abx_port=" + session))
+        assert r.status_code == 200 and "cookie" not in r.json()["headers"], r.text
+        # abx's own API is not on the port's origin: /health is the server's path
+        r = requests.get(base + "/health", headers=dict(host, Cookie="abx_port=" + session))
+        assert r.json()["path"] == "/health", r.text
+        # the session opens this port only, on its own origin only
+        other_host = {"Host": "p%d.localhost:%d" % (other, s.port), "Cookie": "abx_port=" + session}
+        assert_error(requests.get(base + "/", headers=other_host), 401, "auth.invalid_token")
+        assert_error(requests.get(base + "/ports/%d/" % port, headers={"Cookie": "abx_port=" + session}), 401,
+                     "auth.required")
+        # a ticket for one port does not sign in on another's origin
+        t2 = s.post("/ports/ticket/%d" % port, token=ALICE_TOKEN).json()
+        assert_error(requests.get(base + "/?abx_ticket=" + t2["ticket"], headers={"Host": other_host["Host"]},
+                                  allow_redirects=False), 401, "auth.invalid_token")
+        # no ticket, no cookie: a clear 401; a forged cookie: 401
+        r = requests.get(base + "/", headers=host)
+        assert_error(r, 401, "auth.required")
+        assert "ports.ticket" in r.json()["error"]["message"], r.text
+        assert_error(requests.get(base + "/", headers=dict(host, Cookie="abx_port=" + "0" * 64)), 401,
+                     "auth.invalid_token")
+        # a token still works on the port's origin (curl)
+        r = requests.get(base + "/tok", headers=dict(host, Authorization="Bearer " + ALICE_TOKEN))
+        assert r.status_code == 200 and r.json()["path"] == "/tok", r.text
+        # names that are not a port's origin
+        for bad in ("p0.localhost", "p70000.localhost", "p080.localhost", "p%d.evil.example" % port, "px.localhost"):
+            assert_error(requests.get(base + "/", headers={"Host": bad}), 403, "request.host_denied")
+    finally:
+        stop(s, pid)
+
+
+def test_port_origin_scope_and_websocket(abx, workspace):
+    """The session is the principal's: each request still passes the ports scope; and a
+    page's WebSocket (which cannot send Authorization) connects with the cookie."""
+    import requests
+    import websocket
+    port = free_port()
+    s = abx(make_config(workspace, ["*"]))
+    with open(os.path.join(workspace, "ws_server.py"), "w") as f:
+        f.write(WS_ECHO_SERVER)
+    r = s.post("/process", token=ALICE_TOKEN, json_body={"argv": ["python3", os.path.join(workspace, "ws_server.py"),
+                                                                  str(port)]})
+    pid = r.json()["pid"]
+    try:
+        assert wait_for(lambda: any(p["port"] == port for p in
+                                    s.get("/ports", token=ALICE_TOKEN).json().get("ports", [])), timeout=10)
+        t = s.post("/ports/ticket/%d" % port, token=ALICE_TOKEN).json()
+        host = "p%d.localhost:%d" % (port, s.port)
+        r = requests.get("http://127.0.0.1:%d/?abx_ticket=%s" % (s.port, t["ticket"]), headers={"Host": host},
+                         allow_redirects=False)
+        session = r.headers["Set-Cookie"].split(";")[0]
+        ws = websocket.create_connection("ws://127.0.0.1:%d/socket" % s.port, host=host, timeout=5,
+                                         header=["Cookie: " + session], origin="http://" + host)
+        try:
+            ws.send("from the page")
+            assert ws.recv() == "echo:from the page"
+        finally:
+            ws.close()
+        # a port outside the ports scope gets no ticket
+        s2 = abx(make_config(workspace, ["1-80"]))
+        assert_error(s2.post("/ports/ticket/%d" % port, token=ALICE_TOKEN), 403, "policy.port_not_allowed")
+    finally:
+        stop(s, pid)
+
+
+def test_port_origin_in_chromium(abx, workspace):
+    """Debian's headless Chromium resolves p<port>.localhost itself, follows the 303 and
+    keeps the cookie: the ticket URL opens the page."""
+    import shutil
+    import subprocess
+    chromium = shutil.which("chromium")
+    if not chromium:
+        pytest.skip("chromium is not installed (scripts/deps.sh test installs it)")
+    port = free_port()
+    s = abx(make_config(workspace, ["*"]))
+    with open(os.path.join(workspace, "index.html"), "w") as f:
+        f.write("<html><body><p id=x>served to the browser</p></body></html>\n")
+    pid = serve(s, workspace, port)
+    try:
+        t = s.post("/ports/ticket/%d" % port, token=ALICE_TOKEN).json()
+        prof = os.path.join(workspace, "..", "chromium-profile")
+        out = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + prof,
+                              "--dump-dom", t["url"]], capture_output=True, text=True, timeout=60)
+        assert "served to the browser" in out.stdout, (out.stdout[-500:], out.stderr[-1500:])
+    finally:
+        stop(s, pid)

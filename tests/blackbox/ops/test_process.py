@@ -205,8 +205,11 @@ def test_write_and_output_offsets(srv):
         assert o["running"] is True and o["status"] == "running" and o["exit_code"] is None
         o2 = ok(output(srv, pid, wait=0.5))
         assert o2["stderr"] == "err one\n" and o2["stderr_offset"] == 8
-        # read from the next offsets: only the new bytes
-        ok(write(srv, pid, {"data": "two\n"}))
+        # bytes given as base64 are written as they are; base64 that is not is refused, unwritten
+        assert_error(write(srv, pid, {"data": "%%%", "encoding": "base64"}), 400, "args.invalid")
+        assert_error(write(srv, pid, {"data": "eA==", "encoding": "latin1"}), 400, "args.invalid")
+        w = ok(write(srv, pid, {"data": "dHdvCg==", "encoding": "base64"}))  # "two\n"
+        assert w["written"] == 4
         o3 = ok(output(srv, pid, offset=o["offset"], stderr_offset=o2["stderr_offset"], wait=5))
         deadline = time.time() + 5
         while (o3["stdout"] != "got two\n" or o3["stderr"] != "err two\n") and time.time() < deadline:
@@ -394,6 +397,25 @@ def test_stream_resumes_from_last_event_id(srv):
     assert collect(evs) == ("BBBB\n", "")
     evs = read_sse(sse_get(srv, pid, params={"offset": 0}, headers={"Last-Event-ID": "5,3"}))
     assert collect(evs) == ("BBBB\n", "")
+
+
+def test_stream_bytes_and_split_characters(srv):
+    """encoding base64 carries the raw bytes; text keeps a character whole when a chunk
+    boundary (32 KiB) falls inside it, and turns only bytes that are not text (NUL among them) into U+FFFD."""
+    prog = ("import sys\nsys.stdout.buffer.write(b'a' * 32767 + 'é'.encode() + b'z\\xff\\x00!')\n")
+    pid = start(srv, {"argv": ["python3", "-c", prog]})["pid"]
+    wait_exit(srv, pid)
+    evs = read_sse(sse_get(srv, pid))
+    out, _ = collect(evs)
+    assert out == "a" * 32767 + "éz\ufffd\ufffd!", repr(out[-8:])  # NUL is not text either
+    evs = read_sse(sse_get(srv, pid, params={"encoding": "base64"}))
+    import base64
+    frames = [json.loads(e["data"]) for e in evs if e["event"] == "stdout"]
+    assert all(f["encoding"] == "base64" for f in frames), frames[:1]
+    raw = b"".join(base64.b64decode(f["data"]) for f in frames)
+    assert raw == b"a" * 32767 + "é".encode() + b"z\xff\x00!"
+    r = sse_get(srv, pid, params={"encoding": "latin1"})
+    assert r.status_code == 400, r.text
 
 
 def test_stream_disconnect_does_not_kill_background_process(srv):
