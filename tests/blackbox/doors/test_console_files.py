@@ -77,3 +77,15 @@ def test_host_checked_and_not_on_terminal_listener(abx, workspace):
     r = requests.get("http://127.0.0.1:%d/ui/" % tport, timeout=5)
     assert r.status_code in (401, 404) and "Content-Security-Policy" not in r.headers  # the API's answer
     requests.delete(s.url + "/terminal/%d" % t["id"], headers={"Authorization": "Bearer " + ALICE_TOKEN}, timeout=10)
+
+
+def test_not_on_a_ports_own_origin(abx, workspace):
+    """p<port>.localhost is an agent's server's origin (docs/ports.md): /ui there is that
+    port's path, never abx's console, so a page on that origin cannot load the console."""
+    s = abx(cfg(workspace))
+    if not built(s):
+        return
+    r = s.raw_request("GET", "/ui/", host="p3000.localhost:%d" % s.port)
+    assert r.status_code != 200 and "content-security-policy" not in r.headers, r.raw[:300]
+    assert b"app.js" not in r.body
+    assert s.raw_request("GET", "/ui/").status_code == 200  # the same request on abx's own host
