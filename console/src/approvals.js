@@ -1,8 +1,8 @@
 // approvals.js — held calls: the exact canonical arguments and who asked; approve or deny
 // with a reason (approvals.decide: the server refuses one's own call and says why); the
-// list is refreshed every second and a half while the page is open.
+// list updates live from approvals.stream (or, where that is not mounted, every 1.5 s).
 import { h, replace, pretty, errorBox, field } from './dom.js';
-import { call } from './api.js';
+import { call, follow } from './api.js';
 
 export function mount(root, session, onError) {
   const canDecide = session.has('approvals.decide');
@@ -48,26 +48,39 @@ export function mount(root, session, onError) {
       out);
   }
 
+  function show(all, force) {
+    const pending = all.filter((a) => a.status === 'pending');
+    const ids = pending.map((a) => a.id).join(',');
+    if (force || ids !== shownIds) {
+      shownIds = ids;
+      replace(list, pending.length ? pending.map(card) : h('p', { class: 'muted', id: 'ap-none' }, 'Nothing is waiting.'));
+    }
+    replace(recent, h('ul', {}, all.filter((a) => a.status !== 'pending').slice(-20).reverse().map((a) =>
+      h('li', { 'data-approval': a.id }, h('strong', {}, a.status), ` ${a.op} by ${a.principal}`,
+        a.decided_by ? ` \u00b7 decided by ${a.decided_by}` : '', a.reason ? ` \u00b7 \u201c${a.reason}\u201d` : ''))));
+  }
+
   async function refresh(force) {
     try {
-      const r = await call('approvals.list', {});
-      const all = r.approvals || [];
-      const pending = all.filter((a) => a.status === 'pending');
-      const ids = pending.map((a) => a.id).join(',');
-      if (force || ids !== shownIds) {
-        shownIds = ids;
-        replace(list, pending.length ? pending.map(card) : h('p', { class: 'muted', id: 'ap-none' }, 'Nothing is waiting.'));
-      }
-      replace(recent, h('ul', {}, all.filter((a) => a.status !== 'pending').slice(-20).reverse().map((a) =>
-        h('li', { 'data-approval': a.id }, h('strong', {}, a.status), ` ${a.op} by ${a.principal}`,
-          a.decided_by ? ` \u00b7 decided by ${a.decided_by}` : '', a.reason ? ` \u00b7 \u201c${a.reason}\u201d` : ''))));
+      show((await call('approvals.list', {})).approvals || [], force);
       replace(status);
     } catch (e) {
       replace(status, errorBox(e.code || 'error', e.message));
       onError(e);
     }
   }
-  refresh(true);
-  timer = setInterval(() => refresh(false), 1500);
-  return () => clearInterval(timer);
+
+  let live = null;
+  if (session.has('approvals.stream')) {
+    let first = true;
+    live = follow('/approvals/stream', (ev) => {
+      if (ev.event !== 'approvals') return;
+      show(JSON.parse(ev.data).approvals || [], first);
+      first = false;
+    }, (state, e) => replace(status, state === 'live' ? '' : errorBox(e && e.code || 'offline', 'reconnecting\u2026')));
+  } else {
+    refresh(true);
+    timer = setInterval(() => refresh(false), 1500);
+  }
+  return () => { clearInterval(timer); if (live) live.stop(); };
 }
