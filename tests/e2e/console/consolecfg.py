@@ -31,8 +31,11 @@ def config(ws, ledger):
 
 if __name__ == "__main__":
     import json
+    import signal
     import tempfile
     import time
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # kill PID stops the server too
 
     from abxtest import ADMIN_TOKEN, ALICE_TOKEN, APPROVER_TOKEN, AbxServer, configure
 
