@@ -122,7 +122,8 @@ export function mount(root, session, onError) {
         replace(result, errorBox(j.error ? j.error.code : 'error', j.error ? j.error.message : 'failed'));
         return;
       }
-      replace(result, h('p', { class: 'ok', id: 'op-approved' }, 'Decided: ', String(j.status || 'done')), pretty(j));
+      replace(result, h('p', { class: 'ok', id: 'op-approved' }, `Approved and run: the call answered ${resp.status}`),
+        pretty(j));
       return;
     }
   }
