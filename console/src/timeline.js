@@ -63,7 +63,9 @@ export function mount(root, session, onError) {
     g.events.sort((a, b) => a.ordinal - b.ordinal);
     g.door = g.door || (ev.data && ev.data.door) || ev.door;
     const fin = g.events.filter((e) => e.kind === 'finished').pop();
-    g.decision = fin ? decisionOf(fin) : g.events.some((e) => e.kind === 'approval_requested') ? 'held' : null;
+    const ran = g.events.filter((e) => e.kind === 'approved_call_finished').pop(); // a held call, approved and run
+    g.decision = ran ? (ran.data && ran.data.status < 400 ? 'ok' : 'error')
+      : fin ? decisionOf(fin) : g.events.some((e) => e.kind === 'approval_requested') ? 'held' : null;
     if (fin) g.finishedAt = fin.at;
   }
 
