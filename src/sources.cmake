@@ -170,6 +170,7 @@ set(ABX_SRC_SERVER
   src/server/state.c
   src/server/sandboxd_grpc.c
   src/server/sandboxd_listen.c
+  src/server/console.c
 )
 set(ABX_SRC_CLI
   src/cli/call.c

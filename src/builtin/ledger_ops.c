@@ -1,8 +1,16 @@
 /* ledger_ops.c — the ledger namespace: the redacted, field-bounded projection of the
- * action ledger (timeline pages and single groups). Principals see their own calls;
- * role admin sees every call. Raw wire state never leaves the store. */
+ * action ledger (timeline pages, a live stream resumable by ordinal, single groups) and
+ * the chain's status. Principals see their own calls; role admin sees every call. Raw
+ * wire state never leaves the store. */
 #include "builtin/builtin.h"
+#include "core/util.h"
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#define STREAM_POLL_MS 250 /* how often a live stream looks for new events */
+#define STREAM_PAGE 200    /* events read per look */
 
 static const char *visible_principal(abx_ctx *ctx)
 {
@@ -38,6 +46,121 @@ static abx_err ledger_get(abx_ctx *ctx, const json_t *args, abx_reply *r)
     return ABX_OK;
 }
 
+/* ledger.stream: the events after an ordinal as they are written, one SSE event each
+ * ("id: <ordinal>", so a reconnect with Last-Event-ID resumes after the last one seen). */
+typedef struct live_state {
+    abx_ledger *l;
+    char *principal; /* NULL: every principal */
+    int64_t after;
+    abx_buf pending;
+} live_state;
+
+static long live_read(void *state, char *buf, size_t max)
+{
+    live_state *st = state;
+    int64_t quiet_since = abx_now_ms();
+    for (;;) {
+        if (st->pending.len) {
+            size_t n = st->pending.len < max ? st->pending.len : max;
+            memcpy(buf, st->pending.data, n);
+            memmove(st->pending.data, st->pending.data + n, st->pending.len - n);
+            st->pending.len -= n;
+            return (long)n;
+        }
+        json_t *page = abx_ledger_timeline(st->l, st->principal, STREAM_PAGE, -1, st->after);
+        size_t i;
+        json_t *ev;
+        json_array_foreach(json_object_get(page, "events"), i, ev) {
+            char *js = json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS);
+            json_int_t ord = json_integer_value(json_object_get(ev, "ordinal"));
+            abx_buf_printf(&st->pending, "id: %lld\nevent: event\ndata: %s\n\n", (long long)ord, js ? js : "{}");
+            free(js);
+            st->after = ord;
+        }
+        json_decref(page);
+        if (st->pending.len)
+            continue;
+        if (abx_now_ms() - quiet_since >= 1500) { /* a comment at least every ~2 s (abx.h) */
+            abx_buf_puts(&st->pending, ": keepalive\n\n");
+            continue;
+        }
+        usleep(STREAM_POLL_MS * 1000);
+    }
+}
+
+static void live_free(void *state)
+{
+    live_state *st = state;
+    abx_buf_release(&st->pending);
+    free(st->principal);
+    free(st);
+}
+
+static abx_err ledger_stream(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_ledger *l = abx_ctx_ledger(ctx);
+    if (!l)
+        return abx_reply_error(r, ABX_E_LEDGER_UNAVAILABLE, NULL, "the ledger is disabled in this server's config");
+    const char *leid = abx_ctx_last_event_id(ctx);
+    const json_t *a = json_object_get(args, "after_ordinal");
+    int64_t after = -1;
+    if (leid) {
+        char *end;
+        long long v = strtoll(leid, &end, 10);
+        if (end == leid || *end || v < 0)
+            return abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "Last-Event-ID is not an event ordinal");
+        after = v;
+    } else if (a) {
+        after = json_integer_value(a);
+    } else { /* from now on: after the newest event this caller may see */
+        json_t *last = abx_ledger_timeline(l, visible_principal(ctx), 1, -1, -1);
+        json_t *b = json_object_get(json_object_get(last, "cursor"), "after_ordinal");
+        after = json_is_integer(b) ? json_integer_value(b) : 0;
+        json_decref(last);
+    }
+    live_state *st = calloc(1, sizeof *st);
+    const char *who = visible_principal(ctx);
+    if (!st || (who && !(st->principal = strdup(who)))) {
+        free(st);
+        return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+    }
+    st->l = l;
+    st->after = after;
+    abx_buf_init(&st->pending, 1 << 22);
+    abx_buf_printf(&st->pending, "event: start\ndata: {\"after_ordinal\": %lld}\n\n", (long long)after);
+    abx_reply_stream(r, "text/event-stream", live_read, st, live_free);
+    return ABX_OK;
+}
+
+/* ledger.verify: the hash chain checked over every segment, and its head */
+static abx_err ledger_verify(abx_ctx *ctx, const json_t *args, abx_reply *r)
+{
+    abx_ledger *l = abx_ctx_ledger(ctx);
+    if (!l)
+        return abx_reply_error(r, ABX_E_LEDGER_UNAVAILABLE, NULL, "the ledger is disabled in this server's config");
+    char err[512] = "", anchor[128] = "";
+    uint64_t events = 0;
+    int bad = abx_ledger_verify(abx_ledger_path(l), NULL, err, sizeof err, &events);
+    json_t *o = json_pack("{s:b, s:I}", "intact", !bad, "events", (json_int_t)events);
+    if (bad)
+        json_object_set_new(o, "problem", json_string(err));
+    char *colon;
+    if (abx_ledger_anchor(abx_ledger_path(l), anchor, sizeof anchor) == 0 && (colon = strchr(anchor, ':'))) {
+        *colon = '\0';
+        json_object_set_new(o, "head", json_pack("{s:s, s:I}", "hash", anchor, "ordinal",
+                                                 (json_int_t)strtoll(colon + 1, NULL, 10)));
+    }
+    abx_reply_json(r, o);
+    return ABX_OK;
+}
+
+static const abx_param stream_params[] = {
+    {"after_ordinal", ABX_T_INT, ABX_MIN(0),
+     .doc = "Send the events after this ordinal first (default: from now on); Last-Event-ID overrides it"},
+    ABX_TOOL_STREAM_PARAMS,
+    {0},
+};
+
 static const abx_param timeline_params[] = {
     {"limit", ABX_T_INT, .dflt = "50", ABX_RANGE(1, 500), .doc = "Events per page (1–500)"},
     {"before_ordinal", ABX_T_INT, ABX_MIN(0), .doc = "Page of events older than this ordinal"},
@@ -54,6 +177,14 @@ static const abx_op_def ledger_ops[] = {
     {.id = "ledger.get", .effects = ABX_EFF_READ, .summary = "One call's group with its events and attempts, redacted.",
      .http = {"GET /ledger/{group_id}"}, .params = get_params, .since = "0.1",
      .errors = "ledger.not_found ledger.unavailable", .handler = ledger_get},
+    {.id = "ledger.stream", .effects = ABX_EFF_READ,
+     .summary = "The caller's view of the ledger live, as server-sent events (id = ordinal; resumable with "
+                "Last-Event-ID or after_ordinal).",
+     .http = {"GET /ledger/stream"}, .params = stream_params, .stream = ABX_STREAM_SSE, .since = "0.3",
+     .errors = "ledger.unavailable", .handler = ledger_stream},
+    {.id = "ledger.verify", .effects = ABX_EFF_ADMIN,
+     .summary = "Check the ledger's hash chain over every segment and give its head (hash and ordinal).",
+     .http = {"GET /ledger/verify"}, .since = "0.3", .errors = "ledger.unavailable", .handler = ledger_verify},
     {0},
 };
 

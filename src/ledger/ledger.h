@@ -75,6 +75,8 @@ int abx_ledger_head_read(const char *head_path, uint64_t *count, char hash[65]);
 /* Does the ledger at path continue a head (event `count` has `hash`)? 0 yes, 1 no (why in err). */
 int abx_ledger_head_check(const char *path, uint64_t count, const char *hash, char *err, size_t errlen);
 int abx_ledger_export(const char *path, void *file /* FILE* */, char *err, size_t errlen);
+/* The live segment's path (borrowed), for verifying an open ledger (ledger.verify). */
+const char *abx_ledger_path(const abx_ledger *l);
 
 /* Print a group's events (group > 0) or the last `tail` events as NDJSON to a FILE*. */
 int abx_ledger_print(const char *path, int64_t group, int tail, void *file, char *err, size_t errlen);

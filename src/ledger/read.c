@@ -28,20 +28,21 @@ static json_t *bounded_data(const char *text)
 
 static json_t *event_row(sqlite3_stmt *st)
 {
-    return json_pack("{s:I, s:I, s:s, s:s, s:o, s:s?, s:s?, s:s?, s:s}", "ordinal",
+    return json_pack("{s:I, s:I, s:s, s:s, s:o, s:s?, s:s?, s:s?, s:s, s:s?}", "ordinal",
                      (json_int_t)sqlite3_column_int64(st, 0), "group_id", (json_int_t)sqlite3_column_int64(st, 1),
                      "kind", (const char *)sqlite3_column_text(st, 2), "at", (const char *)sqlite3_column_text(st, 3),
                      "data", bounded_data((const char *)sqlite3_column_text(st, 4)), "principal",
                      (const char *)sqlite3_column_text(st, 5), "op", (const char *)sqlite3_column_text(st, 6),
                      "request_id", (const char *)sqlite3_column_text(st, 7), "hash",
-                     (const char *)sqlite3_column_text(st, 8));
+                     (const char *)sqlite3_column_text(st, 8), "door", (const char *)sqlite3_column_text(st, 9));
 }
 
 json_t *abx_ledger_timeline(abx_ledger *l, const char *principal, int limit, int64_t before, int64_t after)
 {
     /* the latest window first; before moves older, after moves newer (mutually exclusive) */
     char sql[512];
-    const char *cols = "SELECT e.ordinal, e.group_id, e.kind, e.at, e.data, g.principal, g.op, g.request_id, e.hash"
+    const char *cols = "SELECT e.ordinal, e.group_id, e.kind, e.at, e.data, g.principal, g.op, g.request_id, e.hash,"
+                       " g.door"
                        " FROM action_events e JOIN action_groups g ON g.group_id = e.group_id";
     if (after >= 0)
         snprintf(sql, sizeof sql, "%s WHERE e.ordinal > ?1 AND (?2 IS NULL OR g.principal = ?2) ORDER BY e.ordinal ASC"
@@ -150,7 +151,7 @@ json_t *abx_ledger_group(abx_ledger *l, uint64_t group_id, const char *principal
         json_t *events = json_array(), *attempts = json_array();
         if (sqlite3_prepare_v2(l->db,
                                "SELECT e.ordinal, e.group_id, e.kind, e.at, e.data, g.principal, g.op, g.request_id,"
-                               " e.hash FROM action_events e JOIN action_groups g ON g.group_id = e.group_id"
+                               " e.hash, g.door FROM action_events e JOIN action_groups g ON g.group_id = e.group_id"
                                " WHERE e.group_id = ?1 ORDER BY e.ordinal",
                                -1, &st, NULL) == SQLITE_OK) {
             sqlite3_bind_int64(st, 1, (sqlite3_int64)group_id);
@@ -193,7 +194,8 @@ int abx_ledger_print(const char *path, int64_t group, int tail, void *file, char
     sqlite3 *db = abx__ledger_open_ro(path, err, errlen);
     if (!db)
         return -1;
-    const char *cols = "SELECT e.ordinal, e.group_id, e.kind, e.at, e.data, g.principal, g.op, g.request_id, e.hash"
+    const char *cols = "SELECT e.ordinal, e.group_id, e.kind, e.at, e.data, g.principal, g.op, g.request_id, e.hash,"
+                       " g.door"
                        " FROM action_events e JOIN action_groups g ON g.group_id = e.group_id";
     char sql[512];
     if (group > 0)

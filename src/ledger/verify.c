@@ -342,3 +342,5 @@ json_t *abx_ledger_redact(const json_t *args)
     }
     return out;
 }
+
+const char *abx_ledger_path(const abx_ledger *l) { return l->path; }

@@ -154,6 +154,13 @@ json_t *abx_ctx_approvals_list(abx_ctx *ctx, bool approver)
     return abx_approvals_list(server_of(ctx), abx_ctx_principal(ctx), approver);
 }
 
+abx_approvals_watch *abx_ctx_approvals_watch(abx_ctx *ctx) { return (abx_approvals_watch *)server_of(ctx); }
+
+json_t *abx_approvals_watch_list(abx_approvals_watch *w, const char *principal, bool approver)
+{
+    return abx_approvals_list((abx_server *)w, principal, approver);
+}
+
 abx_err abx_ctx_approval_get(abx_ctx *ctx, const char *id, bool approver, abx_reply *r)
 {
     return abx_approval_get(server_of(ctx), id, abx_ctx_principal(ctx), approver, r);

@@ -131,6 +131,11 @@ json_t *abx_ctx_explain(const abx_ctx *ctx, const char *principal, const char *o
 json_t *abx_ctx_approvals_list(abx_ctx *ctx, bool approver);
 abx_err abx_ctx_approval_get(abx_ctx *ctx, const char *id, bool approver, abx_reply *r);
 abx_err abx_ctx_approval_decide(abx_ctx *ctx, const char *id, bool approve, const char *reason, abx_reply *r);
+/* approvals.stream: a handle on the held calls that a stream's reader may ask after the
+ * handler returned (the server outlives every stream: its listener waits for them). */
+typedef struct abx_approvals_watch abx_approvals_watch;
+abx_approvals_watch *abx_ctx_approvals_watch(abx_ctx *ctx);
+json_t *abx_approvals_watch_list(abx_approvals_watch *w, const char *principal, bool approver);
 /* system.policy.reload: re-read the config through the reload the server installed at
  * start. 0 or -1 (diags say why). */
 int abx_ctx_reload(abx_ctx *ctx, abx_diags *diags);

@@ -6,12 +6,13 @@
  * per-address cap on unauthenticated connections come from server/conns.h. Owns step 0
  * (raw target, header bounds and sanity, Host/Origin and port origins, busy slot, read
  * timeout) and the transport half of step 1 (size cap, Content-Type), then hands the
- * request to the doors (abx_doors_begin) and renders the reply. Never decides policy. */
+ * request to the doors (abx_doors_begin) and renders the reply (/ui: console.c). Never decides policy. */
 #include "server/server.h"
 #include "doors/doors.h"
 #include "http/offload.h"
 #include "server/conns.h"
 #include "server/checks.h"
+#include "server/console.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdatomic.h>
@@ -43,8 +44,8 @@ typedef struct conn_req {
     bool offloaded;     /* the pipeline runs on a worker; the connection is suspended */
     atomic_bool done;   /* ... and has finished: the reply can be sent */
     struct MHD_Connection *c;
+    bool console;       /* a /ui file (console.c), answered once the request is in */
 } conn_req;
-
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls);
@@ -127,8 +128,8 @@ struct MHD_Daemon *abx_side_listener(abx_server *s, const char *host, int port, 
     return d;
 }
 
-/* The E2B listeners when the config has an e2b section (e2b.envd_listen,
- * e2b.interpreter_listen): the same door and routes on both. */
+/* The E2B listeners when the config has an e2b section (e2b.envd_listen, e2b.interpreter_listen):
+ * the same door and routes on both. */
 static int e2b_listener_start(abx_server *s, side_listen *sl, struct MHD_OptionItem *tls_opts, char *errbuf,
                               size_t errlen)
 {
@@ -626,6 +627,8 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
     if (!r->e2b_listener && !r->terminal_listener && !r->sandboxd_listener &&
         !abx_port_origin_take(s, r, h, cr->raw, cr->raw_len))
         return reject(c, cr, ABX_E_SERVER_UNAVAILABLE, "out of memory");
+    if (!r->terminal_listener && !r->e2b_listener && !r->sandboxd_listener && abx_console_path(r->path, r->path_len))
+        return (cr->console = true) ? MHD_YES : MHD_NO; /* static files: no principal (answered below) */
     /* step 2 early (pure trie walk): the busy slot and the body rules depend on the op */
     abx_doors_route(r);
     const abx_op *op = r->route == ABX_ROUTE_FOUND ? r->match.op : NULL;
@@ -672,12 +675,10 @@ static enum MHD_Result first_call(struct MHD_Connection *c, conn_req *cr, const 
     return MHD_YES;
 }
 
-/* Whether the pipeline may run on the I/O thread: only calls that cannot wait. Plain
- * HTTP calls of the built-in files, core, ledger and system namespaces that neither
- * stream nor execute nor ask to wait (Prefer: wait) answer in microseconds; everything
- * else (commands, processes and their long polls, approvals, terminals, batch, MCP,
- * tool calls, custom and Python ops) goes to a worker. Unrouted calls are answered
- * inline (404/405). */
+/* Whether the pipeline may run on the I/O thread: only calls that cannot wait. Plain HTTP calls of the built-in
+ * files, core, ledger and system namespaces that neither stream nor execute nor ask to wait (Prefer: wait) answer
+ * in microseconds; everything else (commands, processes and their long polls, approvals, terminals, batch, MCP,
+ * tool calls, custom and Python ops) goes to a worker. Unrouted calls are answered inline (404/405). */
 static bool runs_inline(const abx_request *r)
 {
     if (r->door != ABX_DOOR_HTTP || r->prefer_wait > 0)
@@ -788,6 +789,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         abx_audit(cr->r);
         return send_reply(c, cr);
     }
+    if (cr->console && (cr->responded = true))
+        return (enum MHD_Result)abx_console_queue(c, method, cr->r->path, cr->r->path_len);
     if (cr->offloaded) /* resumed: the worker is done */
         return atomic_load(&cr->done) ? send_reply(c, cr) : MHD_YES;
     if (!runs_inline(cr->r))
