@@ -235,10 +235,15 @@ static void build_argv(bargv *a, const browser *b, const json_t *args, int cmd_r
     const char *ua = json_string_value(json_object_get(args, "user_agent"));
     if (ua)
         arg_fmt(a, "--user-agent=%.500s", ua);
-    if (proxy) { /* the egress proxy in the process's namespace; loopback goes through it too */
-        arg_fmt(a, "--proxy-server=http://127.0.0.1:%d", ABX_EGRESS_PORT);
-        arg_add(a, "--proxy-bypass-list=<-loopback>");
-    }
+    /* WebSocket handshakes never reach the Fetch domain, so abx cannot hold the url scope
+     * on them: ws: and wss: go to a SOCKS proxy on the discard port (nothing answers) and
+     * fail; http: and https: bypass it (direct, or the egress proxy) and meet Fetch. */
+    if (proxy) /* the egress proxy in the process's namespace; loopback goes through it too */
+        arg_fmt(a, "--proxy-server=http=127.0.0.1:%d;https=127.0.0.1:%d;socks=socks5://127.0.0.1:9", ABX_EGRESS_PORT,
+                ABX_EGRESS_PORT);
+    else
+        arg_add(a, "--proxy-server=socks5://127.0.0.1:9");
+    arg_add(a, proxy ? "--proxy-bypass-list=<-loopback>" : "--proxy-bypass-list=<-loopback>;http://*;https://*");
     arg_add(a, "about:blank");
     a->v[a->n] = NULL;
 }

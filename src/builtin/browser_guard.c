@@ -64,6 +64,7 @@ static void resume(browser *b, char *sid)
     if (page) { /* lifecycle events tell navigate when a load is done */
         abx_cdp_send(b->cdp, sid, "Page.enable", NULL, NULL, NULL);
         abx_cdp_send(b->cdp, sid, "Page.setLifecycleEventsEnabled", json_pack("{s:b}", "enabled", 1), NULL, NULL);
+        abx_cdp_send(b->cdp, sid, "Network.enable", json_pack("{s:i}", "maxTotalBufferSize", 0), NULL, NULL);
     }
     if (abx_cdp_send(b->cdp, sid, "Runtime.runIfWaitingForDebugger", NULL, step_resumed, sid) != 0)
         abx_free(sid);
@@ -142,6 +143,19 @@ static void on_detached(browser *b, json_t *params)
     pthread_mutex_unlock(&b->mu);
 }
 
+static void add_blocked(browser *b, const char *url, const char *kind)
+{
+    char at[32];
+    abx_iso8601(abx_wall_ms(), at);
+    json_t *e = json_pack("{s:s%, s:s, s:s}", "url", url ? url : "", url ? strnlen(url, 2048) : 0, "resource",
+                          kind ? kind : "Other", "at", at); /* a URL is kept to 2 KiB */
+    pthread_mutex_lock(&b->mu);
+    if (e && json_array_size(b->blocked) < 1000)
+        json_array_append(b->blocked, e);
+    pthread_mutex_unlock(&b->mu);
+    json_decref(e);
+}
+
 static void on_paused(browser *b, const char *session, json_t *params)
 {
     const char *rid = json_string_value(json_object_get(params, "requestId"));
@@ -155,15 +169,7 @@ static void on_paused(browser *b, const char *session, json_t *params)
     }
     abx_cdp_send(b->cdp, session, "Fetch.failRequest",
                  json_pack("{s:s, s:s}", "requestId", rid, "errorReason", "BlockedByClient"), NULL, NULL);
-    char at[32];
-    abx_iso8601(abx_wall_ms(), at);
-    json_t *e = json_pack("{s:s%, s:s, s:s}", "url", url ? url : "", url ? strnlen(url, 2048) : 0, "resource",
-                          kind ? kind : "Other", "at", at); /* a URL is kept to 2 KiB */
-    pthread_mutex_lock(&b->mu);
-    if (json_array_size(b->blocked) < 1000)
-        json_array_append(b->blocked, e);
-    pthread_mutex_unlock(&b->mu);
-    json_decref(e);
+    add_blocked(b, url, kind);
 }
 
 static void on_lifecycle(browser *b, const char *session, json_t *params)
@@ -200,6 +206,8 @@ void abx_browser_on_event(void *ud, const char *method, const char *session, jso
         on_attached(b, params);
     else if (strcmp(method, "Target.detachedFromTarget") == 0)
         on_detached(b, params);
+    else if (strcmp(method, "Network.webSocketCreated") == 0) /* refused by the proxy rule (browser.c) */
+        add_blocked(b, json_string_value(json_object_get(params, "url")), "WebSocket");
     else if (strcmp(method, "Page.lifecycleEvent") == 0)
         on_lifecycle(b, session, params);
     else if (strcmp(method, "Fetch.authRequired") == 0) /* never answer a server's credential prompt */

@@ -25,7 +25,8 @@ PAGES = {
     "/ok/popup.html": "<html><body><button onclick=\"window.open('{SECRET}/popup.html')\">Open</button></body></html>",
     "/ok/meta.html": "<html><head><meta http-equiv=refresh content='0;url={SECRET}/meta.html'></head>"
                      "<body><h1>Meta</h1></body></html>",
-    "/ok/ws.html": "<html><body><h1>WS</h1><script>try { new WebSocket('{WS}/ws') } catch (e) {}</script></body></html>",
+    "/ok/ws.html": "<html><head><title>WS</title></head><body><script>try { new WebSocket('{WS}/ws') } catch (e) {}"
+                   "</script></body></html>",
     "/ok/worker.html": "<html><body><h1>Worker</h1><script>new Worker('/ok/worker.js')</script></body></html>",
     "/ok/worker.js": "fetch('{SECRET}/from-worker').catch(e => 0)",
     "/ok/file.html": "<html><body><h1>File</h1><iframe src='file:///etc/passwd'></iframe></body></html>",
@@ -33,7 +34,7 @@ PAGES = {
 
 
 class Site:
-    def __init__(self):
+    def __init__(self, host="127.0.0.1", ws_host="127.0.0.1"):
         site = self
         self.hits = []
 
@@ -66,14 +67,15 @@ class Site:
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.port = self.httpd.server_address[1]
-        self.base = "http://127.0.0.1:%d" % self.port
+        self.base = "http://%s:%d" % (host, self.port)
+        self.ws_host = ws_host
         self.secret = self.base + "/secret"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
     def render(self, text):
         return (text.replace("{SECRET}", self.secret).replace("{OTHER}", "http://127.0.0.2:%d" % self.port)
-                .replace("{WS}", "ws://127.0.0.1:%d/secret" % self.port))
+                .replace("{WS}", "ws://%s:%d/secret" % (self.ws_host, self.port)))
 
     def url(self, path):
         return self.base + path

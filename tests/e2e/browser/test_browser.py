@@ -309,3 +309,27 @@ def test_no_port_cgroup_and_death(abx, workspace, tmp_path, site):
     _, pids2 = browser_pids(b2["pid"])
     s.kill()
     assert wait_for(lambda: not any(proc_alive(p) for p in pids2), timeout=15)
+
+
+
+
+
+def test_websocket_is_refused(brw):
+    """The Fetch domain never sees a WebSocket handshake: every ws:/wss: connection is
+    routed to a dead proxy, and each is listed as blocked."""
+    s, bid, ledger, site = brw
+    r = op(s, "browser.navigate", {"id": bid, "url": site.url("/ok/ws.html")})
+    blocked = ok(r)["blocked"]
+    want = "ws://127.0.0.1:%d/secret/ws" % site.port
+    time.sleep(0.5)
+    ok(op(s, "browser.tabs", {"id": bid}))
+    assert want in blocked or any(u == want for _, _, u in ledger_blocked(ledger)), (blocked, ledger_blocked(ledger))
+    assert not site.secret_hits(), site.hits
+
+
+def test_egress_allowlist_cannot_start_chromium_yet(abx, workspace, tmp_path, site):
+    """Under net: false or an egress allowlist the process's seccomp refuses AF_UNIX
+    sockets, which Chromium cannot start without: browser.start_failed (docs/browser.md)."""
+    cfg = config(workspace, str(tmp_path / "l.db"), site, net={"allow": ["127.0.0.1:%d" % site.port]})
+    s = abx(cfg)
+    assert_error(op(s, "browser.create", {}), 503, "browser.start_failed")
