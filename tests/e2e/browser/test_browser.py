@@ -247,6 +247,11 @@ def test_scope_required_and_evaluate_explicit_only(abx, workspace, tmp_path, sit
     s = abx(cfg, start=False)
     with pytest.raises(RuntimeError, match="config.scope_required: allow.0. mounts 'browser.create'.* no 'urls'"):
         s.start()
+    # a `*` statement without urls (the embedded default's preset) still loads; its
+    # browser calls are refused at call time
+    d = abx()
+    for name, body in (("browser.create", {}), ("browser.navigate", {"id": "b-x", "url": site.url("/ok/")})):
+        assert_error(d.post("/ops/" + name, token=d.token, json_body=body), 403, "policy.scope_required")
     cfg = config(workspace, str(tmp_path / "l2.db"), site)
     cfg["policy"]["allow"][0]["ops"] = ["browser.*"]
     s2 = abx(cfg)
