@@ -133,6 +133,7 @@ set(ABX_SRC_BUILTIN
   src/builtin/browser_guard.c
   src/builtin/browser_page.c
   src/builtin/browser_input.c
+  src/builtin/browser_download.c
 )
 set(ABX_SRC_EXT
   src/ext/custom.c

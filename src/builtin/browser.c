@@ -68,6 +68,7 @@ static void browser_free(browser *b)
     abx_free(b->urls);
     abx_free(b->ref_nodes);
     json_decref(b->blocked);
+    json_decref(b->downloads);
     pthread_cond_destroy(&b->cv);
     pthread_mutex_destroy(&b->mu);
     pthread_mutex_destroy(&b->op);
@@ -169,6 +170,7 @@ browser *abx_browser_enter(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 void abx_browser_leave(abx_ctx *ctx, browser *b, json_t *out)
 {
+    abx_browser_deliver(ctx, b, out);
     json_t *list = record_blocked(ctx, b);
     if (out) {
         json_t *urls = json_array();
@@ -343,13 +345,12 @@ static abx_err open_first_tab(browser *b, abx_reply *r)
     snprintf(b->active, sizeof b->active, "%s", sid);
     pthread_mutex_unlock(&b->mu);
     /* the viewport is the page's, whatever the headless window's frame takes; downloads
-     * are refused (docs/browser.md) */
+     * go to the private TMPDIR first (browser_download.c) */
     if (abx_browser_call(b, "Emulation.setDeviceMetricsOverride",
                          json_pack("{s:i, s:i, s:i, s:b}", "width", b->width, "height", b->height,
                                    "deviceScaleFactor", 1, "mobile", 0),
                          NULL, err, sizeof err) != 0 ||
-        abx_cdp_call(b->cdp, NULL, "Browser.setDownloadBehavior", json_pack("{s:s}", "behavior", "deny"), deadline,
-                     NULL, err, sizeof err) != 0)
+        abx_browser_downloads_start(b, err, sizeof err) != 0)
         goto fail;
     return ABX_OK;
 fail:

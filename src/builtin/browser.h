@@ -37,6 +37,7 @@ typedef struct browser {
     char active[BROWSER_SID_LEN]; /* the tab ops act on (its session) */
     json_t *blocked;          /* refusals not yet recorded: [{url, resource, target, at}] */
     uint64_t group;           /* the ledger group of the last call that had one */
+    json_t *downloads;        /* guid → {name, url, done}: browser_download.c */
     int64_t *ref_nodes;       /* the last snapshot's refs: e<N> → backend DOM node id */
     size_t n_refs;
     int refs;
@@ -76,6 +77,12 @@ void abx_browser_loader(browser *b, char *out);
 void abx_browser_settle(browser *b);
 /* A call on the active tab's session (params stolen); see abx_cdp_call. */
 int abx_browser_call(browser *b, const char *method, json_t *params, json_t **result, char *err, size_t errlen);
+
+/* browser_download.c: downloads saved in the TMPDIR, then copied beneath the call's first
+ * writable root (downloads/<name>) through the jail and reported in out.downloads. */
+int abx_browser_downloads_start(browser *b, char *err, size_t errlen);
+void abx_browser_on_download(browser *b, const char *method, json_t *params);
+void abx_browser_deliver(abx_ctx *ctx, browser *b, json_t *out);
 
 /* browser_page.c / browser_input.c: the ops. */
 extern const abx_op_def abx_browser_page_ops[];

@@ -206,6 +206,8 @@ void abx_browser_on_event(void *ud, const char *method, const char *session, jso
         on_attached(b, params);
     else if (strcmp(method, "Target.detachedFromTarget") == 0)
         on_detached(b, params);
+    else if (strncmp(method, "Browser.download", 16) == 0 && !session)
+        abx_browser_on_download(b, method, params);
     else if (strcmp(method, "Network.webSocketCreated") == 0) /* refused by the proxy rule (browser.c) */
         add_blocked(b, json_string_value(json_object_get(params, "url")), "WebSocket");
     else if (strcmp(method, "Page.lifecycleEvent") == 0)

@@ -29,6 +29,8 @@ PAGES = {
                    "</script></body></html>",
     "/ok/worker.html": "<html><body><h1>Worker</h1><script>new Worker('/ok/worker.js')</script></body></html>",
     "/ok/worker.js": "fetch('{SECRET}/from-worker').catch(e => 0)",
+    "/ok/dl.html": "<html><body><a href='/ok/report.txt' download='../../report.txt'>Get report</a></body></html>",
+    "/ok/report.txt": "quarterly numbers\n",
     "/ok/file.html": "<html><body><h1>File</h1><iframe src='file:///etc/passwd'></iframe></body></html>",
 }
 
@@ -54,7 +56,8 @@ class Site:
                     body, ctype = PNG_RED, "image/png"
                 elif path in PAGES:
                     body = site.render(PAGES[path]).encode()
-                    ctype = "application/javascript" if path.endswith(".js") else "text/html"
+                    ctype = "application/javascript" if path.endswith(".js") else \
+                        "text/plain" if path.endswith(".txt") else "text/html"
                 else:
                     self.send_response(404)
                     self.end_headers()

@@ -338,3 +338,24 @@ def test_egress_allowlist_cannot_start_chromium_yet(abx, workspace, tmp_path, si
     cfg = config(workspace, str(tmp_path / "l.db"), site, net={"allow": ["127.0.0.1:%d" % site.port]})
     s = abx(cfg)
     assert_error(op(s, "browser.create", {}), 503, "browser.start_failed")
+
+
+def test_download_lands_in_the_workspace_through_the_jail(brw, workspace):
+    s, bid, ledger, site = brw
+    ok(op(s, "browser.navigate", {"id": bid, "url": site.url("/ok/dl.html")}))
+    text = ok(op(s, "browser.snapshot", {"id": bid}))["snapshot"]
+    ref = [l for l in text.splitlines() if 'link "Get report"' in l][0].split("[ref=")[1].rstrip("]")
+    got = ok(op(s, "browser.click", {"id": bid, "ref": ref})).get("downloads", [])
+    deadline = time.time() + 10
+    while not got and time.time() < deadline:
+        time.sleep(0.3)
+        got = ok(op(s, "browser.tabs", {"id": bid})).get("downloads", [])
+    assert got and got[0]["bytes"] == 18, got
+    target = got[0]["path"]  # '../../' in the name never leaves the folder
+    assert os.path.dirname(target) == os.path.join(workspace, "downloads") and "report.txt" in target, got
+    with open(target) as f:
+        assert f.read() == "quarterly numbers\n"
+    con = sqlite3.connect(ledger, timeout=10)
+    kinds = [k for (k,) in con.execute("SELECT kind FROM action_events WHERE kind = 'browser.download'")]
+    con.close()
+    assert kinds == ["browser.download"]
