@@ -358,6 +358,23 @@ fail:
     return abx_reply_error(r, ABX_E_BROWSER_START_FAILED, NULL, "%s", err);
 }
 
+/* create's url: admitted by the policy (a url parameter); Fetch checks it again. */
+static abx_err first_page(browser *b, const json_t *args, abx_reply *r)
+{
+    const char *url = json_string_value(json_object_get(args, "url"));
+    char err[300];
+    json_t *got = NULL;
+    if (!url)
+        return ABX_OK;
+    if (abx_browser_call(b, "Page.navigate", json_pack("{s:s}", "url", url), &got, err, sizeof err) != 0)
+        return abx_reply_error(r, ABX_E_BROWSER_FAILED, NULL, "%s", err);
+    const char *loader = json_string_value(json_object_get(got, "loaderId"));
+    if (loader)
+        abx_browser_wait_load(b, loader, false, "load", abx_now_ms() + 30000);
+    json_decref(got);
+    return ABX_OK;
+}
+
 static abx_err browser_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     bstate *st = state_of(ctx);
@@ -384,6 +401,8 @@ static abx_err browser_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
     abx_err e = spawn(ctx, b, args, r);
     if (e == ABX_OK)
         e = open_first_tab(b, r);
+    if (e == ABX_OK)
+        e = first_page(b, args, r);
     if (e != ABX_OK) {
         char *err = NULL;
         uint64_t start, total;
@@ -399,8 +418,16 @@ static abx_err browser_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
     b->next = st->list;
     st->list = b;
     pthread_mutex_unlock(&st->mu);
-    abx_reply_json(r, json_pack("{s:s, s:i, s:I}", "id", b->id, "pid", abx_proc_pid(b->proc), "start_ms",
-                                (json_int_t)(abx_now_ms() - t0)));
+    json_t *out = json_pack("{s:s, s:i, s:I}", "id", b->id, "pid", abx_proc_pid(b->proc), "start_ms",
+                            (json_int_t)(abx_now_ms() - t0));
+    json_t *list = record_blocked(ctx, b);
+    json_t *urls = json_array();
+    size_t i;
+    json_t *x;
+    json_array_foreach(list, i, x) json_array_append(urls, json_object_get(x, "url"));
+    json_decref(list);
+    json_object_set_new(out, "blocked", urls);
+    abx_reply_json(r, out);
     return ABX_OK;
 }
 
@@ -473,8 +500,7 @@ static const abx_param create_params[] = {
      .doc = "The window size"},
     {"user_agent", ABX_T_STRING, .doc = "The User-Agent header and navigator.userAgent"},
     {"url", ABX_T_STRING, .kind = ABX_KIND_URL,
-     .doc = "Not used to navigate (browser.navigate does): names the url scope so a statement mounting browser.* "
-            "must have one"},
+     .doc = "A first page to load (checked by the urls scope, which every statement mounting browser.* carries)"},
     {0},
 };
 static const abx_param id_params[] = {{"id", ABX_T_STRING, .required = true, .doc = "Browser id"}, {0}};

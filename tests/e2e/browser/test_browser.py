@@ -359,3 +359,12 @@ def test_download_lands_in_the_workspace_through_the_jail(brw, workspace):
     kinds = [k for (k,) in con.execute("SELECT kind FROM action_events WHERE kind = 'browser.download'")]
     con.close()
     assert kinds == ["browser.download"]
+
+
+def test_create_with_a_first_page(abx, workspace, tmp_path, site):
+    s = abx(config(workspace, str(tmp_path / "l.db"), site))
+    b = ok(op(s, "browser.create", {"url": site.url("/ok/iframe.html")}))
+    assert site.secret + "/frame.html" in b["blocked"], b
+    assert 'heading "Frame host"' in ok(op(s, "browser.snapshot", {"id": b["id"]}))["snapshot"]
+    assert_error(op(s, "browser.create", {"url": site.url("/secret/x")}), 403, "policy.url_not_allowed")
+    ok(op(s, "browser.close", {"id": b["id"]}))
