@@ -31,6 +31,9 @@ PAGES = {
     "/ok/worker.js": "fetch('{SECRET}/from-worker').catch(e => 0)",
     "/ok/dl.html": "<html><body><a href='/ok/report.txt' download='../../report.txt'>Get report</a></body></html>",
     "/ok/report.txt": "quarterly numbers\n",
+    "/ok/sw.html": "<html><head><title>SW</title></head><body><script>"
+                   "navigator.serviceWorker.register('/ok/sw.js', {scope: '/ok/'})</script></body></html>",
+    "/ok/sw.js": "self.addEventListener('install', e => e.waitUntil(fetch('{SECRET}/from-sw').catch(x => 0)))",
     "/ok/file.html": "<html><body><h1>File</h1><iframe src='file:///etc/passwd'></iframe></body></html>",
 }
 

@@ -224,6 +224,12 @@ def test_worker_fetch_is_refused(brw):
     blocked_by(s, bid, ledger, site, "/ok/worker.html", "/from-worker")
 
 
+def test_service_worker_fetch_is_refused(brw):
+    s, bid, ledger, site = brw
+    blocked_by(s, bid, ledger, site, "/ok/sw.html", "/from-sw")
+    assert "/ok/sw.js" in site.hits
+
+
 def test_schemes_and_unlisted_navigations_are_refused_by_the_policy(brw):
     s, bid, _, site = brw
     for url in ("file:///etc/passwd", "data:text/html,hi", "javascript:alert(1)", "chrome://version",
