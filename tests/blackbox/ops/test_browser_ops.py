@@ -33,3 +33,31 @@ def test_a_statement_naming_browser_ops_needs_urls(abx, workspace):
     s = abx(config(workspace, urls=False), start=False)
     with pytest.raises(RuntimeError, match="config.scope_required"):
         s.start()
+
+
+def test_tool_formats_mark_untrusted_results():
+    import json
+    from abxtest import run_abx
+    for fmt, name_of, desc_of in (("openai", lambda d: d["function"]["name"], lambda d: d["function"]["description"]),
+                                  ("anthropic", lambda d: d["name"], lambda d: d["description"])):
+        decls = json.loads(run_abx(["tools", "--format", fmt]).stdout)
+        decls = decls if isinstance(decls, list) else decls.get("tools", [])
+        by = {name_of(d): desc_of(d) for d in decls}
+        for tool in ("browser__content", "browser__snapshot"):
+            assert "untrusted web content" in by[tool], by[tool]
+        assert "untrusted" not in by["browser__close"]
+
+
+def test_mcp_tools_list_marks_untrusted_results(workspace, tmp_path):
+    import json
+    import subprocess
+    from abxtest import ABX_BIN
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]
+    r = subprocess.run([ABX_BIN, "mcp"], input="".join(json.dumps(x) + "\n" for x in lines), capture_output=True,
+                       text=True, timeout=20, cwd=workspace, env={"ABX_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"})
+    tools = {t["name"]: t for t in json.loads(r.stdout.strip().splitlines()[-1])["result"]["tools"]}
+    assert tools["browser__content"]["_meta"]["abx/untrusted_result"] is True
+    assert "abx/untrusted_result" not in tools["browser__close"]["_meta"]
