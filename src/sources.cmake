@@ -73,6 +73,7 @@ set(ABX_SRC_POLICY
   src/policy/stmt.c
   src/policy/url.c
   src/policy/view.c
+  src/policy/url_scope.c
 )
 set(ABX_SRC_DISCOVERY
   src/discovery/cache.c
@@ -133,6 +134,12 @@ set(ABX_SRC_BUILTIN
   src/builtin/runs.c
   src/builtin/system.c
   src/builtin/terminal.c
+  src/builtin/cdp.c
+  src/builtin/browser.c
+  src/builtin/browser_guard.c
+  src/builtin/browser_page.c
+  src/builtin/browser_input.c
+  src/builtin/browser_download.c
 )
 set(ABX_SRC_EXT
   src/ext/custom.c

@@ -153,6 +153,9 @@ typedef struct abx_op_def {
                                                 limits.request_max_bytes; HTTP bindings only */
     abx_handler handler;
     void *udata;                             /* borrowed; handed to the handler via abx_ctx_udata */
+    bool untrusted_result;                   /* the result carries outside content (a web page's words):
+                                                marked "untrusted": true and passed to the screening hooks;
+                                                the tool formats say so */
 } abx_op_def;
 
 /* ---- handler context (borrowed for the request) --------------------------------- */
@@ -286,6 +289,13 @@ int abx_server_port(const abx_server *s); /* the bound port after start */
 typedef abx_err (*abx_policy_hook)(void *udata, const char *principal, const char *op_id, const json_t *args,
                                    int64_t limits[ABX_LIM__COUNT], char *why, size_t whylen);
 int abx_server_add_hook(abx_server *s, abx_policy_hook hook, void *udata, char *errbuf, size_t errlen);
+/* A screening hook: sees the JSON result of an op declaring untrusted_result (a page's
+ * content, snapshot, evaluation) before it is answered. It may change the result in place
+ * (redact, annotate) and returns ABX_OK, or an error code from the table (with why) to
+ * withhold it. Add before abx_server_start; at most 8. */
+typedef abx_err (*abx_screen_hook)(void *udata, const char *principal, const char *op_id, json_t *result, char *why,
+                                   size_t whylen);
+int abx_server_add_screen(abx_server *s, abx_screen_hook hook, void *udata, char *errbuf, size_t errlen);
 void abx_server_stop(abx_server *s);
 /* Stop on a signal and free: confined processes are sent TERM at once, and past the
  * config's limits.shutdown_grace (10 s) whatever is left is killed and the process exits

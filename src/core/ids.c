@@ -70,7 +70,10 @@ static const char *const verbs[] = {"list", "get", "create", "update", "delete",
                                     "mkdir", "copy", "find", "archive", "extract", "exec", "close", "output", "resize",
                                     "connect", "info", "reload", "explain", "timeline", "decide", "execute",
                                     "send", "cancel", "verify", "grade", "metrics", "env", "interrupt", "restart",
-                                    "finalize", "wait", "ticket", "proxy"};
+                                    "finalize", "wait", "ticket", "proxy",
+                                    /* browser.* */
+                                    "navigate", "back", "snapshot", "content", "screenshot", "evaluate", "click",
+                                    "type", "press", "scroll", "tabs"};
 
 bool abx_id_known_verb(const char *id)
 {

@@ -328,7 +328,7 @@ static int build_op(abx_registry *reg, const abx_op_def *d, bool builtin, abx_op
     op->id = d->id;
     op->effects_declared = d->effects != 0;
     op->effects = d->effects ? d->effects : ABX_EFF_ADMIN;
-    op->explicit_only = (op->effects & ABX_EFF_ADMIN) != 0;
+    op->explicit_only = (op->effects & (ABX_EFF_ADMIN | ABX_EFF_SCRIPT)) != 0;
     if (add_params(op, d, err, errlen) != 0 || check_names(op, d, err, errlen) != 0 ||
         add_bindings(op, d, err, errlen) != 0) {
         op_free(op);

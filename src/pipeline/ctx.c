@@ -41,6 +41,24 @@ bool abx_ctx_move_pinned(const abx_ctx *ctx, const char *canonical)
     return abx_policy_move_pinned(req_of(ctx)->policy, canonical);
 }
 
+const char *const *abx_ctx_url_scope(const abx_ctx *ctx, size_t *n)
+{
+    const abx_request *q = req_of(ctx);
+    return abx_policy_url_scope(q->policy, &q->decision, n);
+}
+
+abx_err abx_ctx_screen(abx_ctx *ctx, json_t *result, char *why, size_t whylen)
+{
+    abx_request *q = req_of(ctx);
+    for (int h = 0; h < q->server->n_screens; h++) {
+        abx_err e = q->server->screens[h].fn(q->server->screens[h].udata, abx_policy_principal_id(q->policy, q->slot),
+                                             q->op->id, result, why, whylen);
+        if (e != ABX_OK)
+            return e > 0 && e < ABX_E__COUNT ? e : ABX_E_POLICY_DENIED;
+    }
+    return ABX_OK;
+}
+
 void abx_ctx_decide(const abx_ctx *ctx, const json_t *args, abx_decision *d)
 {
     const abx_request *q = req_of(ctx);

@@ -153,6 +153,15 @@ int abx_host_call_kernel(abx_host *h, const char *principal, const char *op, con
                          json_t **body);
 void *abx_host_ns_state(abx_host *h, const abx_namespace *ns);
 
+/* ---- untrusted results and url scopes (browser.*) ---- */
+
+/* The url patterns of the statement that admitted the call (borrowed for the call; *n 0
+ * when it has none). */
+const char *const *abx_ctx_url_scope(const abx_ctx *ctx, size_t *n);
+/* Pass an untrusted result through the server's screening hooks (abx_server_add_screen),
+ * in order: ABX_OK, or the first hook's refusal with why. */
+abx_err abx_ctx_screen(abx_ctx *ctx, json_t *result, char *why, size_t whylen);
+
 /* A structured log line (log.c) with a request id (abx_ctx_request_id) or NULL. */
 void abx_log(const char *level, const char *request_id, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -138,6 +138,8 @@ struct abx_server {
     abx_approvals *approvals;   /* owned: held calls */
     struct { abx_policy_hook fn; void *udata; } hooks[16]; /* C policy hooks (veto or narrow) */
     int n_hooks;
+    struct { abx_screen_hook fn; void *udata; } screens[8]; /* C screening hooks (untrusted results) */
+    int n_screens;
     struct abx_idem *idem;      /* owned: Idempotency-Key results */
     struct abx_mcp *mcp;        /* owned: MCP sessions and the tools/list cache */
     struct abx_tickets *tickets; /* owned: single-use WebSocket tickets (tickets.c) */

@@ -50,6 +50,16 @@ void abx_pol_lint_unmaskable_denies(const abx_policy *p, abx_diags *diags)
  * language or agent parameter must carry the matching scope. A lint error: with
  * allow_lint_errors the server starts and such calls get 403 policy.scope_required
  * (there is no "no scope, no check" fallback). */
+/* Does the statement name op by its id, an alias or its namespace (not only by `*`,
+ * `effect:` or `group:`)? */
+static bool names_op(const abx_stmt *s, const abx_op *op)
+{
+    for (size_t i = 0; i < s->n_ops; i++)
+        if ((s->ops[i].kind == ABX_SEL_EXACT || s->ops[i].kind == ABX_SEL_NS) && abx_pol_sel_match(&s->ops[i], op, true))
+            return true;
+    return false;
+}
+
 void abx_pol_lint_scope_required(const abx_policy *p, bool allow_lint_errors, abx_diags *diags)
 {
     for (size_t a = 0; a < p->n_allow; a++) {
@@ -57,7 +67,10 @@ void abx_pol_lint_scope_required(const abx_policy *p, bool allow_lint_errors, ab
         for (size_t o = 0; o < abx_registry_count(p->reg); o++) {
             const abx_op *op = abx_registry_at(p->reg, o);
             const char *missing = abx_pol_scope_missing(s, op);
-            if (missing && abx_pol_stmt_has_op(s, op, true)) {
+            /* a url scope is only demanded of statements that name the op (browser.*): a
+             * `*` statement written before browser.* existed still loads, and its browser
+             * calls are refused at call time (403 policy.scope_required) */
+            if (missing && abx_pol_stmt_has_op(s, op, true) && (strcmp(missing, "urls") != 0 || names_op(s, op))) {
                 abx_diag_add(diags, allow_lint_errors ? "warning" : "error", "config.scope_required", s->line,
                              "%s mounts '%s', which has %s parameters, but carries no '%s' scope", s->label, op->id,
                              missing, missing);

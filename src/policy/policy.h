@@ -294,4 +294,8 @@ void abx_fs_view_release(abx_fs_view *v);
  * Moving them would carry the file away from the name a later process's mask uses. */
 bool abx_policy_move_pinned(const abx_policy *p, const char *path);
 
+/* The url patterns of the statement an admitted decision chose (borrowed from the
+ * snapshot); NULL with *n 0 when it has none. */
+const char *const *abx_policy_url_scope(const abx_policy *p, const abx_decision *d, size_t *n);
+
 #endif

@@ -151,6 +151,19 @@ int abx_server_add_hook(abx_server *s, abx_policy_hook hook, void *udata, char *
     return 0;
 }
 
+int abx_server_add_screen(abx_server *s, abx_screen_hook hook, void *udata, char *errbuf, size_t errlen)
+{
+    if (s->started || !hook || s->n_screens >= (int)ABX_ARRAY_LEN(s->screens)) {
+        snprintf(errbuf, errlen, "at most %d screening hooks, added before the server starts",
+                 (int)ABX_ARRAY_LEN(s->screens));
+        return -1;
+    }
+    s->screens[s->n_screens].fn = hook;
+    s->screens[s->n_screens].udata = udata;
+    s->n_screens++;
+    return 0;
+}
+
 int abx_server_port(const abx_server *s) { return s->port; }
 
 static void run_policy_tests(const abx_policy *p, const abx_registry *reg, const abx_config *cfg, abx_diags *d)

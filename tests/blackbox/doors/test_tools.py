@@ -191,8 +191,9 @@ def test_cli_prints_the_same_declarations(srv, fmt, tmp_path):
     full = json.loads(run_abx(["tools", "--format", fmt]).stdout)
     cat = json.loads(run_abx(["catalog"]).stdout)["ops"]
     names = [decl_name(d, fmt) for d in declarations(full, fmt)]
-    assert names == [tool_name(o["id"]) for o in cat if offered(o) and "admin" not in o["effects"]]
-    admin = [tool_name(o["id"]) for o in cat if offered(o) and "admin" in o["effects"]]
+    explicit = {"admin", "script"}  # the effects that make an op explicit-only
+    assert names == [tool_name(o["id"]) for o in cat if offered(o) and not explicit & set(o["effects"])]
+    admin = [tool_name(o["id"]) for o in cat if offered(o) and explicit & set(o["effects"])]
     assert "system__policy__reload" in admin and not set(admin) & set(names)
     # with --config alone too (its custom ops included, admin ones still out)
     r = run_abx(["tools", "--format", fmt, "--config", str(cfg)])

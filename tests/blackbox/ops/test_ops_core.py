@@ -100,7 +100,8 @@ def test_ops_list_shape(server, token, cli_catalog):
 
 def test_ops_list_for_owner_matches_cli_catalog(server, token, cli_catalog):
     served = {e["id"]: e for e in server.get("/ops", token=token).json()["ops"]}
-    non_admin = {e["id"]: e for e in cli_catalog["ops"] if "admin" not in e["effects"]}
+    non_admin = {e["id"]: e for e in cli_catalog["ops"]  # explicit-only ops: admin, script
+                 if not {"admin", "script"} & set(e["effects"])}
     assert set(served) == set(non_admin)
     for k, e in non_admin.items():
         assert served[k] == e, k
