@@ -15,6 +15,7 @@ set(ABX_SRC_CORE
   src/core/units.c
   src/core/util.c
   src/core/yaml.c
+  src/core/resultschema.c
 )
 set(ABX_SRC_SANDBOX
   src/sandbox/egress.c
@@ -75,6 +76,7 @@ set(ABX_SRC_DISCOVERY
   src/discovery/genclient.c
   src/discovery/openapi.c
   src/discovery/tools.c
+  src/discovery/genresult.c
 )
 set(ABX_SRC_PIPELINE
   src/pipeline/approval_bind.c

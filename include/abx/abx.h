@@ -153,6 +153,11 @@ typedef struct abx_op_def {
                                                 limits.request_max_bytes; HTTP bindings only */
     abx_handler handler;
     void *udata;                             /* borrowed; handed to the handler via abx_ctx_udata */
+    const abx_param *result;                 /* the JSON result object's fields ({0}-terminated; .required:
+                                                always present, .nullable: may be null); NULL = undeclared.
+                                                Becomes the catalog's, OpenAPI's and MCP's result schema. */
+    const abx_param *events;                 /* SSE ops: one entry per event name, ABX_T_OBJECT with the
+                                                fields of its data (ABX_T_ANY: any JSON) */
 } abx_op_def;
 
 /* ---- handler context (borrowed for the request) --------------------------------- */

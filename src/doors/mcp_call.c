@@ -425,8 +425,11 @@ static bool answer(abx_mcp_call *c, abx_mcp_out *out)
                                                          false, NULL));
         abx_free(buf);
     } else {
-        out->reply = abx__mcp_result(id, tool_result(r, json_text_content(r->reply.body ? r->reply.body : json_null()),
-                                                     false, NULL));
+        json_t *res = tool_result(r, json_text_content(r->reply.body ? r->reply.body : json_null()), false, NULL);
+        /* the typed result beside the text, for revisions that list outputSchema */
+        if (res && c->op->def->result && json_is_object(r->reply.body) && abx__mcp_structured(c->conv))
+            json_object_set(res, "structuredContent", r->reply.body);
+        out->reply = abx__mcp_result(id, res);
     }
     if (c->fl && atomic_load(&c->fl->cancel))
         out->cancelled = true;
