@@ -136,6 +136,7 @@ set(ABX_SRC_EXT
   src/ext/plugin.c
   src/ext/pycatalog.c
   src/ext/pyworker.c
+  src/ext/custom_result.c
 )
 set(ABX_SRC_DOORS
   src/doors/batch.c
