@@ -340,7 +340,7 @@ static const abx_param port_fields[] = {
     {"address", ABX_T_STRING, .required = true},
     {"family", ABX_T_ENUM, .required = true, .choices = "ipv4|ipv6"},
     {"pid", ABX_T_INT, .required = true},
-    {"process", ABX_T_STRING, .required = true},
+    {"process", ABX_T_INT, .required = true, .doc = "The pid of the caller's process it belongs to (pid may be a child of it)"},
     {"path", ABX_T_STRING, .required = true, .doc = "Proxy path: /ports/{port}/"},
     {0},
 };

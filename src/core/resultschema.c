@@ -5,17 +5,31 @@
 #include "core/core.h"
 #include <string.h>
 
+/* A result field's .dflt is its example: "default" becomes "examples", at every depth. */
+static void examples_not_defaults(json_t *s)
+{
+    json_t *d = json_object_get(s, "default");
+    if (d) {
+        json_object_set_new(s, "examples", json_pack("[O]", d));
+        json_object_del(s, "default");
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(s, "properties"), k, v)
+        examples_not_defaults(v);
+    if (json_is_object(json_object_get(s, "items")))
+        examples_not_defaults(json_object_get(s, "items"));
+    if (json_is_object(json_object_get(s, "additionalProperties")))
+        examples_not_defaults(json_object_get(s, "additionalProperties"));
+}
+
 json_t *abx_fields_schema(const abx_param *fields)
 {
     json_t *s = json_object(), *props = json_object(), *req = json_array();
     json_object_set_new(s, "type", json_string("object"));
     for (const abx_param *p = fields; p && p->name; p++) {
         json_t *ps = abx_param_schema(p);
-        json_t *d = json_object_get(ps, "default"); /* a result has no default: .dflt is its example */
-        if (d) {
-            json_object_set_new(ps, "examples", json_pack("[O]", d));
-            json_object_del(ps, "default");
-        }
+        examples_not_defaults(ps); /* a result has no default: .dflt is its example */
         json_object_set_new(props, p->name, ps);
         if (p->required)
             json_array_append_new(req, json_string(p->name));
