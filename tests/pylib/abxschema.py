@@ -160,19 +160,32 @@ def check(req, resp):
     u = requests.utils.urlparse(resp.url)
     if u.hostname not in ("127.0.0.1", "localhost") or not u.port:
         return
+    if req.method == "POST" and u.path == "/batch":
+        try:
+            results = resp.json().get("results", [])
+        except (ValueError, AttributeError):
+            return
+        for item in results:  # each call of a batch is its op's answer
+            if isinstance(item, dict) and item.get("status") == 200 and isinstance(item.get("op"), str):
+                _check_body(req, u, item["op"], item.get("body"))
+        return
     op_id = op_for(req.method, u.path)
     if not op_id:
         return
+    try:
+        body = resp.json()
+    except ValueError:
+        raise SchemaDrift("%s %s: a 200 application/json body that is not JSON" % (req.method, u.path))
+    _check_body(req, u, op_id, body)
+
+
+def _check_body(req, u, op_id, body):
     entry = _base.get(op_id) or _server_entry(req, u.port, op_id)
     if not entry:
         return
     if entry.get("result", {}).get("kind", "json") != "json" or entry.get("query") == "raw":
         return  # bytes, streams, and ports.proxy's relayed answers are not the op's JSON
     schema = entry.get("result", {}).get("schema")
-    try:
-        body = resp.json()
-    except ValueError:
-        raise SchemaDrift("%s %s: a 200 application/json body that is not JSON" % (req.method, u.path))
     rec = os.environ.get("ABX_SCHEMA_RECORD")
     if rec:
         with _lock, open(rec, "a") as f:
