@@ -4,7 +4,9 @@ the handler returns. abxtest.configure() installs the hook (`install()`): it wra
 requests' Session.send, maps each 200 application/json response to its op (POST /ops/ID,
 or the op's HTTP binding) and validates the body with the small JSON Schema validator
 below (the subset the registry emits: type, properties, required,
-additionalProperties, items, enum, minimum, maximum, anyOf).
+additionalProperties, items, enum, minimum, maximum, anyOf). A stream's events are
+checked against the op's declared events (`result.events`): when the whole answer is
+read here, or by abxtest.read_sse for a streamed one.
 
 The catalog comes from `abx catalog` (the builtin ops, once per binary) and, for ids
 it does not know (custom or plugin ops), from the server's own GET /ops, fetched once
@@ -29,6 +31,7 @@ _tl = threading.local()
 _base = {}          # op id -> catalog entry (from the binary)
 _routes = []        # (method, regex, op id)
 _servers = {}       # port -> {op id -> entry} fetched from the server (custom ops)
+# streamed responses (stream=True) are checked by abxtest.read_sse once read
 _bin = None
 checked = {"responses": 0, "ops": set()}
 
@@ -152,8 +155,35 @@ def op_for(method, path):
     return None
 
 
+def check_events(req, url, events):
+    """Validate a stream's parsed events ([{event, data}]) against its op's declared
+    events: an undeclared event name or data that does not match is a drift."""
+    u = requests.utils.urlparse(url)
+    op_id = op_for(req.method, u.path)
+    entry = (_base.get(op_id) or _server_entry(req, u.port, op_id)) if op_id else None
+    declared = (entry or {}).get("result", {}).get("events")
+    if not declared:
+        return
+    for ev in events:
+        if ev["event"] not in declared:
+            raise SchemaDrift("%s: the stream sent an undeclared event %r" % (op_id, ev["event"]))
+        try:
+            data = json.loads(ev["data"])
+        except ValueError:
+            data = ev["data"]
+        errs = errors(declared[ev["event"]], data)
+        checked["responses"] += 1
+        if errs:
+            raise SchemaDrift("%s: event %r does not match its declared schema:\n  %s\ndata: %s"
+                              % (op_id, ev["event"], "\n  ".join(errs[:10]), ev["data"][:600]))
+
+
 def check(req, resp):
     """Validate one response; raise SchemaDrift on a mismatch."""
+    if resp.status_code == 200 and resp.headers.get("Content-Type", "").startswith("text/event-stream"):
+        import abxtest  # the one SSE parser
+        check_events(req, resp.url, abxtest.parse_sse(resp.text))
+        return
     if resp.status_code != 200 or req.method == "HEAD" or \
             not resp.headers.get("Content-Type", "").startswith("application/json"):
         return
@@ -213,6 +243,8 @@ def install(binary):
         resp = orig(self, request, **kw)
         if not getattr(_tl, "skip", False) and not kw.get("stream"):
             check(request, resp)
+        elif kw.get("stream"):
+            resp._abx_request = request  # read_sse checks the events it reads
         return resp
 
     send._abx_schema = True

@@ -583,4 +583,7 @@ def read_sse(resp, until_event="exit", timeout=15.0):
         if time.time() > deadline:
             break
     resp.close()
-    return parse_sse(buf)
+    events = parse_sse(buf)
+    if getattr(resp, "_abx_request", None) is not None and resp.status_code == 200:
+        abxschema.check_events(resp._abx_request, resp.url, events)  # the declared events
+    return events

@@ -78,3 +78,25 @@ def test_validator_subset():
     assert abxschema.errors(s, {"b": ["z"]}) == ["$: missing required 'a'", "$.b[0]: 'z' is not one of ['x', 'y']"]
     assert abxschema.errors(s, {"a": 1, "c": 1, "m": {"k": 1}}) == ["$: undeclared field 'c'",
                                                                  "$.m.k: 1 is not of type string"]
+
+
+def test_stream_events_are_checked_against_the_declared_events(server):
+    from abxtest import read_sse
+    body = {"argv": ["echo", "hi"]}
+    r = server.post("/commands/stream", token=server.token, json_body=body)  # read whole: the hook
+    assert r.status_code == 200 and "event: exit" in r.text
+    resp = server.post("/commands/stream", token=server.token, json_body=body, stream=True)
+    assert [e["event"] for e in read_sse(resp)][-1] == "exit"  # read_sse checks them too
+    events = abxschema._base["commands.stream"]["result"]["events"]
+    saved = copy.deepcopy(events)
+    try:
+        del events["exit"]  # as if the handler sent an event it does not declare
+        with pytest.raises(abxschema.SchemaDrift, match="undeclared event 'exit'"):
+            server.post("/commands/stream", token=server.token, json_body=body)
+        events["exit"] = copy.deepcopy(saved["exit"])
+        events["stdout"]["properties"]["offset"] = {"type": "string"}
+        resp = server.post("/commands/stream", token=server.token, json_body=body, stream=True)
+        with pytest.raises(abxschema.SchemaDrift, match="event 'stdout' does not match"):
+            read_sse(resp)
+    finally:
+        abxschema._base["commands.stream"]["result"]["events"] = saved
