@@ -551,11 +551,14 @@ static const abx_param delete_params[] = {
 };
 
 /* results: what each op answers */
+FILES_WARNING_ROWS;
+
 static const abx_param move_result[] = {
     {"src", ABX_T_STRING, .required = true},
     {"dst", ABX_T_STRING, .required = true},
     {"type", ABX_T_ENUM, .required = true, .choices = FILES_TYPE_CHOICES},
     {"replaced", ABX_T_BOOL, .required = true, .doc = "Something at dst was replaced"},
+    FILES_WARNINGS_FIELD,
     {0},
 };
 
@@ -568,6 +571,7 @@ static const abx_param copy_result[] = {
     {"symlinks", ABX_T_INT, .required = true},
     {"skipped", ABX_T_INT, .required = true},
     {"bytes", ABX_T_INT, .required = true},
+    FILES_WARNINGS_FIELD,
     {0},
 };
 
