@@ -14,7 +14,9 @@ calls sent to it as JSON lines on stdin, answering JSON lines on stdout.
 The parameter schema comes from the annotations, from a closed list: str int float
 bool bytes, list[T], dict[str, T], T | None (Optional[T]), Literal[...], and TypedDict
 or dataclass types (objects with typed fields). No annotation means str. A default
-makes a parameter optional. Anything else is an error naming the parameter.
+makes a parameter optional. Anything else is an error naming the parameter. A return
+annotation that is a TypedDict or a dataclass is the op's result schema (the catalog,
+OpenAPI, MCP's outputSchema and the generated clients type the result with it).
 """
 import base64
 import dataclasses
@@ -235,6 +237,10 @@ def op(id, *, effects=None, summary=None, http=None, paths=(), command=None, url
             "since": since, "aliases": list(_tuple(aliases, "aliases")), "deprecated": deprecated,
             "requires_approval": bool(requires_approval),
         }
+        ret = hints.get("return")
+        if _is_typeddict(ret) or (dataclasses.is_dataclass(ret) and isinstance(ret, type)):
+            # a TypedDict or dataclass return annotation is the op's result schema
+            decl["result"] = _type_of(ret, "%s: the return annotation" % where)["fields"]
         if id in registry:
             raise SchemaError("%s is declared twice" % where)
         registry[id] = dict(decl, fn=fn, takes_ctx=takes_ctx, converters=converters)

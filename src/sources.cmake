@@ -15,6 +15,7 @@ set(ABX_SRC_CORE
   src/core/units.c
   src/core/util.c
   src/core/yaml.c
+  src/core/resultschema.c
 )
 set(ABX_SRC_SANDBOX
   src/sandbox/egress.c
@@ -81,6 +82,7 @@ set(ABX_SRC_DISCOVERY
   src/discovery/genclient.c
   src/discovery/openapi.c
   src/discovery/tools.c
+  src/discovery/genresult.c
 )
 set(ABX_SRC_PIPELINE
   src/pipeline/approval_bind.c
@@ -147,6 +149,7 @@ set(ABX_SRC_EXT
   src/ext/plugin.c
   src/ext/pycatalog.c
   src/ext/pyworker.c
+  src/ext/custom_result.c
 )
 set(ABX_SRC_DOORS
   src/doors/batch.c

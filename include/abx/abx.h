@@ -156,6 +156,11 @@ typedef struct abx_op_def {
     bool untrusted_result;                   /* the result carries outside content (a web page's words):
                                                 marked "untrusted": true and passed to the screening hooks;
                                                 the tool formats say so */
+    const abx_param *result;                 /* the JSON result object's fields ({0}-terminated; .required:
+                                                always present, .nullable: may be null); NULL = undeclared.
+                                                Becomes the catalog's, OpenAPI's and MCP's result schema. */
+    const abx_param *events;                 /* SSE ops: one entry per event name, ABX_T_OBJECT with the
+                                                fields of its data (ABX_T_ANY: any JSON) */
 } abx_op_def;
 
 /* ---- handler context (borrowed for the request) --------------------------------- */

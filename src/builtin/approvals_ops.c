@@ -100,8 +100,29 @@ static const abx_param decide_params[] = {
     {0},
 };
 
+/* results: approvals.list's (approvals.get and decide answer the held call's own result) */
+static const abx_param approval_fields[] = {
+    {"id", ABX_T_STRING, .required = true},
+    {"status", ABX_T_STRING, .required = true},
+    {"principal", ABX_T_STRING, .required = true},
+    {"op", ABX_T_STRING, .required = true},
+    {"args", ABX_T_MAP, ABX_T_ANY, .required = true},
+    {"args_sha256", ABX_T_STRING, .required = true},
+    {"files", ABX_T_ANY, .required = true, .doc = "The files the call is bound to (their digests)"},
+    {"created_at", ABX_T_STRING, .required = true},
+    {"ledger_group", ABX_T_INT, .required = true},
+    {"decided_by", ABX_T_STRING},
+    {"reason", ABX_T_STRING},
+    {0},
+};
+
+static const abx_param approvals_list_result[] = {
+    {"approvals", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = approval_fields},
+    {0},
+};
+
 static const abx_op_def approvals_ops[] = {
-    {.id = "approvals.list", .effects = ABX_EFF_READ,
+    {.id = "approvals.list", .result = approvals_list_result, .effects = ABX_EFF_READ,
      .summary = "Held calls: approvers see all, others their own (pending and recent).", .http = {"GET /approvals"},
      .since = "0.1", .handler = approvals_list},
     {.id = "approvals.get", .effects = ABX_EFF_READ,

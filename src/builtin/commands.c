@@ -3,6 +3,7 @@
  * commands at the API level (one process per command, no prompt scraping).
  * The argv is always the policy's canonical one; nothing here invokes a shell. */
 #include "builtin/exec.h"
+#include "builtin/results.h"
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -263,34 +264,67 @@ static const abx_param session_id_params[] = {{"id", ABX_T_STRING, .required = t
     (ABX_LIM_TIMEOUT | ABX_LIM_MAX_OUTPUT_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY | ABX_LIM_MEMORY |              \
      ABX_LIM_PIDS | ABX_LIM_CPU)
 
+/* results: what each op answers */
+static const abx_param run_result[] = {
+    ABX_RUN_FIELDS,
+    {0},
+};
+
+static const abx_param session_exec_result[] = {
+    ABX_RUN_FIELDS,
+    {"session", ABX_T_STRING, .required = true},
+    {0},
+};
+
+static const abx_param session_fields[] = {
+    {"id", ABX_T_STRING, .required = true},
+    {"cwd", ABX_T_STRING, .required = true, .nullable = true},
+    {"env", ABX_T_MAP, ABX_T_STRING, .required = true},
+    {"created_at", ABX_T_STRING, .required = true},
+    {0},
+};
+
+static const abx_param session_close_result[] = {
+    {"id", ABX_T_STRING, .required = true},
+    {"closed", ABX_T_BOOL, .required = true},
+    {0},
+};
+
+static const abx_param session_list_result[] = {
+    {"sessions", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = session_fields},
+    {0},
+};
+
+ABX_OUTPUT_EVENT_ROWS(cmd_stream);
+
 static const abx_op_def commands_ops[] = {
-    {.id = "commands.run", .effects = ABX_EFF_EXEC,
+    {.id = "commands.run", .result = run_result, .effects = ABX_EFF_EXEC,
      .summary = "Run a command confined; answer its exit code, stdout and stderr, or status running with the pid at "
                 "the soft timeout (then process.wait {pid, timeout} waits for the exit).",
      .http = {"POST /commands/run"}, .params = run_params, .one_of = "command|argv", .limits = EXEC_LIMITS,
      .since = "0.1",
      .errors = "files.not_found files.not_a_directory files.access files.io process.spawn_failed sandbox.unavailable",
      .handler = commands_run},
-    {.id = "commands.stream", .effects = ABX_EFF_EXEC,
+    {.id = "commands.stream", .events = cmd_stream_events, .effects = ABX_EFF_EXEC,
      .summary = "Run a command confined and stream stdout, stderr and exit as server-sent events (on tool doors: "
                 "bounded by duration and max_events; the command is killed at the bound).",
      .http = {"POST /commands/stream"}, .params = stream_params, .one_of = "command|argv", .limits = EXEC_LIMITS,
      .stream = ABX_STREAM_SSE, .since = "0.1",
      .errors = "files.not_found files.not_a_directory files.access files.io process.spawn_failed sandbox.unavailable",
      .handler = commands_stream},
-    {.id = "commands.sessions.create", .effects = ABX_EFF_EXEC,
+    {.id = "commands.sessions.create", .result = session_fields, .effects = ABX_EFF_EXEC,
      .summary = "Create a command session that keeps cwd and environment between commands.",
      .http = {"POST /commands/sessions"}, .params = session_create_params, .since = "0.1",
      .errors = "limit.concurrency", .handler = sessions_create},
-    {.id = "commands.sessions.exec", .effects = ABX_EFF_EXEC,
+    {.id = "commands.sessions.exec", .result = session_exec_result, .effects = ABX_EFF_EXEC,
      .summary = "Run a command in a session; a cwd or env given here persists in the session.",
      .http = {"POST /commands/sessions/{id}/exec"}, .params = session_exec_params, .one_of = "command|argv",
      .limits = EXEC_LIMITS, .since = "0.1",
      .errors = "session.not_found process.spawn_failed", .handler = sessions_exec},
-    {.id = "commands.sessions.close", .effects = ABX_EFF_EXEC, .summary = "Close a command session.",
+    {.id = "commands.sessions.close", .result = session_close_result, .effects = ABX_EFF_EXEC, .summary = "Close a command session.",
      .http = {"DELETE /commands/sessions/{id}"}, .params = session_id_params, .since = "0.1",
      .errors = "session.not_found", .handler = sessions_close},
-    {.id = "commands.sessions.list", .effects = ABX_EFF_READ, .summary = "The caller's command sessions.",
+    {.id = "commands.sessions.list", .result = session_list_result, .effects = ABX_EFF_READ, .summary = "The caller's command sessions.",
      .http = {"GET /commands/sessions/list"}, .since = "0.1", .handler = sessions_list},
     {0},
 };

@@ -123,26 +123,117 @@ static const abx_param describe_params[] = {
     {0},
 };
 
+/* results: what each op answers */
+static const abx_param health_result[] = {
+    {"status", ABX_T_ENUM, .required = true, .choices = "ok"},
+    {"version", ABX_T_STRING, .required = true, .dflt = "\"" ABX_VERSION "\""},
+    {0},
+};
+
+static const abx_param capabilities_limits_fields[] = {
+    {"request_max_bytes", ABX_T_INT, .required = true},
+    {"upload_max_bytes", ABX_T_INT, .required = true},
+    {"connections", ABX_T_INT, .required = true},
+    {0},
+};
+
+static const abx_param capabilities_result[] = {
+    {"api", ABX_T_STRING, .required = true},
+    {"catalog_version", ABX_T_INT, .required = true},
+    {"sdk_version", ABX_T_STRING, .required = true},
+    {"principal", ABX_T_STRING, .required = true, .doc = "Who the caller is"},
+    {"namespaces", ABX_T_LIST, ABX_T_STRING, .required = true, .doc = "Namespaces of the caller's mounted ops"},
+    {"limits", ABX_T_OBJECT, .required = true, .fields = capabilities_limits_fields},
+    {0},
+};
+
+static const abx_param binding_fields[] = {
+    {"method", ABX_T_STRING, .required = true},
+    {"path", ABX_T_STRING, .required = true},
+    {0},
+};
+
+/* a catalog entry (operations.json's ops[]; catalog.c writes it) */
+static const abx_param catalog_entry_fields[] = {
+    {"id", ABX_T_STRING, .required = true},
+    {"summary", ABX_T_STRING, .required = true},
+    {"effects", ABX_T_LIST, ABX_T_STRING, .required = true},
+    {"group", ABX_T_STRING, .required = true, .nullable = true},
+    {"http", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = binding_fields},
+    {"rpc", ABX_T_STRING, .required = true},
+    {"params", ABX_T_LIST, ABX_T_MAP, .required = true, .doc = "name, type, required, doc, default, ..."},
+    {"result", ABX_T_MAP, ABX_T_ANY, .required = true, .doc = "kind (json, bytes, sse); fields and schema when declared"},
+    {"limits", ABX_T_LIST, ABX_T_STRING, .required = true},
+    {"stream", ABX_T_STRING, .required = true},
+    {"install", ABX_T_LIST, ABX_T_STRING, .required = true},
+    {"since", ABX_T_STRING, .required = true},
+    {"aliases", ABX_T_LIST, ABX_T_STRING, .required = true},
+    {"deprecated", ABX_T_STRING, .required = true, .nullable = true},
+    {"requires_approval", ABX_T_BOOL},
+    {"one_of", ABX_T_LIST, ABX_T_STRING},
+    {"body", ABX_T_STRING},
+    {"query", ABX_T_STRING},
+    {0},
+};
+
+static const abx_param ops_list_result[] = {
+    {"catalog_version", ABX_T_INT, .required = true},
+    {"sdk_version", ABX_T_STRING, .required = true},
+    {"ops", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = catalog_entry_fields},
+    {0},
+};
+
+static const abx_param openapi_result[] = {
+    {"openapi", ABX_T_STRING, .required = true},
+    {"info", ABX_T_MAP, ABX_T_ANY, .required = true},
+    {"servers", ABX_T_LIST, ABX_T_MAP},
+    {"paths", ABX_T_MAP, ABX_T_ANY, .required = true},
+    {"components", ABX_T_MAP, ABX_T_ANY},
+    {"security", ABX_T_LIST, ABX_T_MAP},
+    {"tags", ABX_T_LIST, ABX_T_MAP},
+    {"jsonSchemaDialect", ABX_T_STRING},
+    {0},
+};
+
+static const abx_param explain_result[] = {
+    {"decision", ABX_T_STRING, .required = true, .doc = "allow, deny, approval, not_mounted, invalid, ..."},
+    {"principal", ABX_T_STRING},
+    {"op", ABX_T_STRING},
+    {"code", ABX_T_STRING, .nullable = true, .doc = "The error a denied call answers"},
+    {"message", ABX_T_STRING},
+    {"args", ABX_T_MAP, ABX_T_ANY, .doc = "The arguments as validated (defaults filled in)"},
+    {"argv", ABX_T_ANY},
+    {"mounting", ABX_T_LIST, ABX_T_STRING, .doc = "Statements that mount the op"},
+    {"deny_hits", ABX_T_LIST, ABX_T_STRING},
+    {"statements", ABX_T_LIST, ABX_T_MAP, .doc = "Each statement's checks and verdict"},
+    {"determining", ABX_T_STRING, .nullable = true},
+    {"limits", ABX_T_MAP, ABX_T_ANY},
+    {"paths", ABX_T_LIST, ABX_T_MAP},
+    {"net", ABX_T_ANY},
+    {"confinement", ABX_T_MAP, ABX_T_ANY},
+    {0},
+};
+
 static const abx_op_def core_ops[] = {
-    {.id = "core.health", .effects = ABX_EFF_READ, .summary = "Liveness check; anonymous by default.",
+    {.id = "core.health", .result = health_result, .effects = ABX_EFF_READ, .summary = "Liveness check; anonymous by default.",
      .http = {"GET /health"}, .since = "0.1", .handler = core_health},
-    {.id = "core.capabilities", .effects = ABX_EFF_READ,
+    {.id = "core.capabilities", .result = capabilities_result, .effects = ABX_EFF_READ,
      .summary = "API family, catalog and SDK versions, the caller's namespaces and listener limits.",
      .http = {"GET /capabilities"}, .since = "0.1", .handler = core_capabilities},
-    {.id = "core.ops.list", .effects = ABX_EFF_READ,
+    {.id = "core.ops.list", .result = ops_list_result, .effects = ABX_EFF_READ,
      .summary = "The operations catalog (operations.json shape), filtered to the caller's operations.",
      .http = {"GET /ops"}, .since = "0.1", .handler = core_ops_list},
-    {.id = "core.ops.describe", .effects = ABX_EFF_READ, .summary = "One catalog entry of an operation the caller may call.",
+    {.id = "core.ops.describe", .result = catalog_entry_fields, .effects = ABX_EFF_READ, .summary = "One catalog entry of an operation the caller may call.",
      .http = {"GET /ops/{id}"}, .params = describe_params, .since = "0.1",
      .errors = "op.not_enabled", .handler = core_ops_describe},
-    {.id = "core.openapi.get", .effects = ABX_EFF_READ,
+    {.id = "core.openapi.get", .result = openapi_result, .effects = ABX_EFF_READ,
      .summary = "OpenAPI 3.1 document of the operations the caller may call.", .http = {"GET /openapi.json"},
      .since = "0.1", .handler = core_openapi_get},
     {.id = "core.metrics", .effects = ABX_EFF_READ,
      .summary = "Prometheus text metrics: requests by op and status, latency histograms, denials, connections.",
      .http = {"GET /metrics"}, .stream = ABX_STREAM_BYTES, .result_content_type = "text/plain; version=0.0.4",
      .since = "0.1", .handler = core_metrics},
-    {.id = "core.explain", .effects = ABX_EFF_ADMIN,
+    {.id = "core.explain", .result = explain_result, .effects = ABX_EFF_ADMIN,
      .summary = "Decision trace for a call (mounting statements, deny hits, scope verdicts, limits); nothing runs.",
      .http = {"POST /explain"}, .params = explain_params, .since = "0.1", .handler = core_explain},
     {0},

@@ -519,32 +519,109 @@ static const abx_param exec_params[] = {
 
 #define KLIMITS (ABX_LIM_TIMEOUT | ABX_LIM_RATE | ABX_LIM_CONCURRENCY | ABX_LIM_MEMORY | ABX_LIM_PIDS | ABX_LIM_CPU)
 
+/* results: what each op answers */
+static const abx_param kernel_result[] = {
+    {"id", ABX_T_STRING, .required = true},
+    {"language", ABX_T_STRING, .required = true, .dflt = "\"python\""},
+    {"status", ABX_T_ENUM, .required = true, .choices = "idle|busy|dead"},
+    {"pid", ABX_T_INT, .required = true},
+    {"execution_count", ABX_T_INT, .required = true},
+    {0},
+};
+
+static const abx_param kernel_interrupt_result[] = {
+    {"id", ABX_T_STRING, .required = true},
+    {"language", ABX_T_STRING, .required = true},
+    {"status", ABX_T_ENUM, .required = true, .choices = "idle|busy|dead"},
+    {"pid", ABX_T_INT, .required = true},
+    {"execution_count", ABX_T_INT, .required = true},
+    {"interrupted", ABX_T_BOOL, .required = true},
+    {0},
+};
+
+static const abx_param kernel_list_result[] = {
+    {"kernels", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = kernel_result},
+    {0},
+};
+
+static const abx_param kernel_delete_result[] = {
+    {"id", ABX_T_STRING, .required = true},
+    {"deleted", ABX_T_BOOL, .required = true},
+    {0},
+};
+
+static const abx_param execute_logs_fields[] = {
+    {"stdout", ABX_T_LIST, ABX_T_STRING, .required = true},
+    {"stderr", ABX_T_LIST, ABX_T_STRING, .required = true},
+    {0},
+};
+
+static const abx_param execute_error_fields[] = {
+    {"name", ABX_T_STRING, .required = true, .nullable = true},
+    {"value", ABX_T_STRING, .required = true, .nullable = true},
+    {"traceback", ABX_T_LIST, ABX_T_STRING, .required = true, .nullable = true},
+    {0},
+};
+
+static const abx_param execute_result[] = {
+    {"execution_count", ABX_T_INT, .required = true},
+    {"results", ABX_T_LIST, ABX_T_MAP, .required = true,
+     .doc = "Rich results: MIME type to data (text/plain always), is_main_result"},
+    {"logs", ABX_T_OBJECT, .required = true, .fields = execute_logs_fields},
+    {"error", ABX_T_OBJECT, .required = true, .nullable = true, .fields = execute_error_fields},
+    {"truncated", ABX_T_BOOL, .required = true},
+    {"timed_out", ABX_T_BOOL, .required = true},
+    {"stdout_bytes", ABX_T_INT, .required = true},
+    {"stderr_bytes", ABX_T_INT, .required = true},
+    {0},
+};
+
+static const abx_param cell_text_fields[] = {{"text", ABX_T_STRING, .required = true}, {0}};
+
+static const abx_param cell_end_fields[] = {
+    {"execution_count", ABX_T_INT, .required = true},
+    {"timed_out", ABX_T_BOOL, .required = true},
+    {"truncated", ABX_T_BOOL, .required = true},
+    {"stdout_bytes", ABX_T_INT, .required = true},
+    {"stderr_bytes", ABX_T_INT, .required = true},
+    {0},
+};
+
+static const abx_param cell_events[] = {
+    {"stdout", ABX_T_OBJECT, .fields = cell_text_fields},
+    {"stderr", ABX_T_OBJECT, .fields = cell_text_fields},
+    {"result", ABX_T_MAP, ABX_T_ANY, .doc = "A rich result: MIME type to data, is_main_result"},
+    {"error", ABX_T_MAP, ABX_T_ANY, .doc = "The cell's exception (name, value, traceback) or the kernel's (code, message)"},
+    {"end", ABX_T_OBJECT, .fields = cell_end_fields, .doc = "The cell finished (the last event)"},
+    {0},
+};
+
 static const abx_op_def kernels_ops[] = {
-    {.id = "kernels.create", .effects = ABX_EFF_EXEC,
+    {.id = "kernels.create", .result = kernel_result, .effects = ABX_EFF_EXEC,
      .summary = "Start a persistent, confined Python kernel (Jupyter protocol over ZeroMQ ipc).",
      .http = {"POST /kernels"}, .params = create_params, .limits = KLIMITS, .since = "0.2",
      .errors = "kernel.start_failed run.not_found files.not_found files.not_a_directory process.spawn_failed sandbox.unavailable",
      .handler = kernels_create},
-    {.id = "kernels.list", .effects = ABX_EFF_READ, .summary = "The caller's kernels.", .http = {"GET /kernels"},
+    {.id = "kernels.list", .result = kernel_list_result, .effects = ABX_EFF_READ, .summary = "The caller's kernels.", .http = {"GET /kernels"},
      .since = "0.2", .handler = kernels_list},
-    {.id = "kernels.get", .effects = ABX_EFF_READ, .summary = "One of the caller's kernels.",
+    {.id = "kernels.get", .result = kernel_result, .effects = ABX_EFF_READ, .summary = "One of the caller's kernels.",
      .http = {"GET /kernels/{id}"}, .params = id_params, .since = "0.2", .errors = "kernel.not_found",
      .handler = kernels_get},
-    {.id = "kernels.interrupt", .effects = ABX_EFF_EXEC, .summary = "Interrupt the running cell (SIGINT).",
+    {.id = "kernels.interrupt", .result = kernel_interrupt_result, .effects = ABX_EFF_EXEC, .summary = "Interrupt the running cell (SIGINT).",
      .http = {"POST /kernels/{id}/interrupt"}, .params = id_params, .since = "0.2",
      .errors = "kernel.not_found kernel.died", .handler = kernels_interrupt},
-    {.id = "kernels.restart", .effects = ABX_EFF_EXEC,
+    {.id = "kernels.restart", .result = kernel_result, .effects = ABX_EFF_EXEC,
      .summary = "Start the kernel's process again (its state is lost), after queued cells.",
      .http = {"POST /kernels/{id}/restart"}, .params = id_params, .limits = KLIMITS, .since = "0.2",
      .errors = "kernel.not_found kernel.start_failed", .handler = kernels_restart},
-    {.id = "kernels.delete", .effects = ABX_EFF_EXEC, .summary = "End a kernel.", .http = {"DELETE /kernels/{id}"},
+    {.id = "kernels.delete", .result = kernel_delete_result, .effects = ABX_EFF_EXEC, .summary = "End a kernel.", .http = {"DELETE /kernels/{id}"},
      .params = id_params, .since = "0.2", .errors = "kernel.not_found", .handler = kernels_delete},
-    {.id = "kernels.execute", .effects = ABX_EFF_EXEC,
+    {.id = "kernels.execute", .result = execute_result, .effects = ABX_EFF_EXEC,
      .summary = "Run a cell; returns the Execution (results as MIME bundles, logs, error), close to E2B's.",
      .http = {"POST /kernels/{id}/execute"}, .params = exec_params,
      .limits = ABX_LIM_TIMEOUT | ABX_LIM_RATE | ABX_LIM_CONCURRENCY | ABX_LIM_MAX_OUTPUT_BYTES, .since = "0.2",
      .errors = "kernel.not_found kernel.busy kernel.died kernel.memory_pressure", .handler = abx_kernels_execute},
-    {.id = "kernels.stream", .effects = ABX_EFF_EXEC,
+    {.id = "kernels.stream", .events = cell_events, .effects = ABX_EFF_EXEC,
      .summary = "Run a cell, its outputs as SSE events while they happen: stdout, stderr, result, error, end.",
      .http = {"POST /kernels/{id}/stream"}, .params = exec_params, .stream = ABX_STREAM_SSE,
      .limits = ABX_LIM_TIMEOUT | ABX_LIM_RATE | ABX_LIM_CONCURRENCY | ABX_LIM_MAX_OUTPUT_BYTES, .since = "0.2",
@@ -561,7 +638,7 @@ static const abx_param code_params[] = {
 };
 
 static const abx_op_def devtools_ops[] = {
-    {.id = "devtools.code.run", .effects = ABX_EFF_EXEC,
+    {.id = "devtools.code.run", .result = execute_result, .effects = ABX_EFF_EXEC,
      .summary = "Run code once in a fresh confined interpreter; returns the Execution of kernels.execute.",
      .http = {"POST /devtools/code/run"}, .params = code_params,
      .limits = KLIMITS | ABX_LIM_MAX_OUTPUT_BYTES, .since = "0.2",

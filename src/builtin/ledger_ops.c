@@ -169,12 +169,64 @@ static const abx_param timeline_params[] = {
 };
 static const abx_param get_params[] = {{"group_id", ABX_T_INT, .required = true, ABX_MIN(1), .doc = "Group id"}, {0}};
 
+/* results: what each op answers */
+static const abx_param event_fields[] = {
+    {"ordinal", ABX_T_INT, .required = true},
+    {"group_id", ABX_T_INT, .required = true},
+    {"kind", ABX_T_STRING, .required = true},
+    {"at", ABX_T_STRING, .required = true},
+    {"data", ABX_T_MAP, ABX_T_ANY, .required = true, .doc = "The event's data (long fields are cut)"},
+    {"principal", ABX_T_STRING, .nullable = true},
+    {"op", ABX_T_STRING, .nullable = true},
+    {"request_id", ABX_T_STRING, .nullable = true},
+    {"hash", ABX_T_STRING, .required = true},
+    {"door", ABX_T_STRING, .nullable = true, .doc = "The door the call came through (http, mcp, e2b, ...)"},
+    {0},
+};
+
+static const abx_param cursor_fields[] = {
+    {"before_ordinal", ABX_T_INT, .required = true, .nullable = true},
+    {"after_ordinal", ABX_T_INT, .required = true, .nullable = true},
+    {0},
+};
+
+static const abx_param timeline_result[] = {
+    {"events", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = event_fields},
+    {"cursor", ABX_T_OBJECT, .required = true, .fields = cursor_fields},
+    {"has_more_before", ABX_T_BOOL, .required = true},
+    {"has_more_after", ABX_T_BOOL, .required = true},
+    {"limit", ABX_T_INT, .required = true},
+    {"field_max_bytes", ABX_T_INT, .required = true},
+    {"live_first_ordinal", ABX_T_INT, .required = true},
+    {0},
+};
+
+static const abx_param attempt_fields[] = {
+    {"attempt_id", ABX_T_INT, .required = true},
+    {"started_at", ABX_T_STRING, .required = true},
+    {0},
+};
+
+static const abx_param group_result[] = {
+    {"group_id", ABX_T_INT, .required = true},
+    {"request_id", ABX_T_STRING, .required = true},
+    {"principal", ABX_T_STRING, .required = true, .nullable = true},
+    {"op", ABX_T_STRING, .required = true, .nullable = true},
+    {"door", ABX_T_STRING, .required = true, .nullable = true},
+    {"client", ABX_T_STRING, .required = true, .nullable = true},
+    {"created_at", ABX_T_STRING, .required = true},
+    {"batch_group", ABX_T_INT, .required = true, .nullable = true},
+    {"events", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = event_fields},
+    {"attempts", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = attempt_fields},
+    {0},
+};
+
 static const abx_op_def ledger_ops[] = {
-    {.id = "ledger.timeline", .effects = ABX_EFF_READ,
+    {.id = "ledger.timeline", .result = timeline_result, .effects = ABX_EFF_READ,
      .summary = "Redacted, field-bounded pages of the action ledger: the latest window first, then by ordinal.",
      .http = {"GET /ledger/timeline"}, .params = timeline_params, .since = "0.1",
      .errors = "ledger.unavailable", .handler = ledger_timeline},
-    {.id = "ledger.get", .effects = ABX_EFF_READ, .summary = "One call's group with its events and attempts, redacted.",
+    {.id = "ledger.get", .result = group_result, .effects = ABX_EFF_READ, .summary = "One call's group with its events and attempts, redacted.",
      .http = {"GET /ledger/{group_id}"}, .params = get_params, .since = "0.1",
      .errors = "ledger.not_found ledger.unavailable", .handler = ledger_get},
     {.id = "ledger.stream", .effects = ABX_EFF_READ,

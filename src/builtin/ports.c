@@ -362,8 +362,24 @@ static const abx_param proxy_params[] = {
     {0},
 };
 
+/* the result of ports.list */
+static const abx_param port_fields[] = {
+    {"port", ABX_T_INT, .required = true},
+    {"address", ABX_T_STRING, .required = true},
+    {"family", ABX_T_ENUM, .required = true, .choices = "ipv4|ipv6"},
+    {"pid", ABX_T_INT, .required = true},
+    {"process", ABX_T_INT, .required = true, .doc = "The pid of the caller's process it belongs to (pid may be a child of it)"},
+    {"path", ABX_T_STRING, .required = true, .doc = "Proxy path: /ports/{port}/"},
+    {0},
+};
+
+static const abx_param ports_list_result[] = {
+    {"ports", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = port_fields},
+    {0},
+};
+
 static const abx_op_def ports_ops[] = {
-    {.id = "ports.list", .effects = ABX_EFF_READ,
+    {.id = "ports.list", .result = ports_list_result, .effects = ABX_EFF_READ,
      .summary = "TCP ports the caller's processes (and their children) listen on, in their own network namespaces.",
      .http = {"GET /ports"}, .since = "0.2", .handler = ports_list},
     {.id = "ports.proxy", .effects = ABX_EFF_NET,

@@ -2,6 +2,7 @@
  * and signalable only to the principal that started them (admins see all), with
  * output kept in bounded rings whether or not anyone listens. */
 #include "builtin/exec.h"
+#include "builtin/results.h"
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -238,35 +239,84 @@ static const abx_param signal_params[] = {
     {0},
 };
 
+/* results: what each op answers */
+static const abx_param proc_result[] = {
+    ABX_PROC_FIELDS,
+    {0},
+};
+
+static const abx_param proc_list_result[] = {
+    {"processes", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = proc_result},
+    {0},
+};
+
+static const abx_param output_result[] = {
+    {"stdout", ABX_T_STRING, .required = true},
+    {"stdout_start", ABX_T_INT, .required = true, .doc = "The offset stdout starts at"},
+    {"offset", ABX_T_INT, .required = true, .doc = "The next stdout offset to ask for"},
+    {"stdout_dropped", ABX_T_BOOL, .required = true, .doc = "The asked offset fell off the ring"},
+    {"stdout_total", ABX_T_INT, .required = true},
+    {"stderr", ABX_T_STRING, .required = true},
+    {"stderr_start", ABX_T_INT, .required = true},
+    {"stderr_offset", ABX_T_INT, .required = true, .doc = "The next stderr offset to ask for"},
+    {"stderr_dropped", ABX_T_BOOL, .required = true},
+    {"stderr_total", ABX_T_INT, .required = true},
+    {"running", ABX_T_BOOL, .required = true},
+    {"status", ABX_T_ENUM, .required = true, .choices = ABX_PROC_STATUS_CHOICES},
+    {"exit_code", ABX_T_INT, .required = true, .nullable = true},
+    {"pid", ABX_T_INT, .required = true},
+    {0},
+};
+
+static const abx_param wait_result[] = {
+    ABX_PROC_FIELDS,
+    {"timed_out_waiting", ABX_T_BOOL, .required = true, .doc = "The wait ended before the process"},
+    {0},
+};
+
+static const abx_param write_result[] = {
+    {"written", ABX_T_INT, .required = true, .doc = "Bytes written"},
+    {"eof", ABX_T_BOOL, .required = true, .doc = "stdin was closed"},
+    {0},
+};
+
+static const abx_param signal_result[] = {
+    {"pid", ABX_T_INT, .required = true},
+    {"signal", ABX_T_STRING, .required = true},
+    {0},
+};
+
+ABX_OUTPUT_EVENT_ROWS(proc_stream);
+
 static const abx_op_def process_ops[] = {
-    {.id = "process.start", .effects = ABX_EFF_EXEC,
+    {.id = "process.start", .result = proc_result, .effects = ABX_EFF_EXEC,
      .summary = "Start a confined background process; its output is kept whether or not anyone listens.",
      .http = {"POST /process"}, .params = start_params, .one_of = "command|argv",
      .limits = ABX_LIM_TIMEOUT | ABX_LIM_RATE | ABX_LIM_CONCURRENCY | ABX_LIM_MEMORY | ABX_LIM_PIDS | ABX_LIM_CPU,
      .since = "0.1",
      .errors = "files.not_found files.not_a_directory files.access files.io process.spawn_failed sandbox.unavailable",
      .handler = process_start},
-    {.id = "process.list", .effects = ABX_EFF_READ, .summary = "The caller's processes (admins see all).",
+    {.id = "process.list", .result = proc_list_result, .effects = ABX_EFF_READ, .summary = "The caller's processes (admins see all).",
      .http = {"GET /process/list"}, .params = list_params, .since = "0.1", .handler = process_list},
-    {.id = "process.get", .effects = ABX_EFF_READ, .summary = "State, exit code and timing of a process.",
+    {.id = "process.get", .result = proc_result, .effects = ABX_EFF_READ, .summary = "State, exit code and timing of a process.",
      .http = {"GET /process/{pid}"}, .params = pid_params, .since = "0.1",
      .errors = "process.not_found", .handler = process_get},
-    {.id = "process.output", .effects = ABX_EFF_READ,
+    {.id = "process.output", .result = output_result, .effects = ABX_EFF_READ,
      .summary = "Output by byte offset (with optional long-poll); says when the offset fell off the ring.",
      .http = {"GET /process/{pid}/output"}, .params = output_params, .limits = ABX_LIM_MAX_BYTES, .since = "0.1",
      .errors = "process.not_found", .handler = process_output},
-    {.id = "process.wait", .effects = ABX_EFF_READ,
+    {.id = "process.wait", .result = wait_result, .effects = ABX_EFF_READ,
      .summary = "Wait (at most timeout seconds) for a process to exit: its exit code and status, or status running.",
      .http = {"POST /process/{pid}/wait"}, .params = wait_params, .since = "0.2",
      .errors = "process.not_found", .handler = process_wait},
-    {.id = "process.stream", .effects = ABX_EFF_READ,
+    {.id = "process.stream", .events = proc_stream_events, .effects = ABX_EFF_READ,
      .summary = "Output as server-sent events; resumable with Last-Event-ID.", .http = {"GET /process/{pid}/stream"},
      .params = stream_params, .stream = ABX_STREAM_SSE, .since = "0.1",
      .errors = "process.not_found", .handler = process_stream},
-    {.id = "process.write", .effects = ABX_EFF_EXEC, .summary = "Write to a process's stdin, optionally closing it.",
+    {.id = "process.write", .result = write_result, .effects = ABX_EFF_EXEC, .summary = "Write to a process's stdin, optionally closing it.",
      .http = {"POST /process/{pid}/stdin"}, .params = write_params, .since = "0.1",
      .errors = "process.not_found process.not_running process.stdin_closed", .handler = process_write},
-    {.id = "process.signal", .effects = ABX_EFF_EXEC, .summary = "Send a signal by name to the process group.",
+    {.id = "process.signal", .result = signal_result, .effects = ABX_EFF_EXEC, .summary = "Send a signal by name to the process group.",
      .http = {"POST /process/{pid}/signal"}, .params = signal_params, .since = "0.1",
      .errors = "process.not_found process.not_running", .handler = process_signal},
     {0},

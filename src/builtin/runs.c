@@ -136,13 +136,28 @@ static const abx_param finalize_params[] = {
     {0},
 };
 
+/* results: what each op answers */
+static const abx_param run_open_result[] = {
+    {"id", ABX_T_STRING, .required = true},
+    {"status", ABX_T_ENUM, .required = true, .choices = "open|completed"},
+    {0},
+};
+
+static const abx_param run_result[] = {
+    {"id", ABX_T_STRING, .required = true},
+    {"status", ABX_T_ENUM, .required = true, .choices = "open|completed"},
+    {"output", ABX_T_ANY, .required = true, .doc = "The final output (null while open)"},
+    {"completed_by", ABX_T_STRING, .required = true, .nullable = true},
+    {0},
+};
+
 static const abx_op_def runs_ops[] = {
-    {.id = "runs.create", .effects = ABX_EFF_WRITE, .summary = "Open a run (a completion record).",
+    {.id = "runs.create", .result = run_open_result, .effects = ABX_EFF_WRITE, .summary = "Open a run (a completion record).",
      .http = {"POST /runs"}, .since = "0.2", .handler = runs_create},
-    {.id = "runs.get", .effects = ABX_EFF_READ, .summary = "A run: open or completed, its output and by what.",
+    {.id = "runs.get", .result = run_result, .effects = ABX_EFF_READ, .summary = "A run: open or completed, its output and by what.",
      .http = {"GET /runs/{id}"}, .params = id_params, .since = "0.2", .errors = "run.not_found",
      .handler = runs_get},
-    {.id = "runs.finalize", .effects = ABX_EFF_WRITE,
+    {.id = "runs.finalize", .result = run_result, .effects = ABX_EFF_WRITE,
      .summary = "Complete a run from outside with its output (once; host.submit_output is the other way).",
      .http = {"POST /runs/{id}/finalize"}, .params = finalize_params, .since = "0.2",
      .errors = "run.not_found run.completed", .handler = runs_finalize},

@@ -143,18 +143,66 @@ static const abx_param env_params[] = {
     {0},
 };
 
+/* results: what each op answers */
+static const abx_param info_os_fields[] = {
+    {"name", ABX_T_STRING, .required = true}, {"kernel", ABX_T_STRING, .required = true},
+    {"arch", ABX_T_STRING, .required = true}, {0},
+};
+static const abx_param info_memory_fields[] = {
+    {"total_bytes", ABX_T_INT, .required = true}, {"available_bytes", ABX_T_INT, .required = true}, {0},
+};
+static const abx_param info_disk_fields[] = {
+    {"path", ABX_T_STRING, .required = true}, {"total_bytes", ABX_T_INT, .required = true},
+    {"free_bytes", ABX_T_INT, .required = true}, {0},
+};
+static const abx_param info_abx_fields[] = {
+    {"version", ABX_T_STRING, .required = true}, {"uptime_s", ABX_T_INT, .required = true}, {0},
+};
+
+static const abx_param info_result[] = {
+    {"os", ABX_T_OBJECT, .required = true, .fields = info_os_fields},
+    {"cpus", ABX_T_INT, .required = true},
+    {"memory", ABX_T_OBJECT, .required = true, .fields = info_memory_fields},
+    {"disk", ABX_T_OBJECT, .required = true, .nullable = true, .fields = info_disk_fields},
+    {"uptime_s", ABX_T_INT, .required = true},
+    {"abx", ABX_T_OBJECT, .required = true, .fields = info_abx_fields},
+    {"confinement", ABX_T_MAP, ABX_T_ANY, .required = true, .doc = "mode, tier, and each layer's state"},
+    {0},
+};
+
+static const abx_param env_result[] = {
+    {"env", ABX_T_MAP, ABX_T_ANY, .required = true, .doc = "Name to value (null: unset)"},
+    {0},
+};
+
+static const abx_param reload_diag_fields[] = {
+    {"level", ABX_T_STRING, .required = true}, {"code", ABX_T_STRING, .required = true},
+    {"line", ABX_T_INT, .required = true}, {"message", ABX_T_STRING, .required = true}, {0},
+};
+
+static const abx_param reload_result[] = {
+    {"reloaded", ABX_T_BOOL, .required = true},
+    {"diagnostics", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = reload_diag_fields},
+    {0},
+};
+
+static const abx_param home_delete_result[] = {
+    {"removed", ABX_T_BOOL, .required = true, .doc = "false: there was no home to remove"},
+    {0},
+};
+
 static const abx_op_def system_ops[] = {
-    {.id = "system.info", .effects = ABX_EFF_READ,
+    {.id = "system.info", .result = info_result, .effects = ABX_EFF_READ,
      .summary = "OS, kernel, CPUs, memory, workspace disk, uptime, abx version, confinement available.",
      .http = {"GET /system/info"}, .since = "0.1", .handler = system_info},
-    {.id = "system.env.get", .effects = ABX_EFF_READ,
+    {.id = "system.env.get", .result = env_result, .effects = ABX_EFF_READ,
      .summary = "Values of the environment variables the config's system.env allowlists.",
      .http = {"GET /system/env"}, .params = env_params, .since = "0.1", .handler = system_env_get},
-    {.id = "system.policy.reload", .effects = ABX_EFF_ADMIN,
+    {.id = "system.policy.reload", .result = reload_result, .effects = ABX_EFF_ADMIN,
      .summary = "Re-read the config file and swap the policy atomically; a broken file keeps the old policy.",
      .http = {"POST /system/policy/reload"}, .since = "0.1",
      .errors = "config.reload_failed", .handler = system_policy_reload},
-    {.id = "system.home.delete", .effects = ABX_EFF_DELETE,
+    {.id = "system.home.delete", .result = home_delete_result, .effects = ABX_EFF_DELETE,
      .summary = "Remove the caller's private HOME (dotfiles, caches, histories); the next process gets an empty one.",
      .http = {"DELETE /system/home"}, .since = "0.2", .handler = system_home_delete},
     {0},

@@ -7,6 +7,7 @@
  * from the client is JSON: {"type": "input", "data": "..."} or
  * {"type": "resize", "cols": N, "rows": N}. */
 #include "builtin/exec.h"
+#include "builtin/results.h"
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -224,8 +225,43 @@ static const abx_param resize_params[] = {
     {0},
 };
 
+/* results: what each op answers */
+static const abx_param term_result[] = {
+    ABX_PROC_FIELDS,
+    {"id", ABX_T_INT, .required = true, .doc = "The terminal's id (its pid)"},
+    {"ws_path", ABX_T_STRING, .required = true, .doc = "The WebSocket to connect to"},
+    {"ws_url", ABX_T_STRING, .doc = "Its URL on the terminal listener, when one is configured"},
+    {0},
+};
+
+static const abx_param term_list_result[] = {
+    {"terminals", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = term_result},
+    {0},
+};
+
+static const abx_param ticket_result[] = {
+    {"id", ABX_T_INT, .required = true},
+    {"ticket", ABX_T_STRING, .required = true},
+    {"expires_in", ABX_T_INT, .required = true, .doc = "Seconds"},
+    {"ws_path", ABX_T_STRING, .required = true, .doc = "Connect here (the ticket is in the query)"},
+    {0},
+};
+
+static const abx_param resize_result[] = {
+    {"id", ABX_T_INT, .required = true},
+    {"cols", ABX_T_INT, .required = true},
+    {"rows", ABX_T_INT, .required = true},
+    {0},
+};
+
+static const abx_param term_delete_result[] = {
+    {"id", ABX_T_INT, .required = true},
+    {"deleted", ABX_T_BOOL, .required = true},
+    {0},
+};
+
 static const abx_op_def terminal_ops[] = {
-    {.id = "terminal.create", .effects = ABX_EFF_EXEC,
+    {.id = "terminal.create", .result = term_result, .effects = ABX_EFF_EXEC,
      .summary = "Start a program (a shell by default) on a confined pseudo-terminal; connect to it over WebSocket.",
      .http = {"POST /terminal"}, .params = create_params,
      .limits = ABX_LIM_TIMEOUT | ABX_LIM_RATE | ABX_LIM_CONCURRENCY | ABX_LIM_MEMORY | ABX_LIM_PIDS | ABX_LIM_CPU,
@@ -236,17 +272,17 @@ static const abx_op_def terminal_ops[] = {
      .summary = "WebSocket to a terminal: binary frames carry its bytes; recent output is replayed on (re)connect.",
      .http = {"GET /terminal/{id}"}, .params = connect_params, .stream = ABX_STREAM_WS, .since = "0.1",
      .errors = "process.not_found auth.invalid_token", .handler = terminal_connect},
-    {.id = "terminal.ticket", .effects = ABX_EFF_EXEC,
+    {.id = "terminal.ticket", .result = ticket_result, .effects = ABX_EFF_EXEC,
      .summary = "A single-use ticket for one WebSocket upgrade to the caller's terminal within 30 s "
                 "(GET /terminal/{id}?ticket=...), for pages that cannot send Authorization.",
      .http = {"POST /terminal/{id}/ticket"}, .params = id_params, .since = "0.2",
      .errors = "process.not_found limit.concurrency", .handler = terminal_ticket},
-    {.id = "terminal.resize", .effects = ABX_EFF_EXEC, .summary = "Resize a terminal.",
+    {.id = "terminal.resize", .result = resize_result, .effects = ABX_EFF_EXEC, .summary = "Resize a terminal.",
      .http = {"POST /terminal/{id}/resize"}, .params = resize_params, .since = "0.1",
      .errors = "process.not_found process.not_running", .handler = terminal_resize},
-    {.id = "terminal.list", .effects = ABX_EFF_READ, .summary = "The caller's terminals.",
+    {.id = "terminal.list", .result = term_list_result, .effects = ABX_EFF_READ, .summary = "The caller's terminals.",
      .http = {"GET /terminal/list"}, .since = "0.1", .handler = terminal_list},
-    {.id = "terminal.delete", .effects = ABX_EFF_EXEC, .summary = "End a terminal (HUP, then KILL).",
+    {.id = "terminal.delete", .result = term_delete_result, .effects = ABX_EFF_EXEC, .summary = "End a terminal (HUP, then KILL).",
      .http = {"DELETE /terminal/{id}"}, .params = id_params, .since = "0.1",
      .errors = "process.not_found", .handler = terminal_delete},
     {0},

@@ -69,6 +69,28 @@ static void print_op(FILE *f, const json_t *op)
     print_params(f, json_object_get(op, "params"));
 }
 
+/* The declared result's fields (abx call OP --help): always present or optional. */
+static void print_result(FILE *f, const json_t *result)
+{
+    const json_t *fields = json_object_get(result, "fields");
+    if (!json_array_size(fields))
+        return;
+    fprintf(f, "\nresult (a JSON object):\n");
+    size_t i;
+    const json_t *p;
+    json_array_foreach(fields, i, p)
+    {
+        char type[256];
+        param_type(p, type, sizeof type);
+        fprintf(f, "  %-16s %-24s %s%s\n", json_string_value(json_object_get(p, "name")), type,
+                json_is_true(json_object_get(p, "required")) ? "always" : "optional",
+                json_is_true(json_object_get(p, "nullable")) ? ", may be null" : "");
+        const char *doc = json_string_value(json_object_get(p, "doc"));
+        if (doc && doc[0])
+            fprintf(f, "      %s\n", doc);
+    }
+}
+
 static json_t *catalog_ops(void)
 {
     abx_registry *reg = abx_registry_default();
@@ -101,6 +123,7 @@ int abx_cli_op_help(const char *op, FILE *f)
         if (strcmp(json_string_value(json_object_get(o, "id")), op) == 0) {
             fprintf(f, "usage: abx call %s [name=value ...] [--args '{...}']\n\n", op);
             print_op(f, o);
+            print_result(f, json_object_get(o, "result"));
             rc = 0;
         }
     }

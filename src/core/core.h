@@ -104,6 +104,13 @@ abx_err abx_args_add_text(const abx_op *op, json_t *args, const char *name, cons
 /* JSON Schema (2020-12) of one parameter / of the op's whole argument object (owned). */
 json_t *abx_param_schema(const abx_param *p);
 json_t *abx_op_args_schema(const abx_op *op);
+/* resultschema.c: JSON Schema of the op's declared JSON result (an object) or NULL when
+ * it declares none; of its SSE events ({name: schema of the data}) or NULL; a value made
+ * from a schema, for documentation examples (owned). */
+json_t *abx_op_result_schema(const abx_op *op);
+json_t *abx_op_events_schema(const abx_op *op);
+json_t *abx_fields_schema(const abx_param *fields);
+json_t *abx_schema_example(const json_t *schema);
 
 /* ---- errors (errors.c) ---- */
 /* The errno the policy's identity check (abx_policy_fd_check) answers for a denied

@@ -526,6 +526,9 @@ static json_t *type_schema(const abx_param *p, abx_type t)
         json_object_set_new(s, "additionalProperties", json_false());
         break;
     }
+    case ABX_T_MAP: /* a list of maps (results): objects with any keys */
+        json_object_set_new(s, "type", json_string("object"));
+        break;
     default:
         break;
     }

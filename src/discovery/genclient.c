@@ -4,7 +4,7 @@
  * TypeScript: parameter interfaces and a fetch-based client class. Both read the same
  * catalog entries GET /ops serves, so names, types and docs are never typed twice.
  * Ops declare no result schema, so JSON results are typed as generic JSON objects. */
-#include "discovery/discovery.h"
+#include "discovery/genclient_int.h"
 #include "core/util.h"
 #include <string.h>
 
@@ -250,9 +250,10 @@ static void py_method(abx_buf *b, const json_t *e)
         }
     }
     abx_buf_puts(b, multi ? ",\n    ) -> " : ") -> ");
-    abx_buf_puts(b, strcmp(stream, "sse") == 0     ? "\"_abx.EventStream\""
-                    : strcmp(stream, "bytes") == 0 ? "bytes"
-                                                   : "Result");
+    if (strcmp(stream, "none") != 0 || !abx__gen_result_name(b, e)) /* the declared result's TypedDict */
+        abx_buf_puts(b, strcmp(stream, "sse") == 0     ? "\"_abx.EventStream\""
+                        : strcmp(stream, "bytes") == 0 ? "bytes"
+                                                       : "Result");
     abx_buf_puts(b, ":\n        \"\"\"");
     py_doc_text(b, jstr(e, "summary"));
     abx_buf_printf(b, "\n\n        Operation `%s`", id);
@@ -390,12 +391,13 @@ static char *gen_python(const json_t *cat)
                    "import abx as _abx\n\n"
                    "ABX_VERSION = \"%s\"\n"
                    "CATALOG_VERSION = %d\n\n"
-                   "# Operations declare no result schema: a JSON result is the object the server sends.\n"
+                   "# A JSON result an operation does not declare: the object the server sends.\n"
                    "Result = Dict[str, Any]\n",
                    ABX_VERSION, ABX_CATALOG_VERSION, ABX_VERSION, ABX_CATALOG_VERSION);
     size_t i;
     json_t *e;
     json_array_foreach(ops, i, e) py_typed_dicts(&b, json_object_get(e, "params"), jstr(e, "id"));
+    json_array_foreach(ops, i, e) abx__gen_py_result(&b, e); /* each declared result's TypedDict */
     /* deepest namespaces first, the root class last */
     for (size_t k = json_array_size(ns); k-- > 0;)
         py_namespace(&b, ops, ns, json_string_value(json_array_get(ns, k)));
@@ -582,12 +584,15 @@ static void ts_namespace(abx_buf *b, const json_t *ops, const json_t *all_ns, co
         abx_buf_printf(b, " (`%s`) */\n  %s(", id, strrchr(id, '.') + 1);
         if (is_raw(e))
             abx_buf_puts(b, "body: BodyInit, ");
-        abx_buf_printf(b, "params: %s%s): Promise<%s> {\n", iface.data, has_required(e) ? "" : " = {}",
-                       strcmp(stream, "sse") == 0 ? "AsyncIterable<AbxEvent>" : strcmp(stream, "bytes") == 0 ? "Uint8Array" : "JsonObject");
+        abx_buf ret; /* the declared result's interface, else by the stream */
+        abx_buf_init(&ret, 0);
+        if (strcmp(stream, "none") != 0 || !abx__gen_result_name(&ret, e))
+            abx_buf_puts(&ret, strcmp(stream, "sse") == 0 ? "AsyncIterable<AbxEvent>" : strcmp(stream, "bytes") == 0 ? "Uint8Array" : "JsonObject");
+        abx_buf_printf(b, "params: %s%s): Promise<%s> {\n", iface.data, has_required(e) ? "" : " = {}", ret.data);
         abx_buf_puts(b, "    return this.c.call(");
         lit(b, id);
-        abx_buf_printf(b, ", params%s) as Promise<%s>;\n  }\n", is_raw(e) ? ", body" : "",
-                       strcmp(stream, "sse") == 0 ? "AsyncIterable<AbxEvent>" : strcmp(stream, "bytes") == 0 ? "Uint8Array" : "JsonObject");
+        abx_buf_printf(b, ", params%s) as Promise<%s>;\n  }\n", is_raw(e) ? ", body" : "", ret.data);
+        abx_buf_release(&ret);
         abx_buf_release(&iface);
     }
     abx_buf_puts(b, "}\n");
@@ -715,7 +720,7 @@ static char *gen_ts(const json_t *cat)
                    "//   const abx = new Abx({ url: \"http://127.0.0.1:8080\", token });\n"
                    "//   const listing = await abx.files.list({ path: \".\" });\n"
                    "//\n"
-                   "// Operations declare no result schema: JSON results are typed JsonObject.\n\n"
+                   "// JSON results are typed by each operation's declared result (JsonObject when undeclared).\n\n"
                    "export const ABX_VERSION = \"%s\";\nexport const CATALOG_VERSION = %d;\n",
                    ABX_VERSION, ABX_CATALOG_VERSION, ABX_VERSION, ABX_CATALOG_VERSION);
     abx_buf_puts(&b, ts_runtime);
@@ -731,6 +736,7 @@ static char *gen_ts(const json_t *cat)
         abx_buf_puts(&iface, "Params");
         char *doc = abx_asprintf("Parameters of `%s`.", jstr(e, "id"));
         ts_interface(&b, json_object_get(e, "params"), iface.data, doc);
+        abx__gen_ts_result(&b, e);
         abx_free(doc);
         abx_buf_release(&iface);
     }
@@ -774,4 +780,12 @@ char *abx_gen_client(const abx_registry *reg, const char *lang, char *err, size_
     if (!out)
         snprintf(err, errlen, "out of memory");
     return out;
+}
+
+/* for genresult.c */
+void abx__gen_camel(abx_buf *b, const char *s, size_t n) { camel(b, s, n); }
+void abx__gen_py_type(abx_buf *b, const json_t *p, const char *typed_dict) { py_type(b, p, typed_dict); }
+void abx__gen_ts_interface(abx_buf *b, const json_t *params, const char *iface, const char *doc)
+{
+    ts_interface(b, params, iface, doc);
 }

@@ -113,13 +113,19 @@ static json_t *success_response(const abx_op *op)
         return json_pack("{s:s, s:{s:{s:{s:s, s:s}}}}", "description", "The bytes", "content",
                          d->result_content_type ? d->result_content_type : "application/octet-stream", "schema",
                          "type", "string", "format", "binary");
-    if (d->stream == ABX_STREAM_SSE)
-        return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description",
+    if (d->stream == ABX_STREAM_SSE) /* x-abx-events: each event's data, by name */
+        return json_pack("{s:s, s:{s:{s:{s:s}, s:o*}}}", "description",
                          "Server-sent events: `event:` names the frame, `data:` is JSON, `id:` resumes "
                          "(Last-Event-ID)",
-                         "content", "text/event-stream", "schema", "type", "string");
-    return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", "The result", "content", "application/json", "schema",
-                     "type", "object");
+                         "content", "text/event-stream", "schema", "type", "string", "x-abx-events",
+                         abx_op_events_schema(op));
+    json_t *rs = abx_op_result_schema(op);
+    if (!rs)
+        return json_pack("{s:s, s:{s:{s:{s:s}}}}", "description", "The result", "content", "application/json",
+                         "schema", "type", "object");
+    json_t *ex = abx_schema_example(rs);
+    return json_pack("{s:s, s:{s:{s:o, s:o}}}", "description", "The result", "content", "application/json", "schema",
+                     rs, "example", ex);
 }
 
 static json_t *responses(const abx_op *op, bool json_body, bool any_body, json_t *shared)

@@ -515,9 +515,11 @@ json_t *abx_mcp_tool_entry(const abx_op *op)
     json_t *ann = json_pack("{s:b, s:b, s:b, s:b}", "readOnlyHint", read_only, "destructiveHint",
                             (e & (ABX_EFF_DELETE | ABX_EFF_EXEC | ABX_EFF_ADMIN)) != 0, "idempotentHint", idempotent,
                             "openWorldHint", (e & ABX_EFF_NET) != 0);
-    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:o}", "name", name, "title", op->id, "description",
+    /* outputSchema: the declared JSON result (tools/list drops it for revisions before 2025-06-18) */
+    return json_pack("{s:s, s:s, s:s, s:o, s:o*, s:o, s:o}", "name", name, "title", op->id, "description",
                      op->def->summary && *op->def->summary ? op->def->summary : op->id, "inputSchema",
-                     abx_op_args_schema(op), "annotations", ann, "_meta", meta);
+                     abx_op_args_schema(op), "outputSchema", abx_op_result_schema(op), "annotations", ann, "_meta",
+                     meta);
 }
 
 json_t *abx_mcp_tools(const abx_registry *reg, const abx_policy *policy, int slot)

@@ -42,6 +42,11 @@ static const char instructions[] =
 
 /* ---- small helpers ---- */
 
+bool abx__mcp_structured(const abx_mcp_conv *c)
+{
+    return c && strcmp(c->version, "2025-06-18") >= 0; /* revisions are dates: they sort as text */
+}
+
 bool abx__mcp_version_supported(const char *v)
 {
     for (size_t i = 0; v && i < ABX_ARRAY_LEN(versions); i++)
@@ -335,8 +340,17 @@ static json_t *tools_list(const abx_mcp_in *in, const json_t *id, const json_t *
                              ABX_E_ARGS_INVALID);
     }
     json_t *page = json_array();
-    for (size_t i = (size_t)offset; i < n && i < (size_t)offset + MCP_PAGE; i++)
-        json_array_append(page, json_array_get(tools, i));
+    bool typed = abx__mcp_structured(in->conv);
+    for (size_t i = (size_t)offset; i < n && i < (size_t)offset + MCP_PAGE; i++) {
+        json_t *t = json_array_get(tools, i);
+        if (!typed && json_object_get(t, "outputSchema")) { /* an older revision: no outputSchema */
+            t = json_copy(t);
+            json_object_del(t, "outputSchema");
+            json_array_append_new(page, t);
+        } else {
+            json_array_append(page, t);
+        }
+    }
     json_t *result = json_pack("{s:o}", "tools", page);
     if ((size_t)offset + MCP_PAGE < n)
         json_object_set_new(result, "nextCursor", cursor_encode((size_t)offset + MCP_PAGE));

@@ -410,9 +410,16 @@ static bool answer(abx_mcp_call *c, abx_mcp_out *out)
         return true;
     } else if (r->reply.raw) {
         size_t n = r->reply.raw_len < MCP_RESULT_MAX ? r->reply.raw_len : MCP_RESULT_MAX;
-        out->reply = abx__mcp_result(id, tool_result(r, bytes_content(r, r->reply.content_type, r->reply.raw, n,
-                                                                      n < r->reply.raw_len),
-                                                     false, NULL));
+        json_t *res = tool_result(r, bytes_content(r, r->reply.content_type, r->reply.raw, n, n < r->reply.raw_len),
+                                  false, NULL);
+        /* a JSON result served as prepared bytes (discovery's cached documents) is typed too */
+        json_t *typed = res && c->op->def->result && abx__mcp_structured(c->conv)
+                            ? json_loadb(r->reply.raw, r->reply.raw_len, 0, NULL)
+                            : NULL;
+        if (json_is_object(typed))
+            json_object_set(res, "structuredContent", typed);
+        json_decref(typed);
+        out->reply = abx__mcp_result(id, res);
     } else if (r->reply.fd >= 0) {
         size_t n = r->reply.length < MCP_RESULT_MAX ? (size_t)r->reply.length : MCP_RESULT_MAX;
         char *buf = abx_malloc(n + 1);
@@ -425,8 +432,11 @@ static bool answer(abx_mcp_call *c, abx_mcp_out *out)
                                                          false, NULL));
         abx_free(buf);
     } else {
-        out->reply = abx__mcp_result(id, tool_result(r, json_text_content(r->reply.body ? r->reply.body : json_null()),
-                                                     false, NULL));
+        json_t *res = tool_result(r, json_text_content(r->reply.body ? r->reply.body : json_null()), false, NULL);
+        /* the typed result beside the text, for revisions that list outputSchema */
+        if (res && c->op->def->result && json_is_object(r->reply.body) && abx__mcp_structured(c->conv))
+            json_object_set(res, "structuredContent", r->reply.body);
+        out->reply = abx__mcp_result(id, res);
     }
     if (c->fl && atomic_load(&c->fl->cancel))
         out->cancelled = true;

@@ -77,6 +77,8 @@ struct abx_mcp_call {
     int64_t interval_ms, started_ms, next_progress_ms;
 };
 
+/* Whether the negotiated revision has outputSchema and structuredContent (2025-06-18 on). */
+bool abx__mcp_structured(const abx_mcp_conv *c);
 void abx__mcp_conv_unref(abx_mcp *m, abx_mcp_conv *c);
 void abx__mcp_session_end(abx_mcp *m, abx_mcp_conv *c);
 abx_mcp_conv *abx__mcp_session_find(abx_mcp *m, const char *id, const char *principal);

@@ -28,6 +28,7 @@ typedef struct custom_cmd {
     char **argv;                 /* the template; argv[0] is the resolved absolute program */
     size_t argc;
     int64_t timeout_ms;          /* hard timeout, 0 = none (statements may still cap it) */
+    const abx_param *result;     /* result: the fields stdout's JSON object has; NULL = commands.run's */
 } custom_cmd;
 
 /* ---- the handler ---- */
@@ -121,7 +122,8 @@ static abx_err custom_run(abx_ctx *ctx, const json_t *args, abx_reply *r)
     if (e != ABX_OK)
         return abx_reply_error(r, e, NULL, "%s", why);
     abx_exec_opts o = {.argv = argv, .hard_timeout_ms = c->timeout_ms, .tag = abx_ctx_op_id(ctx)};
-    return abx_exec_run(ctx, args, &o, 0, r);
+    e = abx_exec_run(ctx, args, &o, 0, r);
+    return e == ABX_OK && c->result ? abx__custom_result(c->result, r) : e;
 }
 
 /* The approval binder's question (abx_namespace.bind_argv): the argv a declarative
@@ -201,9 +203,9 @@ static abx_type type_by_name(const char *t)
 }
 
 /* params: {name: TYPE} or {name: {type: TYPE, default: V, doc: TEXT}} → {0}-terminated array */
-static abx_param *load_params(loader *L, const json_t *entry, size_t *n_out)
+static abx_param *load_params(loader *L, const json_t *entry, const char *key, size_t *n_out)
 {
-    const json_t *ps = json_object_get(entry, "params");
+    const json_t *ps = json_object_get(entry, key); /* params:, or the same shape for result: */
     size_t n = ps ? json_object_size(ps) : 0;
     abx_param *out = abx_arena_alloc(L->e->arena, (n + 1) * sizeof *out);
     *n_out = 0;
@@ -398,7 +400,7 @@ static bool check_template(loader *L, const char *t, const abx_param *params, si
  * before, with a letter or digit to make an op id from (written to tail). */
 static const char *load_name(loader *L, const json_t *entry, size_t index, char tail[ABX_ID_MAX])
 {
-    static const char *const keys[] = {"name", "summary", "argv", "params", "paths", "effects", "timeout"};
+    static const char *const keys[] = {"name", "summary", "argv", "params", "paths", "effects", "timeout", "result"};
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)entry, k, v)
@@ -408,7 +410,7 @@ static const char *load_name(loader *L, const json_t *entry, size_t index, char 
             known = known || strcmp(keys[i], k) == 0;
         if (!known) {
             abx_diag_add(L->d, "error", "config.unknown_key", key_line(L, entry, k),
-                         "custom[%zu]: unknown key '%s' (name, summary, argv, params, paths, effects, timeout)", index,
+                         "custom[%zu]: unknown key '%s' (name, summary, argv, params, paths, effects, timeout, result)", index,
                          k);
             return NULL;
         }
@@ -545,8 +547,12 @@ static int load_one(loader *L, const json_t *entry, size_t index, abx_registry *
         return -1;
     }
     size_t n_params;
-    abx_param *params = load_params(L, entry, &n_params);
+    abx_param *params = load_params(L, entry, "params", &n_params);
     if (!params || !load_paths(L, entry, params, n_params))
+        return -1;
+    size_t n_result = 0;
+    abx_param *result = json_object_get(entry, "result") ? load_params(L, entry, "result", &n_result) : NULL;
+    if (json_object_get(entry, "result") && !result)
         return -1;
     custom_cmd *c = abx_arena_alloc(a, sizeof *c);
     unsigned effects;
@@ -564,6 +570,8 @@ static int load_one(loader *L, const json_t *entry, size_t index, abx_registry *
     def->summary = summary ? abx_arena_strdup(a, summary)
                            : abx_arena_printf(a, "Declarative command '%s' (%s)", name, c->argv[0]);
     def->params = n_params ? params : NULL;
+    c->result = n_result ? result : NULL;
+    def->result = c->result ? c->result : abx__custom_run_result;
     def->limits = CUSTOM_LIMITS;
     def->since = ABX_VERSION;
     def->aliases[0] = abx_arena_strdup(a, name);

@@ -79,6 +79,9 @@ int abx__ext_plugin_load(abx_ext *e, abx_registry *reg, const abx_config *cfg, c
 int abx__ext_python_load(abx_ext *e, abx_registry *reg, const abx_config *cfg, const char *module, int line,
                          abx_diags *d);
 void abx__pyworker_free(abx_pyworker *w);
+/* custom_result.c: a declarative command's result (commands.run's, or the declared one) */
+extern const abx_param abx__custom_run_result[];
+abx_err abx__custom_result(const abx_param *fields, abx_reply *r);
 void abx__ext_pydir_remove(abx_ext *e);
 
 #endif

@@ -291,6 +291,13 @@ static abx_op_def *def_of(abx_arena *a, const json_t *j, abx_pyworker *w, char *
         snprintf(why, whylen, "%s", tmp);
         return NULL;
     }
+    const json_t *result = json_object_get(j, "result"); /* from a TypedDict/dataclass return annotation */
+    if (json_array_size(result) && !(d->result = params_of(a, result, why, whylen))) {
+        char tmp[300];
+        snprintf(tmp, sizeof tmp, "op '%s': result: %s", id, why);
+        snprintf(why, whylen, "%s", tmp);
+        return NULL;
+    }
     json_array_foreach(json_object_get(j, "limits"), i, v)
     {
         for (int b = 0; b < ABX_LIM__COUNT; b++)

@@ -54,6 +54,28 @@ try {
   } catch (e) {
     report.unknown = { error: e.code ?? String(e) };
   }
+  // typed results: the SDK validates structuredContent against each tool's outputSchema
+  // (cached by listTools) and throws when it is missing or does not match
+  report.outputSchemas = tools.filter((t) => t.outputSchema).map((t) => t.name);
+  report.typed = {};
+  const calls = [["files__list", { path: readPath }], ["files__stat", { path: readPath }],
+                 ["files__read", { path: `${readPath}/a.txt` }], ["files__find", { path: readPath, pattern: "*.txt" }],
+                 ["core__health", {}], ["core__capabilities", {}], ["core__ops__list", {}]];
+  for (const [name, args] of calls) {
+    const r = await client.callTool({ name, arguments: args });
+    report.typed[name] = { validator: !!client.getToolOutputValidator(name), isError: r.isError === true,
+                           same: JSON.stringify(r.structuredContent) === r.content?.[0]?.text };
+  }
+  // the validation is on: a tool whose cached schema says otherwise is refused
+  client.cacheToolMetadata(tools.map((t) => t.name !== "files__stat" ? t :
+    { ...t, outputSchema: { type: "object", properties: { path: { type: "integer" } }, required: ["path"] } }));
+  try {
+    await client.callTool({ name: "files__stat", arguments: { path: readPath } });
+    report.mismatch = null;
+  } catch (e) {
+    report.mismatch = String(e.message ?? e);
+  }
+  client.cacheToolMetadata(tools);
   await client.ping();
   report.ping = true;
   if (mode === "http") await transport.terminateSession();

@@ -28,6 +28,8 @@ import time
 import pytest
 import requests
 
+import abxschema
+
 ABX_BIN_SOURCE = os.environ.get("ABX_BIN", "/work/main/build/abx")
 ABX_BIN = ABX_BIN_SOURCE  # replaced by a private copy in pytest_configure
 START_TIMEOUT = float(os.environ.get("ABX_START_TIMEOUT", "15"))
@@ -80,6 +82,7 @@ def configure():
     """Called from each conftest's pytest_configure: run a private copy of the binary."""
     global ABX_BIN
     ABX_BIN = _snapshot_binary(ABX_BIN_SOURCE)
+    abxschema.install(ABX_BIN)  # every JSON result is checked against its op's result schema
 
 
 def sha256_hex(s):
@@ -223,6 +226,7 @@ class AbxServer:
         last = ""
         for _attempt in range(3):
             self.port = free_port()
+            abxschema.forget(self.port)
             self._n += 1
             self.stdout_path = os.path.join(self.tmp, "stdout.%d.txt" % self._n)
             self.stderr_path = os.path.join(self.tmp, "stderr.%d.txt" % self._n)
@@ -579,4 +583,7 @@ def read_sse(resp, until_event="exit", timeout=15.0):
         if time.time() > deadline:
             break
     resp.close()
-    return parse_sse(buf)
+    events = parse_sse(buf)
+    if getattr(resp, "_abx_request", None) is not None and resp.status_code == 200:
+        abxschema.check_events(resp._abx_request, resp.url, events)  # the declared events
+    return events

@@ -24,6 +24,7 @@
  *     are 0755. Owners and times are not restored. */
 #include "builtin/files/unarc.h"
 #include "builtin/files/walk.h"
+#include "builtin/files/results.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -530,8 +531,22 @@ static const abx_param extract_params[] = {
     {0},
 };
 
+/* the result */
+static const abx_param extract_result[] = {
+    {"path", ABX_T_STRING, .required = true, .doc = "The archive"},
+    {"dest", ABX_T_STRING, .required = true, .doc = "Where it was extracted"},
+    {"format", ABX_T_STRING, .required = true},
+    {"entries", ABX_T_INT, .required = true},
+    {"files", ABX_T_INT, .required = true},
+    {"directories", ABX_T_INT, .required = true},
+    {"symlinks", ABX_T_INT, .required = true},
+    {"hardlinks", ABX_T_INT, .required = true},
+    {"bytes", ABX_T_INT, .required = true},
+    {0},
+};
+
 const abx_op_def files_extract_ops[] = {
-    {.id = "files.extract", .effects = ABX_EFF_WRITE,
+    {.id = "files.extract", .result = extract_result, .effects = ABX_EFF_WRITE,
      .summary = "Unpack a tar, tar.gz or zip archive into a directory, all or nothing: no member may land outside "
                 "it ('..', absolute names, links leading out, writing through a link), within max_bytes and "
                 "max_entries.",

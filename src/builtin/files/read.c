@@ -1,6 +1,7 @@
 /* read.c — files.stat, files.list and files.read: what a path is, what a directory
  * holds (through the walker), and a file's bytes or lines. */
 #include "builtin/files/walk.h"
+#include "builtin/files/results.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -285,17 +286,58 @@ static const abx_param read_params[] = {
     {0},
 };
 
+/* results: what each op answers (the catalog, OpenAPI, MCP and the clients type it) */
+FILES_WARNING_ROWS;
+
+static const abx_param stat_result[] = {
+    {"exists", ABX_T_BOOL, .required = true, .doc = "false: nothing is at the path (the other fields are absent)"},
+    {"path", ABX_T_STRING, .required = true, .doc = "The canonical absolute path"},
+    FILES_STAT_FIELDS(false),
+    {0},
+};
+
+static const abx_param list_entry_fields[] = {
+    {"name", ABX_T_STRING, .required = true, .doc = "The entry's name"},
+    {"path", ABX_T_STRING, .required = true, .doc = "Its path relative to the listed directory"},
+    FILES_STAT_FIELDS(true),
+    {0},
+};
+
+static const abx_param list_result[] = {
+    {"path", ABX_T_STRING, .required = true, .doc = "The listed directory (canonical)"},
+    {"entries", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = list_entry_fields},
+    {"truncated", ABX_T_BOOL, .required = true, .doc = "max_entries stopped the listing"},
+    {"count", ABX_T_INT, .required = true, .doc = "Entries returned"},
+    {0},
+};
+
+static const abx_param read_result[] = {
+    {"path", ABX_T_STRING, .required = true, .doc = "The canonical absolute path"},
+    {"encoding", ABX_T_ENUM, .required = true, .choices = "utf8|base64"},
+    {"size", ABX_T_INT, .required = true, .doc = "The file's size in bytes"},
+    {"content", ABX_T_STRING, .required = true, .dflt = "\"hello\\n\"", .doc = "The text (utf8) or base64 bytes"},
+    {"length", ABX_T_INT, .required = true, .doc = "Bytes of the file in content"},
+    {"truncated", ABX_T_BOOL, .required = true, .doc = "More was asked for than max_bytes allows"},
+    {"offset", ABX_T_INT, .doc = "Byte range: the first byte"},
+    {"eof", ABX_T_BOOL, .doc = "Byte range: content reaches the end of the file"},
+    {"start_line", ABX_T_INT, .doc = "Line range: the first line"},
+    {"lines", ABX_T_INT, .doc = "Line range: lines in content"},
+    {"end_line", ABX_T_INT, .doc = "Line range: the last line in content"},
+    FILES_WARNINGS_FIELD,
+    {0},
+};
+
 const abx_op_def files_read_ops[] = {
-    {.id = "files.stat", .effects = ABX_EFF_READ,
+    {.id = "files.stat", .result = stat_result, .effects = ABX_EFF_READ,
      .summary = "Type, size, mode and times of a path; a missing path inside the scope is {\"exists\": false}.",
      .http = {"GET /files/stat"}, .params = stat_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
      .errors = "files.not_found files.access files.io", .handler = files_stat},
-    {.id = "files.list", .effects = ABX_EFF_READ,
+    {.id = "files.list", .result = list_result, .effects = ABX_EFF_READ,
      .summary = "Entries of a directory (name, type, size, mode, mtime), down to depth levels (recursive: all).",
      .http = {"GET /files/list"}, .params = list_params,
      .limits = ABX_LIM_MAX_ENTRIES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
      .errors = "files.not_found files.access files.io files.not_a_directory", .handler = files_list},
-    {.id = "files.read", .effects = ABX_EFF_READ,
+    {.id = "files.read", .result = read_result, .effects = ABX_EFF_READ,
      .summary = "Read a file by byte range or line range, as UTF-8 text or base64. A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.", .http = {"GET /files/read"},
      .params = read_params, .limits = ABX_LIM_MAX_BYTES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
      .errors = "files.not_found files.access files.io files.is_a_directory files.not_regular files.not_utf8",

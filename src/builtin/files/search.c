@@ -1,6 +1,7 @@
 /* search.c — files.search (lines that match, with context) and files.find (names that
  * match a glob), both over the walker (walk.h). */
 #include "builtin/files/walk.h"
+#include "builtin/files/results.h"
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -367,14 +368,49 @@ static const abx_param find_params[] = {
     {0},
 };
 
+/* results: what each op answers */
+static const abx_param search_match_fields[] = {
+    {"path", ABX_T_STRING, .required = true, .doc = "Relative to the searched directory"},
+    {"line", ABX_T_INT, .required = true, .doc = "Line number (from 1)"},
+    {"text", ABX_T_STRING, .required = true},
+    {"before", ABX_T_LIST, ABX_T_STRING, .required = true, .doc = "Context lines before"},
+    {"after", ABX_T_LIST, ABX_T_STRING, .required = true, .doc = "Context lines after"},
+    {0},
+};
+
+static const abx_param search_result[] = {
+    {"path", ABX_T_STRING, .required = true},
+    {"results", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = search_match_fields},
+    {"count", ABX_T_INT, .required = true},
+    {"truncated", ABX_T_BOOL, .required = true},
+    {"files_scanned", ABX_T_INT, .required = true},
+    {"files_skipped", ABX_T_INT, .required = true},
+    {0},
+};
+
+static const abx_param find_match_fields[] = {
+    {"path", ABX_T_STRING, .required = true, .doc = "Relative to the searched directory"},
+    {"type", ABX_T_ENUM, .required = true, .choices = FILES_TYPE_CHOICES},
+    {"size", ABX_T_INT, .required = true},
+    {0},
+};
+
+static const abx_param find_result[] = {
+    {"path", ABX_T_STRING, .required = true},
+    {"results", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = find_match_fields},
+    {"count", ABX_T_INT, .required = true},
+    {"truncated", ABX_T_BOOL, .required = true},
+    {0},
+};
+
 const abx_op_def files_search_ops[] = {
-    {.id = "files.search", .effects = ABX_EFF_READ,
+    {.id = "files.search", .result = search_result, .effects = ABX_EFF_READ,
      .summary = "Search file contents for a literal or regex, with include/exclude globs, context lines and line "
                 "numbers; binary files are skipped.",
      .http = {"POST /files/search"}, .params = search_params,
      .limits = ABX_LIM_MAX_ENTRIES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
      .errors = "files.not_found files.access files.io files.not_regular", .handler = files_search},
-    {.id = "files.find", .effects = ABX_EFF_READ, .summary = "Find files and directories whose names match a glob.",
+    {.id = "files.find", .result = find_result, .effects = ABX_EFF_READ, .summary = "Find files and directories whose names match a glob.",
      .http = {"POST /files/find"}, .params = find_params,
      .limits = ABX_LIM_MAX_ENTRIES | ABX_LIM_RATE | ABX_LIM_CONCURRENCY, .since = "0.1",
      .errors = "files.not_found files.access files.io files.not_a_directory", .handler = files_find},

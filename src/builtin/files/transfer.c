@@ -1,6 +1,7 @@
 /* transfer.c — files.download (a file's bytes with a Content-Type from its extension)
  * and files.upload (a streamed request body into a staged file). */
 #include "builtin/files/files.h"
+#include "builtin/files/results.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -212,8 +213,19 @@ static const abx_param upload_params[] = {
 
 /* ---- files.archive: several sources as one tar.gz, streamed ---- */
 
+/* the upload's result */
+FILES_WARNING_ROWS;
+
+static const abx_param upload_result[] = {
+    {"path", ABX_T_STRING, .required = true, .doc = "The canonical absolute path"},
+    {"bytes_written", ABX_T_INT, .required = true},
+    {"created", ABX_T_BOOL, .required = true, .doc = "The file did not exist before"},
+    FILES_WARNINGS_FIELD,
+    {0},
+};
+
 const abx_op_def files_transfer_ops[] = {
-    {.id = "files.upload", .effects = ABX_EFF_WRITE,
+    {.id = "files.upload", .result = upload_result, .effects = ABX_EFF_WRITE,
      .summary = "Upload a file: the request body (any bytes, streamed) replaces the file at path atomically."
                 " A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"PUT /files/upload"}, .params = upload_params,

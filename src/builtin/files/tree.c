@@ -3,6 +3,7 @@
  * strict walk (walk.h, FILES_WALK_REQUIRE) checks that the call could name every entry
  * on its own; delete and copy then walk the tree again to do the work. */
 #include "builtin/files/walk.h"
+#include "builtin/files/results.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -549,15 +550,47 @@ static const abx_param delete_params[] = {
     {0},
 };
 
+/* results: what each op answers */
+FILES_WARNING_ROWS;
+
+static const abx_param move_result[] = {
+    {"src", ABX_T_STRING, .required = true},
+    {"dst", ABX_T_STRING, .required = true},
+    {"type", ABX_T_ENUM, .required = true, .choices = FILES_TYPE_CHOICES},
+    {"replaced", ABX_T_BOOL, .required = true, .doc = "Something at dst was replaced"},
+    FILES_WARNINGS_FIELD,
+    {0},
+};
+
+static const abx_param copy_result[] = {
+    {"src", ABX_T_STRING, .required = true},
+    {"dst", ABX_T_STRING, .required = true},
+    {"type", ABX_T_ENUM, .required = true, .choices = FILES_TYPE_CHOICES},
+    {"files", ABX_T_INT, .required = true},
+    {"directories", ABX_T_INT, .required = true},
+    {"symlinks", ABX_T_INT, .required = true},
+    {"skipped", ABX_T_INT, .required = true},
+    {"bytes", ABX_T_INT, .required = true},
+    FILES_WARNINGS_FIELD,
+    {0},
+};
+
+static const abx_param delete_result[] = {
+    {"path", ABX_T_STRING, .required = true},
+    {"type", ABX_T_ENUM, .required = true, .choices = FILES_TYPE_CHOICES},
+    {"deleted", ABX_T_INT, .required = true, .doc = "Entries removed"},
+    {0},
+};
+
 const abx_op_def files_tree_ops[] = {
-    {.id = "files.move", .effects = ABX_EFF_READ | ABX_EFF_WRITE | ABX_EFF_DELETE,
+    {.id = "files.move", .result = move_result, .effects = ABX_EFF_READ | ABX_EFF_WRITE | ABX_EFF_DELETE,
      .summary = "Rename a file or directory (no replacement unless overwrite); same filesystem only."
                 " A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"POST /files/move"}, .params = move_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY,
      .since = "0.1",
      .errors = "files.not_found files.access files.io files.is_a_directory files.not_a_directory",
      .handler = files_move_w},
-    {.id = "files.copy", .effects = ABX_EFF_READ | ABX_EFF_WRITE,
+    {.id = "files.copy", .result = copy_result, .effects = ABX_EFF_READ | ABX_EFF_WRITE,
      .summary = "Copy a file, or a directory tree with recursive; modes kept, symlinks copied as symlinks."
                 " A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"POST /files/copy"}, .params = copy_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY,
@@ -565,7 +598,7 @@ const abx_op_def files_tree_ops[] = {
      .errors = "files.not_found files.access files.io files.no_space files.is_a_directory files.not_a_directory "
                "files.not_regular",
      .handler = files_copy_w},
-    {.id = "files.delete", .effects = ABX_EFF_DELETE,
+    {.id = "files.delete", .result = delete_result, .effects = ABX_EFF_DELETE,
      .summary = "Delete a file, symlink or empty directory; a non-empty directory only with recursive.",
      .http = {"DELETE /files"}, .params = delete_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY,
      .since = "0.1",

@@ -1,6 +1,7 @@
 /* watch.c — files.watch: inotify as server-sent events, recursive (the directories
  * come from the walker, walk.h), resumable through Last-Event-ID. */
 #include "builtin/files/walk.h"
+#include "builtin/files/results.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -466,8 +467,42 @@ static const abx_param watch_params[] = {
     {0},
 };
 
+/* the stream's events: ready/reset first, then one per change, dropped after an overflow */
+static const abx_param watch_start_fields[] = {
+    {"watch", ABX_T_STRING, .required = true, .doc = "The watch's id (Last-Event-ID resumes it)"},
+    {"path", ABX_T_STRING, .required = true},
+    {"dirs", ABX_T_INT, .required = true, .doc = "Directories watched"},
+    {0},
+};
+
+static const abx_param watch_change_fields[] = {
+    {"type", ABX_T_ENUM, .required = true, .choices = "create|modify|delete|move"},
+    {"path", ABX_T_STRING, .required = true, .doc = "Relative to the watched directory"},
+    {"dir", ABX_T_BOOL, .required = true},
+    {"seq", ABX_T_INT, .required = true},
+    {"from", ABX_T_STRING, .doc = "move: the old path"},
+    {0},
+};
+
+static const abx_param watch_dropped_fields[] = {
+    {"from", ABX_T_INT, .required = true},
+    {"to", ABX_T_INT, .required = true},
+    {0},
+};
+
+static const abx_param watch_events[] = {
+    {"ready", ABX_T_OBJECT, .fields = watch_start_fields, .doc = "The watch is set up"},
+    {"reset", ABX_T_OBJECT, .fields = watch_start_fields, .doc = "Resumed past what is kept: read again"},
+    {"create", ABX_T_OBJECT, .fields = watch_change_fields},
+    {"modify", ABX_T_OBJECT, .fields = watch_change_fields},
+    {"delete", ABX_T_OBJECT, .fields = watch_change_fields},
+    {"move", ABX_T_OBJECT, .fields = watch_change_fields},
+    {"dropped", ABX_T_OBJECT, .fields = watch_dropped_fields, .doc = "Events from..to were lost"},
+    {0},
+};
+
 const abx_op_def files_watch_ops[] = {
-    {.id = "files.watch", .effects = ABX_EFF_READ,
+    {.id = "files.watch", .events = watch_events, .effects = ABX_EFF_READ,
      .summary = "Changes below a directory (create, modify, delete, move) as server-sent events; resumable. A "
                 "rename inside the tree is one move event {path, from}; abx's own temp files are never shown.",
      .http = {"GET /files/watch"}, .params = watch_params, .stream = ABX_STREAM_SSE, .since = "0.1",

@@ -1,6 +1,7 @@
 /* write.c — files.write, files.edit and files.mkdir: a file replaced atomically through
  * a staged temp file (or appended to), an exact-text edit, a directory. */
 #include "builtin/files/files.h"
+#include "builtin/files/results.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -307,8 +308,34 @@ static const abx_param mkdir_params[] = {
     {0},
 };
 
+/* results: what each op answers */
+FILES_WARNING_ROWS;
+
+static const abx_param write_result[] = {
+    {"path", ABX_T_STRING, .required = true, .doc = "The canonical absolute path"},
+    {"bytes_written", ABX_T_INT, .required = true},
+    {"created", ABX_T_BOOL, .required = true, .doc = "The file did not exist before"},
+    {"mode", ABX_T_STRING, .required = true, .doc = "The write mode used"},
+    FILES_WARNINGS_FIELD,
+    {0},
+};
+
+static const abx_param edit_result[] = {
+    {"path", ABX_T_STRING, .required = true, .doc = "The canonical absolute path"},
+    {"replacements", ABX_T_INT, .required = true, .doc = "Occurrences replaced"},
+    {"size", ABX_T_INT, .required = true, .doc = "The file's new size in bytes"},
+    FILES_WARNINGS_FIELD,
+    {0},
+};
+
+static const abx_param mkdir_result[] = {
+    {"path", ABX_T_STRING, .required = true, .doc = "The canonical absolute path"},
+    {"created", ABX_T_BOOL, .required = true, .doc = "false: the directory was already there"},
+    {0},
+};
+
 const abx_op_def files_write_ops[] = {
-    {.id = "files.write", .effects = ABX_EFF_WRITE,
+    {.id = "files.write", .result = write_result, .effects = ABX_EFF_WRITE,
      .summary = "Write a file: atomic overwrite (permissions kept), append, or create_new; UTF-8 or base64 content."
                 " A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"POST /files/write"}, .params = write_params,
@@ -316,7 +343,7 @@ const abx_op_def files_write_ops[] = {
      .errors = "files.not_found files.access files.io files.no_space "
                "files.is_a_directory files.not_a_directory files.not_regular limit.max_bytes",
      .handler = files_write_w},
-    {.id = "files.edit", .effects = ABX_EFF_READ | ABX_EFF_WRITE,
+    {.id = "files.edit", .result = edit_result, .effects = ABX_EFF_READ | ABX_EFF_WRITE,
      .summary = "Replace exact text in a file (old -> new, expected count), atomically; fails without change when "
                 "the count differs. A result carries warnings (files.git_config_hook) when the file is a git config setting core.fsmonitor, core.hooksPath or an include path.",
      .http = {"POST /files/edit"}, .params = edit_params,
@@ -324,7 +351,7 @@ const abx_op_def files_write_ops[] = {
      .errors = "files.not_found files.access files.io files.no_space "
                "files.is_a_directory files.not_a_directory files.not_regular limit.max_bytes",
      .handler = files_edit_w},
-    {.id = "files.mkdir", .effects = ABX_EFF_WRITE, .summary = "Create a directory (optionally with its parents).",
+    {.id = "files.mkdir", .result = mkdir_result, .effects = ABX_EFF_WRITE, .summary = "Create a directory (optionally with its parents).",
      .http = {"POST /files/mkdir"}, .params = mkdir_params, .limits = ABX_LIM_RATE | ABX_LIM_CONCURRENCY,
      .since = "0.1",
      .errors = "files.not_found files.access files.io files.not_a_directory", .handler = files_mkdir},

@@ -25,6 +25,12 @@ def test_call_help_prints_the_parameters():
     r = run_abx(["call", "files.read", "-h"])
     assert re.search(r"^  path +string +required$", r.stdout, re.M), r.stdout
     assert re.search(r"^  encoding +enum \(utf8\|base64\) +optional, default \"utf8\"$", r.stdout, re.M)
+    # and its declared result
+    res = r.stdout.split("\nresult (a JSON object):\n")[1]
+    assert re.search(r"^  content +string +always$", res, re.M), res
+    assert re.search(r"^  eof +boolean +optional$", res, re.M), res
+    r = run_abx(["call", "commands.run", "--help"])
+    assert re.search(r"^  exit_code +integer +always, may be null$", r.stdout, re.M), r.stdout
     r = run_abx(["call", "no.such.op", "--help"])
     assert r.returncode == 1 and "no operation 'no.such.op'" in r.stderr
     r = run_abx(["call", "--help"])

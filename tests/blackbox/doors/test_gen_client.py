@@ -93,7 +93,7 @@ def test_python_module_is_typed(py_ops):
     hints = typing.get_type_hints(py_ops._FilesOps.write)
     assert hints["path"] is str
     assert hints["mode"] == typing.Optional[typing.Literal["overwrite", "append", "create_new"]]
-    assert hints["return"] == typing.Dict[str, typing.Any]
+    assert hints["return"] is py_ops.FilesWriteResult  # the declared result
     assert typing.get_type_hints(py_ops._FilesOps.download)["return"] is bytes
     run = typing.get_type_hints(py_ops._CommandsOps.run)
     assert run["argv"] == typing.Optional[typing.List[str]]
@@ -174,6 +174,51 @@ def test_typescript_refuses_mistyped_calls(tmp_path):
     assert "use.ts(5," in out and "truncate" in out
     assert "use.ts(6," in out
     assert "use.ts(3," not in out, out
+
+
+def test_typescript_results_are_typed(tmp_path):
+    """A declared result is an interface: files.read's content is a string under --strict,
+    a wrong type or an undeclared field does not compile."""
+    gen(tmp_path, "ts", "abx.ts")
+    ok = tmp_path / "ok.ts"
+    ok.write_text('import { Abx, FilesReadResult } from "./abx.js";\n'
+                  'const a = new Abx({ url: "http://127.0.0.1:1" });\n'
+                  'export async function f(): Promise<string> {\n'
+                  '  const r = await a.files.read({ path: "a.txt" });\n'
+                  '  const text: string = r.content;\n'
+                  '  const eof: boolean | undefined = r.eof;\n'
+                  '  const code: number | null = (await a.commands.run({ command: "true" })).exit_code;\n'
+                  '  const names: string[] = (await a.files.list({})).entries.map((e) => e.name);\n'
+                  '  const typed: FilesReadResult = r;\n'
+                  '  return text + String(eof) + String(code) + names.join() + typed.path;\n'
+                  '}\n')
+    r = tsc(*TSC_FLAGS, "--moduleResolution", "bundler", str(ok))
+    assert r.returncode == 0, r.stdout + r.stderr
+    bad = tmp_path / "bad.ts"
+    bad.write_text('import { Abx } from "./abx.js";\n'
+                   'const a = new Abx({ url: "http://127.0.0.1:1" });\n'
+                   'export async function f() {\n'
+                   '  const r = await a.files.read({ path: "a.txt" });\n'
+                   '  const n: number = r.content;\n'
+                   '  return r.no_such_field;\n'
+                   '}\n')
+    r = tsc(*TSC_FLAGS, "--moduleResolution", "bundler", str(bad))
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert "bad.ts(5," in out and "bad.ts(6," in out and "no_such_field" in out, out
+
+
+def test_python_results_are_typed_dicts(py_ops, tmp_path):
+    """Each declared result is a TypedDict (required keys always present, the others
+    optional), and the method is annotated with it."""
+    m = py_ops
+    t = m.FilesReadResult
+    assert {"path", "encoding", "size", "content", "length", "truncated"} <= t.__required_keys__
+    assert {"eof", "offset", "warnings"} <= t.__optional_keys__
+    assert t.__annotations__["content"] is str
+    assert typing.get_type_hints(m._FilesOps.read)["return"] is t
+    assert typing.get_type_hints(m._FilesOps.download)["return"] is bytes
+    assert m.CommandsRunResult.__annotations__["exit_code"] == typing.Optional[int]
 
 
 NODE_SCRIPT = r"""

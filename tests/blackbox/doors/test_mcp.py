@@ -321,7 +321,8 @@ def test_tools_list_is_the_callers_mounted_ops(srv):
             assert t["description"] == o["summary"], t
             assert t["_meta"]["abx/op"] == o["id"] and t["_meta"]["abx/effects"] == o["effects"], t
             assert t["inputSchema"]["type"] == "object", t
-            assert "outputSchema" not in t
+            # the declared result is the tool's outputSchema (2025-06-18 and later)
+            assert t.get("outputSchema") == o["result"].get("schema"), t
     c = Mcp(srv, BOB_TOKEN)
     c.initialize()
     bob = {t["title"] for t in c.all_tools()}
@@ -389,7 +390,7 @@ def test_call_both_spellings_through_the_pipeline(srv, workspace):
     direct = srv.op("files.read", {"path": "a.txt"}, token=ALICE_TOKEN).json()
     for name in ("files__read", "files.read"):
         res = c.call(name, {"path": "a.txt"})
-        assert res["isError"] is False and "structuredContent" not in res, res
+        assert res["isError"] is False and res["structuredContent"] == direct, res
         assert json.loads(text_of(res)) == direct
         assert res["_meta"]["abx/request_id"]
     # no arguments at all: the op's defaults (files.list of the workspace)
@@ -812,3 +813,24 @@ def test_stdio_principal_selection(abx, workspace, tmp_path):
             assert '"level":"info"' not in err, err
         else:
             assert "local" in err   # the info line on stderr names the principal
+
+
+def test_typed_results_only_from_2025_06_18(srv, workspace):
+    """outputSchema and structuredContent come with revision 2025-06-18 and later; an
+    older session keeps the JSON text block only."""
+    direct = srv.op("files.read", {"path": "a.txt"}, token=ALICE_TOKEN).json()
+    for version, typed in (("2025-03-26", False), ("2025-06-18", True), ("2025-11-25", True)):
+        c = Mcp(srv)
+        assert c.initialize(version)["protocolVersion"] == version
+        tools = {t["title"]: t for t in c.all_tools()}
+        assert ("outputSchema" in tools["files.read"]) is typed, version
+        assert "outputSchema" not in tools["files.watch"]  # a stream: its events are in the catalog
+        res = c.call("files__read", {"path": "a.txt"})
+        assert res["isError"] is False and json.loads(text_of(res)) == direct
+        assert res.get("structuredContent") == (direct if typed else None), version
+        if typed:
+            assert tools["files.read"]["outputSchema"]["required"] == [
+                "path", "encoding", "size", "content", "length", "truncated"]
+        # an error is text only, on every revision
+        err = c.call("files__read", {"path": "missing.txt"})
+        assert err["isError"] is True and "structuredContent" not in err

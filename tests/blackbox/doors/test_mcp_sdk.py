@@ -63,6 +63,13 @@ def check_report(rep, workspace):
     assert rep["denied"]["isError"] is True and rep["denied"]["text"].startswith("policy.path_not_allowed"), rep
     assert rep["unknown"]["error"] == -32602, rep
     assert rep["ping"] is True
+    # typed results (revision 2025-06-18 on): every JSON tool has an outputSchema and its
+    # structuredContent passes the SDK's client-side validation
+    assert {"files__read", "files__list", "core__health"} <= set(rep["outputSchemas"]), rep["outputSchemas"]
+    assert "files__watch" not in rep["outputSchemas"] and "files__download" not in rep["outputSchemas"]
+    for name, t in rep["typed"].items():
+        assert t == {"validator": True, "isError": False, "same": True}, (name, t)
+    assert "does not match the tool's output schema" in rep["mismatch"], rep["mismatch"]
 
 
 def test_sdk_client_over_streamable_http(npm_packages, abx, workspace, tmp_path):

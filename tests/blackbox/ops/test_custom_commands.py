@@ -111,6 +111,36 @@ def test_placeholders_are_separate_argv_elements_never_a_shell(abx, workspace):
     assert "longer than 64 KiB" in r.json()["error"]["message"]
 
 
+COUNT = {"name": "count", "argv": ["printf", "{{\"lines\": %s, \"name\": \"%s\"}}", "{n}", "{who}"],
+         "params": {"n": "string", "who": "string"}, "effects": ["exec"],
+         "result": {"lines": "int", "name": "string", "note": {"type": "string", "required": False}}}
+
+
+def test_declared_result_is_the_commands_json_output(abx, workspace):
+    """result: {name: TYPE} — the command prints one JSON object with those fields and
+    that object is the op's result (typed in the catalog); without result: the result
+    is commands.run's, declared too."""
+    bad = dict(COUNT, name="bad", argv=["echo", "{n}"])
+    fails = dict(COUNT, name="fails", argv=["false", "{n}"])
+    s = abx(config(workspace, [HELLO, COUNT, bad, fails], allow=[
+        {"ops": ["core.*"], "principals": ["*"]},
+        {"ops": ["custom.*"], "principals": ["alice"], "paths": [workspace + "/**"]}]))
+    d = ok(s.get("/ops/custom.count", token=ALICE_TOKEN))
+    assert [(f["name"], f["type"], f["required"]) for f in d["result"]["fields"]] == [
+        ("lines", "integer", True), ("name", "string", True), ("note", "string", False)]
+    hello = ok(s.get("/ops/custom.hello_world_v2", token=ALICE_TOKEN))["result"]["schema"]
+    assert {"stdout", "exit_code", "argv"} <= set(hello["required"])
+    assert ok(call(s, "custom.count", {"n": "3", "who": "x"})) == {"lines": 3, "name": "x"}
+    # a missing declared field, output that is not a JSON object, a failing command
+    for op, body, words in (("custom.count", {"n": "3", "who": 'x", "extra": "1'}, "does not match"),
+                            ("custom.count", {"n": "\"three\"", "who": "x"}, "does not match"),
+                            ("custom.bad", {"n": "3", "who": "x"}, "not one JSON object"),
+                            ("custom.fails", {"n": "3", "who": "x"}, "did not succeed")):
+        r = call(s, op, body)
+        assert_error(r, 502, "op.bad_result")
+        assert words in r.json()["error"]["message"], r.text
+
+
 def test_mangling_collisions_get_suffixes(abx, workspace):
     custom = [dict(HELLO, name="Hello-World.v2"), dict(HELLO, name="hello world v2"),
               dict(HELLO, name="HELLO__WORLD--V2"), dict(HELLO, name="2fast")]

@@ -80,11 +80,16 @@ def fail(ctx, how: str):
     raise RuntimeError("secret-internal-detail")
 
 
+class Slept(TypedDict):
+    slept: float
+    note: Optional[str]
+
+
 @op("tpy.sleep.run", effects="read")
-def sleep_(ctx, seconds: float):
+def sleep_(ctx, seconds: float) -> Slept:
     import time
     time.sleep(seconds)
-    return {"slept": seconds}
+    return {"slept": seconds, "note": None}
 
 
 @op("tpy.temp.run", effects="read")
@@ -217,6 +222,18 @@ def test_schema_from_annotations_and_typed_calls(py):
     for bad in ({"i": "3"}, {"mode": "medium"}, {"words": [1]}, {"pt": {"x": 1}}, {"zzz": 1}):
         r = call(py, "tpy.types.get", dict(body, **bad))
         assert r.status_code == 400, (bad, r.text)
+
+
+def test_return_annotation_is_the_result_schema(py):
+    """A TypedDict return annotation is the op's result: the catalog lists it, and the
+    black-box hook (abxschema) checks the call's answer against it."""
+    d = ok(py.get("/ops/tpy.sleep.run", token=ALICE_TOKEN))
+    assert [(f["name"], f["type"], f["required"]) for f in d["result"]["fields"]] == [
+        ("slept", "number", True), ("note", "string", True)]
+    assert d["result"]["schema"]["properties"]["note"]["type"] == ["string", "null"]
+    assert ok(call(py, "tpy.sleep.run", {"seconds": 0})) == {"slept": 0, "note": None}
+    # without a TypedDict/dataclass return annotation the result stays undeclared
+    assert "schema" not in ok(py.get("/ops/tpy.types.get", token=ALICE_TOKEN))["result"]
 
 
 UNSUPPORTED = [
@@ -432,7 +449,7 @@ def test_call_past_its_deadline_restarts_the_worker(abx, workspace, other):
     r = call(s, "tpy.sleep.run", {"seconds": 30})
     assert_error(r, 502, "op.worker_failed")
     assert "deadline" in r.json()["error"]["message"] and time.time() - t0 < 10
-    assert ok(call(s, "tpy.sleep.run", {"seconds": 0.01})) == {"slept": 0.01}
+    assert ok(call(s, "tpy.sleep.run", {"seconds": 0.01})) == {"slept": 0.01, "note": None}
 
 
 def test_worker_that_cannot_restart_on_reload(py, workspace, other):
@@ -488,7 +505,7 @@ def test_reload_never_waits_for_a_busy_worker(py, workspace, other, tmp_path):
         time.sleep(0.05)
     assert "policy reloaded" in py.stderr() and time.time() - t0 < 2.0, "the reload waited for the call"
     t.join(10)
-    assert ok(res["r"]) == {"slept": 3}
+    assert ok(res["r"]) == {"slept": 3, "note": None}
     # the next call runs in a worker restarted with the new roots
     j = ok(call(py, "tpy.files.read", {"target": "a.txt", "other": str(third / "t.txt")}))
     assert j["other"] == "third\n", j
