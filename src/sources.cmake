@@ -34,6 +34,7 @@ set(ABX_SRC_SANDBOX
   src/sandbox/spawn.c
   src/sandbox/tiers.c
   src/sandbox/watchdog.c
+  src/sandbox/install.c
 )
 set(ABX_SRC_LEDGER
   src/ledger/head.c
@@ -92,6 +93,8 @@ set(ABX_SRC_PIPELINE
   src/pipeline/metrics.c
   src/pipeline/namespace.c
   src/pipeline/request.c
+  src/pipeline/install_step.c
+  src/pipeline/ctx_agents.c
 )
 set(ABX_SRC_BUILTIN
   src/builtin/approvals_ops.c
@@ -127,6 +130,9 @@ set(ABX_SRC_BUILTIN
   src/builtin/runs.c
   src/builtin/system.c
   src/builtin/terminal.c
+  src/builtin/agents.c
+  src/builtin/agents_cli.c
+  src/builtin/agents_turn.c
 )
 set(ABX_SRC_EXT
   src/ext/custom.c
@@ -165,4 +171,5 @@ set(ABX_SRC_CLI
   src/cli/main.c
   src/cli/mcp.c
   src/cli/ops.c
+  src/cli/install.c
 )

@@ -205,8 +205,17 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
     }
     int64_t mem = d->limits[__builtin_ctz(ABX_LIM_MEMORY)], pids = d->limits[__builtin_ctz(ABX_LIM_PIDS)],
             cpu = d->limits[__builtin_ctz(ABX_LIM_CPU)], life = d->limits[__builtin_ctz(ABX_LIM_TIMEOUT)];
+    const char **ro = abx_calloc(v.n_ro + 2, sizeof *ro); /* the view's, and o->extra_ro */
+    if (!ro) {
+        abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < v.n_ro; i++)
+        ro[i] = v.ro[i];
+    if (o->extra_ro)
+        ro[v.n_ro] = o->extra_ro;
     abx_confine conf = {
-        .read_roots = (const char *const *)v.ro, .n_read = v.n_ro,
+        .read_roots = ro, .n_read = v.n_ro + (o->extra_ro ? 1 : 0),
         .write_roots = (const char *const *)v.rw, .n_write = v.n_rw,
         .masks = (const char *const *)v.masks, .n_masks = v.n_masks,
         .readonly = (const char *const *)v.readonly, .n_readonly = v.n_readonly,
@@ -237,6 +246,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
     };
     record_confinement(ctx, &conf);
     p = abx_proc_start(procs, &spec, why, sizeof why);
+    abx_free(ro);
     if (!p) {
         bool confine = strstr(why, "confinement required") != NULL;
         abx_reply_error(r, confine ? ABX_E_SANDBOX_UNAVAILABLE : ABX_E_PROCESS_SPAWN_FAILED, NULL,

@@ -175,6 +175,15 @@ static const cfg_row rows[] = {
      .doc = "NAME: {env: VARIABLE} | {file: PATH}, read at load; used as ${secret:NAME} in net.inject (docs/egress.md)"},
     {"egress.upstream_ca", SH_ANY, parse_string, FIELD(egress_upstream_ca), .type = "path",
      .doc = "a PEM file trusted for intercepted (inject) upstreams besides the system store"},
+    {"install", SH_MAP, NULL, .type = "section", .doc = "lazy install of the programs ops need (docs/agents.md)"},
+    {"install.allow", SH_ANY, parse_strlist, FIELD(install_allow), AUX(n_install_allow), .type = "list",
+     .doc = "requirements calls may install on first use (codex-cli, claude-code); others are refused"},
+    {"install.dir", SH_ANY, parse_abspath, FIELD(install_dir), .type = "path",
+     .doc = "where requirements are installed (default: install/ in abx's home)"},
+    {"install.registry", SH_ANY, parse_string, FIELD(install_registry), .type = "url",
+     .doc = "the npm registry the installer may reach (default https://registry.npmjs.org/)"},
+    {"agents", SH_MAP, parse_json, FIELD(agents), .type = "section",
+     .doc = "coding agents (docs/agents.md): default, and per adapter (codex, claude_code) base_url, model"},
 };
 
 static void *field_of(abx_config *c, size_t off) { return (char *)c + off; }
@@ -742,5 +751,10 @@ void abx_config_release(abx_config *c)
     abx_free(c->system_env);
     abx_secrets_free(&c->secrets);
     abx_free(c->egress_upstream_ca);
+    for (size_t i = 0; i < c->n_install_allow; i++)
+        abx_free(c->install_allow[i]);
+    abx_free(c->install_allow);
+    abx_free(c->install_dir);
+    abx_free(c->install_registry);
     memset(c, 0, sizeof *c);
 }

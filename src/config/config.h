@@ -70,6 +70,11 @@ typedef struct abx_config {
     size_t n_system_env;
     abx_secrets secrets;        /* owned: values read at load, never stored or shown elsewhere */
     char *egress_upstream_ca;   /* owned: egress.upstream_ca */
+    char **install_allow;       /* owned: install.allow, the requirements ops may install */
+    size_t n_install_allow;
+    char *install_dir;          /* owned: install.dir (NULL: <abx home>/install) */
+    char *install_registry;     /* owned: install.registry (NULL: https://registry.npmjs.org/) */
+    const json_t *agents;       /* borrowed from root: agents.default, agents.<adapter>.base_url ... */
 } abx_config;
 
 /* Load and validate. path NULL = embedded default. Diagnostics go to diags (with lines).

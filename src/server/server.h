@@ -43,4 +43,7 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen);
 /* Closes both listeners; requests in flight finish first. */
 void abx_listener_stop(abx_server *s);
 
+/* state.c: install.dir, else install/ in abx's home (owned). */
+char *abx_install_dir_of(const abx_config *cfg);
+
 #endif
