@@ -214,18 +214,7 @@ static abx_err op_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
     snprintf(s->id, sizeof s->id, "ag-%s", hex);
     s->owner = abx_strdup(abx_ctx_principal(ctx) ? abx_ctx_principal(ctx) : "");
     s->ad = ad;
-    const char *cwd = abx_ctx_path(ctx, "cwd");
-    if (!cwd) {
-        abx_fs_view v;
-        if (abx_ctx_fs_view(ctx, &v) == 0) {
-            abx_server_facts f;
-            abx_ctx_server_facts(ctx, &f);
-            s->cwd = abx_strdup(v.cwd_root ? v.cwd_root : f.workspace);
-            abx_fs_view_release(&v);
-        }
-    } else {
-        s->cwd = abx_strdup(cwd);
-    }
+    s->cwd = agents_default_cwd(ctx);
     s->model = abx_strdup(model_of(ctx, args, ad));
     s->created_ms = abx_wall_ms();
     pthread_mutex_lock(&st->mu);

@@ -55,6 +55,8 @@ typedef struct agents_turn_in {
 
 /* The result of a turn: {final, tool_calls, files_changed, events, thread, exit_code}. */
 typedef struct agents_turn agents_turn;
+/* The admitted cwd argument, else the scope root (the statement's), else the workspace. */
+char *agents_default_cwd(abx_ctx *ctx);
 /* Start the turn (the CLI confined); NULL with the reply's error set. */
 agents_turn *agents_turn_start(abx_ctx *ctx, const agents_turn_in *in, abx_reply *r);
 /* Run it to its end and answer the result (run; send_event without streaming). Takes t. */

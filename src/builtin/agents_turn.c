@@ -213,6 +213,21 @@ static void turn_free(agents_turn *t)
     abx_free(t);
 }
 
+char *agents_default_cwd(abx_ctx *ctx)
+{
+    if (abx_ctx_path(ctx, "cwd"))
+        return abx_strdup(abx_ctx_path(ctx, "cwd"));
+    abx_fs_view v;
+    char *out = NULL;
+    if (abx_ctx_fs_view(ctx, &v) == 0) {
+        abx_server_facts f;
+        abx_ctx_server_facts(ctx, &f);
+        out = abx_strdup(v.cwd_root ? v.cwd_root : f.workspace);
+        abx_fs_view_release(&v);
+    }
+    return out;
+}
+
 agents_turn *agents_turn_start(abx_ctx *ctx, const agents_turn_in *in, abx_reply *r)
 {
     char program[PATH_MAX], folder[PATH_MAX];
@@ -235,8 +250,7 @@ agents_turn *agents_turn_start(abx_ctx *ctx, const agents_turn_in *in, abx_reply
     t->ad = in->ad;
     t->events = json_array();
     t->session_id = in->session_id ? abx_strdup(in->session_id) : NULL;
-    const char *cwd = abx_ctx_path(ctx, "cwd") ? abx_ctx_path(ctx, "cwd") : in->cwd;
-    t->cwd = cwd ? abx_strdup(cwd) : NULL;
+    t->cwd = in->cwd && !abx_ctx_path(ctx, "cwd") ? abx_strdup(in->cwd) : agents_default_cwd(ctx);
     t->ledger = abx_ctx_ledger(ctx);
     t->group = abx_ctx_ledger_group(ctx);
     t->t0_wall = abx_wall_ms() - 1000;

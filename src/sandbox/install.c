@@ -271,6 +271,9 @@ static int run_npm(abx_installer *in, const char *staging, const abx_egress_reso
     renv(&env, "npm_config_fund", "false");
     renv(&env, "npm_config_audit", "false");
     renv(&env, "npm_config_fetch_retries", "0");
+    /* the system's CA store, not only npm's bundled list (a site's TLS-inspecting gateway) */
+    renv(&env, "npm_config_cafile", "/etc/ssl/certs/ca-certificates.crt");
+    renv(&env, "NODE_EXTRA_CA_CERTS", "/etc/ssl/certs/ca-certificates.crt");
     static const char *const proxy[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
                                         "npm_config_proxy", "npm_config_https_proxy"};
     for (size_t i = 0; i < ABX_ARRAY_LEN(proxy); i++)
@@ -352,6 +355,23 @@ static int take_tarball(const char *staging, char *why, size_t whylen)
     return rc;
 }
 
+/* The lock npm wrote names the manifest's integrity for the package. */
+static bool lock_pins(const char *staging, const abx_install_manifest *m, char *why, size_t whylen)
+{
+    char f[PATH_MAX], key[300];
+    snprintf(f, sizeof f, "%s/package-lock.json", staging);
+    snprintf(key, sizeof key, "node_modules/%s", m->package);
+    json_t *lock = json_load_file(f, 0, NULL);
+    const char *got = json_string_value(json_object_get(json_object_get(json_object_get(lock, "packages"), key),
+                                                        "integrity"));
+    bool ok = got && strcmp(got, m->integrity) == 0;
+    if (!ok)
+        snprintf(why, whylen, "npm installed %s with integrity %s, not the pinned %s", m->package, got ? got : "(none)",
+                 m->integrity);
+    json_decref(lock);
+    return ok;
+}
+
 static int mkdir_owned(abx_installer *in, const char *path)
 {
     if (mkdir(path, 0755) != 0 && errno != EEXIST)
@@ -385,8 +405,12 @@ static int install_now(abx_installer *in, const abx_install_manifest *m, const a
         snprintf(why, whylen, "%s: the tarball's integrity %s is not the pinned %s", spec, got, m->integrity);
         goto fail;
     }
-    char *inst[] = {"/usr/bin/npm", "install", "--no-save", "--no-package-lock", "--prefix", staging, tgz, NULL};
-    if (run_npm(in, staging, res, inst, "npm install", why, whylen) != 0)
+    /* by its registry spec (installing the tarball file skips its platform's optional
+     * dependencies, where codex and Claude Code keep their binaries); npm checks what it
+     * downloads against the registry's integrity, which the lock then records: it must be
+     * the manifest's */
+    char *inst[] = {"/usr/bin/npm", "install", "--prefix", staging, spec, NULL};
+    if (run_npm(in, staging, res, inst, "npm install", why, whylen) != 0 || !lock_pins(staging, m, why, whylen))
         goto fail;
     char f[PATH_MAX];
     snprintf(f, sizeof f, "%s/%s", staging, m->bin);
