@@ -419,7 +419,7 @@ static const abx_param g_send[] = {P_ID("Session id"), P_TEXT, P_STREAM, P_TIMEO
 static const abx_param g_id[] = {P_ID("Session id"), P_ADAPTER, {0}};
 static const abx_param g_list[] = {P_ADAPTER, {0}};
 
-#define ERRS_RUN "agents.failed install.not_allowed install.failed"
+#define ERRS_RUN "install.not_allowed install.failed"
 #define ERRS_SESS "agents.session_not_found agents.session_busy"
 
 #define ADAPTER_OPS(a, sfx, req, name)                                                                                \

@@ -206,3 +206,82 @@ def test_install_check_verifies_hashes(tmp_path, inst):
     assert names["codex-cli"]["installed"] and not names["codex-cli"]["verified"]
     assert "cannot be read" in names["codex-cli"]["error"]
     assert names["codex-cli"]["integrity"].startswith("sha512-")
+
+
+# A stand-in for codex (run as `node codex.js exec --json ...`): it prints codex's JSONL
+# for one command and a message, and says what it was given.
+FAKE_CODEX = r"""
+const argv = process.argv.slice(2);
+const prompt = argv[argv.length - 1];
+const out = (o) => process.stdout.write(JSON.stringify(o) + "\n");
+if (prompt.includes("FAIL")) { process.stderr.write("boom: the model is gone\n"); process.exit(3); }
+const resumed = argv.indexOf("resume") >= 0 ? argv[argv.indexOf("resume") + 1] : null;
+out({type: "thread.started", thread_id: resumed || "t-fake"});
+out({type: "turn.started"});
+out({type: "item.started", item: {id: "item_1", type: "command_execution", command: "bash -lc 'echo hi'",
+     aggregated_output: "", exit_code: null, status: "in_progress"}});
+const finish = () => {
+  out({type: "item.completed", item: {id: "item_1", type: "command_execution", command: "bash -lc 'echo hi'",
+       aggregated_output: "hi\n", exit_code: 0, status: "completed"}});
+  out({type: "item.completed", item: {id: "item_2", type: "agent_message",
+       text: "argv=" + argv.join(" ") + " key=" + (process.env.OPENAI_API_KEY || "none")}});
+  out({type: "turn.completed", usage: {input_tokens: 1, output_tokens: 1}});
+};
+if (prompt.includes("SLOW")) setTimeout(finish, 2500); else finish();
+"""
+
+
+@pytest.fixture
+def fake_srv(abx, workspace, tmp_path):
+    d = str(tmp_path / "inst-fake")
+    fake_install(d, "codex-cli", "node_modules/@openai/codex/bin/codex.js")
+    with open(os.path.join(d, "codex-cli", "node_modules/@openai/codex/bin/codex.js"), "w") as f:
+        f.write(FAKE_CODEX)
+    return abx(config(workspace, d))
+
+
+def test_turn_events_streamed_mapped_and_one_turn_at_a_time(fake_srv):
+    s = fake_srv
+    sid = s.op("agents.codex.sessions.create", {}, token=ALICE_TOKEN).json()["id"]
+    box = {}
+
+    def first():
+        box["r"] = s.post("/v1/agents/sessions/%s/events" % sid, token=ALICE_TOKEN,
+                          json_body={"text": "SLOW please"}, timeout=30)
+
+    import threading
+    t = threading.Thread(target=first)
+    t.start()
+    import time
+    deadline = time.time() + 10
+    while time.time() < deadline and not s.op("agents.codex.sessions.get", {"id": sid}, token=ALICE_TOKEN).json()["busy"]:
+        time.sleep(0.05)
+    assert_error(s.op("agents.codex.sessions.send_event", {"id": sid, "text": "again"}, token=ALICE_TOKEN), 409,
+                 "agents.session_busy")
+    assert_error(s.op("agents.codex.sessions.delete", {"id": sid}, token=ALICE_TOKEN), 409, "agents.session_busy")
+    t.join()
+    from abxtest import parse_sse
+    evs = parse_sse(box["r"].text)
+    names = [e["event"] for e in evs]
+    assert names == ["start", "session", "tool_call", "tool_result", "message", "final", "result"], names
+    call = json.loads(evs[2]["data"])
+    assert call == {"type": "tool_call", "id": "item_1", "tool": "command", "command": "bash -lc 'echo hi'"}
+    res = json.loads(evs[-1]["data"])
+    assert res["ok"] is True and res["thread"] == "t-fake" and res["tool_calls"][0]["output"] == "hi\n"
+    # what the CLI was given: codex's own sandbox off inside abx's, the model provider, no key
+    assert "--sandbox danger-full-access" in res["final"] and "exec --json" in res["final"]
+    assert "key=none" in res["final"]
+    got = s.op("agents.codex.sessions.get", {"id": sid}, token=ALICE_TOKEN).json()
+    assert got["turns"] == 1 and got["thread"] == "t-fake" and not got["busy"]
+    # the second turn resumes the CLI's conversation
+    r = s.op("agents.codex.sessions.send_event", {"id": sid, "text": "more", "stream": False}, token=ALICE_TOKEN)
+    assert r.status_code == 200 and "resume t-fake" in r.json()["final"], r.text
+
+
+def test_cli_that_ends_without_an_answer(fake_srv):
+    r = fake_srv.op("agents.codex.run", {"prompt": "FAIL now"}, token=ALICE_TOKEN)
+    assert r.status_code == 200, r.text
+    j = r.json()
+    assert j["ok"] is False and j["final"] is None and j["exit_code"] == 3
+    err = [e for e in j["events"] if e["type"] == "error"]
+    assert err and "boom: the model is gone" in err[0]["message"] and err[0]["exit_code"] == 3
