@@ -71,7 +71,7 @@ static bool ensure_one(abx_request *r, const char *name)
     char why[600] = "";
     int64_t t0 = abx_now_ms();
     int rc = abx_install_ensure(r->server->installer, name, &r->policy->egress_resolve, why, sizeof why);
-    if (rc == 1 || rc < 0)
+    if (rc == 1 || rc == -1) /* the call that ran the install records it; those that waited do not */
         record(r, name, rc == 1, why, abx_now_ms() - t0);
     if (rc < 0) {
         abx_log("warn", r->id, "install of %s failed: %s", name, why);

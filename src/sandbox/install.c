@@ -475,7 +475,7 @@ int abx_install_ensure(abx_installer *in, const char *name, const abx_egress_res
         int rc = s->result;
         snprintf(why, whylen, "%s", s->why);
         pthread_mutex_unlock(&in->mu);
-        return rc < 0 ? -1 : 0; /* the install is the other call's (its ledger event) */
+        return rc < 0 ? -2 : 0; /* the install is the other call's (its ledger event) */
     }
     if (abx_install_program(in->dir, name, prog, sizeof prog)) { /* it ended while we came */
         pthread_mutex_unlock(&in->mu);

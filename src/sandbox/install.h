@@ -34,7 +34,8 @@ abx_installer *abx_installer_new(abx_procs *procs, const char *dir, const char *
 void abx_installer_free(abx_installer *in);
 
 /* Make sure the requirement is installed: 0 it already was (or another call that was
- * installing it finished while this one waited), 1 this call installed it, -1 it failed (why: the installer's own
+ * installing it finished while this one waited), 1 this call installed it, -1 it failed,
+ * -2 the install this call waited for failed (why: the installer's own
  * message). res: the egress resolver table (may be NULL). */
 int abx_install_ensure(abx_installer *in, const char *name, const abx_egress_resolver *res, char *why,
                        size_t whylen);
