@@ -70,7 +70,8 @@ static const char *const verbs[] = {"list", "get", "create", "update", "delete",
                                     "mkdir", "copy", "find", "archive", "extract", "exec", "close", "output", "resize",
                                     "connect", "info", "reload", "explain", "timeline", "decide", "execute",
                                     "send", "cancel", "verify", "grade", "metrics", "env", "interrupt", "restart",
-                                    "finalize", "wait", "ticket", "proxy"};
+                                    "finalize", "wait", "ticket", "proxy",
+                                    "send_event"}; /* agents.*.sessions.send_event (the seed's name) */
 
 bool abx_id_known_verb(const char *id)
 {
