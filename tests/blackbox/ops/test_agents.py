@@ -285,3 +285,47 @@ def test_cli_that_ends_without_an_answer(fake_srv):
     assert j["ok"] is False and j["final"] is None and j["exit_code"] == 3
     err = [e for e in j["events"] if e["type"] == "error"]
     assert err and "boom: the model is gone" in err[0]["message"] and err[0]["exit_code"] == 3
+
+
+# A stand-in for Claude Code (`claude -p --output-format stream-json ...`): its stream-json
+# lines for one Bash call, a Write, and the result; it echoes --resume's value.
+FAKE_CLAUDE = r"""#!/bin/sh
+resume=none
+while [ $# -gt 0 ]; do [ "$1" = "--resume" ] && resume="$2"; shift; done
+printf '%s\n' '{"type":"system","subtype":"init","session_id":"c-fake"}'
+printf '%s\n' '{"type":"assistant","message":{"content":[{"type":"text","text":"on it"},{"type":"tool_use","id":"u1","name":"Bash","input":{"command":"echo hi > out.txt"}}]}}'
+printf '%s\n' '{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"u1","content":"","is_error":false}]}}'
+printf '%s\n' '{"type":"assistant","message":{"content":[{"type":"tool_use","id":"u2","name":"Write","input":{"file_path":"/w/b.txt","content":"x"}}]}}'
+printf '{"type":"result","subtype":"success","result":"finished resume=%s key=%s","usage":{"output_tokens":1}}\n' "$resume" "$ANTHROPIC_API_KEY"
+"""
+
+
+def test_claude_code_ops_with_a_stand_in(abx, workspace, tmp_path):
+    d = str(tmp_path / "inst-claude")
+    rel = "node_modules/@anthropic-ai/claude-code/bin/claude.exe"
+    fake_install(d, "claude-code", rel)
+    fake_install(d, "codex-cli", "node_modules/@openai/codex/bin/codex.js")
+    with open(os.path.join(d, "claude-code", rel), "w") as f:
+        f.write(FAKE_CLAUDE)
+    s = abx(config(workspace, d))
+    r = s.op("agents.claude_code.run", {"prompt": "do it"}, token=ALICE_TOKEN)
+    assert r.status_code == 200, r.text
+    j = r.json()
+    assert j["ok"] and j["thread"] == "c-fake"
+    # the CLI sees a placeholder key (the egress proxy puts the real one on the wire)
+    assert j["final"] == "finished resume=none key=abx-egress-injects-the-key"
+    assert [e["type"] for e in j["events"]] == ["session", "message", "tool_call", "tool_result", "tool_call",
+                                                "file_change", "final"]
+    assert j["tool_calls"][0]["command"] == "echo hi > out.txt" and j["tool_calls"][0]["error"] is False
+    assert {"type": "file_change", "path": "/w/b.txt", "kind": "add"} in j["events"]
+    sid = s.op("agents.claude_code.sessions.create", {}, token=ALICE_TOKEN).json()["id"]
+    for _ in range(2):
+        r = s.op("agents.claude_code.sessions.send_event", {"id": sid, "text": "go", "stream": False},
+                 token=ALICE_TOKEN)
+        assert r.status_code == 200, r.text
+    assert r.json()["final"].startswith("finished resume=c-fake")   # the second turn resumed
+    listed = s.op("agents.claude_code.sessions.list", {}, token=ALICE_TOKEN).json()["sessions"]
+    assert [x["id"] for x in listed] == [sid] and listed[0]["turns"] == 2
+    assert s.op("agents.codex.sessions.list", {}, token=ALICE_TOKEN).json()["sessions"] == []
+    assert s.op("agents.claude_code.sessions.delete", {"id": sid}, token=ALICE_TOKEN).json()["deleted"] is True
+    assert s.op("agents.claude_code.sessions.list", {}, token=ALICE_TOKEN).json()["sessions"] == []
