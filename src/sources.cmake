@@ -39,6 +39,7 @@ set(ABX_SRC_SANDBOX
   src/sandbox/egress_ns.c
   src/sandbox/egress_transp.c
   src/sandbox/view.c
+  src/sandbox/install.c
 )
 set(ABX_SRC_LEDGER
   src/ledger/head.c
@@ -101,6 +102,8 @@ set(ABX_SRC_PIPELINE
   src/pipeline/metrics.c
   src/pipeline/namespace.c
   src/pipeline/request.c
+  src/pipeline/install_step.c
+  src/pipeline/ctx_agents.c
 )
 set(ABX_SRC_BUILTIN
   src/builtin/approvals_ops.c
@@ -142,6 +145,9 @@ set(ABX_SRC_BUILTIN
   src/builtin/browser_page.c
   src/builtin/browser_input.c
   src/builtin/browser_download.c
+  src/builtin/agents.c
+  src/builtin/agents_cli.c
+  src/builtin/agents_turn.c
 )
 set(ABX_SRC_EXT
   src/ext/custom.c
@@ -188,4 +194,5 @@ set(ABX_SRC_CLI
   src/cli/main.c
   src/cli/mcp.c
   src/cli/ops.c
+  src/cli/install.c
 )

@@ -127,6 +127,31 @@ static bool egress_env(abx_procs *procs, const abx_decision *d, const char *tmpd
     return true;
 }
 
+/* The environment: a small fixed base, the session's, then the call's allowlisted values,
+ * then the egress proxy's; nothing of abx's own environment (tokens) leaks in. False with
+ * the reply set. */
+static bool build_env(abx_procs *procs, const abx_decision *d, const abx_exec_opts *o, const json_t *args,
+                      const char *tmpdir, const char *home, env_builder *env, abx_reply *r, const char *argv0)
+{
+    env_set(env, "PATH", "/usr/local/bin:/usr/bin:/bin");
+    env_set(env, "LANG", "C.UTF-8");
+    home_env(env, home);
+    env_set(env, "TMPDIR", tmpdir);
+    if (o->pty)
+        env_set(env, "TERM", "xterm-256color");
+    const char *k;
+    json_t *val;
+    json_object_foreach((json_t *)o->base_env, k, val) env_set(env, k, json_string_value(val));
+    json_object_foreach(json_object_get(args, "env"), k, val) env_set(env, k, json_string_value(val));
+    if (d->net_allow && !d->net && !egress_env(procs, d, tmpdir, env, r, argv0))
+        return false;
+    if (!env->v) {
+        abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
+        return false;
+    }
+    return true;
+}
+
 /* The call's file-system view (roots, masks) for the spawn; false with the reply set. */
 static bool fs_view(abx_ctx *ctx, abx_fs_view *v, abx_reply *r)
 {
@@ -185,28 +210,21 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "%s", why);
         goto out;
     }
-    /* environment: a small fixed base, the session's, then the call's allowlisted values;
-     * nothing of abx's own environment (tokens) leaks in */
-    env_set(&env, "PATH", "/usr/local/bin:/usr/bin:/bin");
-    env_set(&env, "LANG", "C.UTF-8");
-    home_env(&env, home);
-    env_set(&env, "TMPDIR", tmpdir);
-    if (o->pty)
-        env_set(&env, "TERM", "xterm-256color");
-    const char *k;
-    json_t *val;
-    json_object_foreach((json_t *)o->base_env, k, val) env_set(&env, k, json_string_value(val));
-    json_object_foreach(json_object_get(args, "env"), k, val) env_set(&env, k, json_string_value(val));
-    if (d->net_allow && !d->net && !egress_env(procs, d, tmpdir, &env, r, argv[0]))
+    if (!build_env(procs, d, o, args, tmpdir, home, &env, r, argv[0]))
         goto out;
-    if (!env.v) {
+    int64_t mem = d->limits[__builtin_ctz(ABX_LIM_MEMORY)], pids = d->limits[__builtin_ctz(ABX_LIM_PIDS)],
+            cpu = d->limits[__builtin_ctz(ABX_LIM_CPU)], life = d->limits[__builtin_ctz(ABX_LIM_TIMEOUT)];
+    const char **ro = abx_calloc(v.n_ro + 2, sizeof *ro); /* the view's, and o->extra_ro */
+    if (!ro) {
         abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
         goto out;
     }
-    int64_t mem = d->limits[__builtin_ctz(ABX_LIM_MEMORY)], pids = d->limits[__builtin_ctz(ABX_LIM_PIDS)],
-            cpu = d->limits[__builtin_ctz(ABX_LIM_CPU)], life = d->limits[__builtin_ctz(ABX_LIM_TIMEOUT)];
+    for (size_t i = 0; i < v.n_ro; i++)
+        ro[i] = v.ro[i];
+    if (o->extra_ro)
+        ro[v.n_ro] = o->extra_ro;
     abx_confine conf = {
-        .read_roots = (const char *const *)v.ro, .n_read = v.n_ro,
+        .read_roots = ro, .n_read = v.n_ro + (o->extra_ro ? 1 : 0),
         .write_roots = (const char *const *)v.rw, .n_write = v.n_rw,
         .masks = (const char *const *)v.masks, .n_masks = v.n_masks,
         .readonly = (const char *const *)v.readonly, .n_readonly = v.n_readonly,
@@ -243,6 +261,7 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
     };
     record_confinement(ctx, &conf);
     p = abx_proc_start(procs, &spec, why, sizeof why);
+    abx_free(ro);
     if (!p) {
         bool confine = strstr(why, "confinement required") != NULL;
         abx_reply_error(r, confine ? ABX_E_SANDBOX_UNAVAILABLE : ABX_E_PROCESS_SPAWN_FAILED, NULL,

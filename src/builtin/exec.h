@@ -21,6 +21,7 @@ typedef struct abx_exec_opts {
                                    the process's life */
     char *const *argv;          /* the argv to run instead of the policy's (declarative commands,
                                    whose program is fixed by the config), or NULL */
+    const char *extra_ro;       /* one more folder granted read-only (an installed program), or NULL */
 } abx_exec_opts;
 
 /* Start the admitted command confined; NULL with the reply's error set. */

@@ -10,6 +10,7 @@ int abx_cli_call(int argc, char **argv);   /* call.c */
 int abx_cli_mcp(int argc, char **argv);    /* mcp.c */
 int abx_cli_ledger(int argc, char **argv); /* ledger.c */
 int abx_cli_ops(int argc, char **argv);    /* ops.c */
+int abx_cli_install(int argc, char **argv); /* install.c */
 /* print op's parameters (the catalog's entry) to f; 1 and a message when there is no such op */
 int abx_cli_op_help(const char *op, FILE *f); /* ops.c */
 

@@ -484,6 +484,8 @@ static const cli_command commands[] = {
     {"tools", cmd_tools, "--format openai|responses|anthropic|gemini [--config FILE] [--principal ID]",
      "print the LLM provider's tool declarations (--principal: only what it may call under the policy)"},
     {"docs", cmd_docs, "ops|errors", "print the generated docs tables (Markdown)"},
+    {"install", abx_cli_install, "--check [--config FILE] [--dir DIR] [--json]",
+     "list the installable requirements (install.allow) and verify the installed ones' hashes"},
     {"version", cmd_version, "", "print the version"},
     {"help", cmd_help, "", "print this list"},
     {"--version", cmd_version, NULL, NULL},

@@ -191,6 +191,15 @@ static const cfg_row rows[] = {
      .doc = "the principal the token_file's token authenticates"},
     {"sandboxd.allow_plaintext", SH_ANY, parse_bool, FIELD(sandboxd_allow_plaintext), .type = "bool",
      .doc = "allow non-loopback sandboxd listeners without TLS (a pod network)"},
+    {"install", SH_MAP, NULL, .type = "section", .doc = "lazy install of the programs ops need (docs/agents.md)"},
+    {"install.allow", SH_ANY, parse_strlist, FIELD(install_allow), AUX(n_install_allow), .type = "list",
+     .doc = "requirements calls may install on first use (codex-cli, claude-code); others are refused"},
+    {"install.dir", SH_ANY, parse_abspath, FIELD(install_dir), .type = "path",
+     .doc = "where requirements are installed (default: install/ in abx's home)"},
+    {"install.registry", SH_ANY, parse_string, FIELD(install_registry), .type = "url",
+     .doc = "the npm registry the installer may reach (default https://registry.npmjs.org/)"},
+    {"agents", SH_MAP, parse_json, FIELD(agents), .type = "section",
+     .doc = "coding agents (docs/agents.md): default, and per adapter (codex, claude_code) base_url, model"},
 };
 
 static void *field_of(abx_config *c, size_t off) { return (char *)c + off; }
@@ -766,5 +775,10 @@ void abx_config_release(abx_config *c)
     abx_free(c->sandboxd_token_file);
     abx_free(c->sandboxd_principal);
     abx_sandboxd_token_free(c->sandboxd_token);
+    for (size_t i = 0; i < c->n_install_allow; i++)
+        abx_free(c->install_allow[i]);
+    abx_free(c->install_allow);
+    abx_free(c->install_dir);
+    abx_free(c->install_registry);
     memset(c, 0, sizeof *c);
 }

@@ -80,6 +80,11 @@ typedef struct abx_config {
     char *sandboxd_token;       /* owned: the token read at load (never logged) */
     bool sandboxd_allow_plaintext;
     int egress_proxy_port;      /* egress.proxy_port (3128) */
+    char **install_allow;       /* owned: install.allow, the requirements ops may install */
+    size_t n_install_allow;
+    char *install_dir;          /* owned: install.dir (NULL: <abx home>/install) */
+    char *install_registry;     /* owned: install.registry (NULL: https://registry.npmjs.org/) */
+    const json_t *agents;       /* borrowed from root: agents.default, agents.<adapter>.base_url ... */
 } abx_config;
 
 /* Load and validate. path NULL = embedded default. Diagnostics go to diags (with lines).

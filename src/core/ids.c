@@ -73,7 +73,8 @@ static const char *const verbs[] = {"list", "get", "create", "update", "delete",
                                     "finalize", "wait", "ticket", "proxy",
                                     /* browser.* */
                                     "navigate", "back", "snapshot", "content", "screenshot", "evaluate", "click",
-                                    "type", "press", "scroll", "tabs"};
+                                    "type", "press", "scroll", "tabs",
+                                    "send_event"}; /* agents.*.sessions.send_event (the seed's name) */
 
 bool abx_id_known_verb(const char *id)
 {

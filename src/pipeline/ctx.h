@@ -165,4 +165,15 @@ abx_err abx_ctx_screen(abx_ctx *ctx, json_t *result, char *why, size_t whylen);
 /* A structured log line (log.c) with a request id (abx_ctx_request_id) or NULL. */
 void abx_log(const char *level, const char *request_id, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* ---- lazy install and the agents section (install_step.c) ---- */
+/* Whether the requirement is installed: its program and its folder (to grant it read). */
+bool abx_ctx_installed(abx_ctx *ctx, const char *name, char *program, size_t plen, char *folder, size_t flen);
+/* Step 8's install for a requirement a handler found it needs (a generic op whose
+ * adapter it chose): ABX_OK, or install.not_allowed / install.failed set on the reply. */
+abx_err abx_ctx_require(abx_ctx *ctx, const char *name);
+/* The config's agents: section (borrowed for the call), or NULL. */
+const json_t *abx_ctx_agents_config(abx_ctx *ctx);
+/* Step 7 for another op (the adapter op a generic agents call chose) with args. */
+void abx_ctx_decide_op(const abx_ctx *ctx, const char *op_id, const json_t *args, abx_decision *d);
+
 #endif

@@ -602,6 +602,8 @@ static abx_step step7_policy(abx_request *r)
  * the effective limits (never widen); the deadline follows from the timeout. */
 static abx_step step8_admit(abx_request *r)
 {
+    if (r->op->def->install[0] && abx_install_gate(r) != ABX_STEP_NEXT)
+        return ABX_STEP_FAIL;
     if (r->decision.approval || r->op->def->requires_approval) {
         if (r->approved) {
             /* the approved run: only the exact held call, only once (the runner's state) */
@@ -634,6 +636,8 @@ static abx_step step8_admit(abx_request *r)
         return ABX_STEP_FAIL;
     }
     if ((e = abx_audit_admission(r)) != ABX_OK)
+        return ABX_STEP_FAIL;
+    if (r->op->def->install[0] && abx_install_ensure_step(r) != ABX_STEP_NEXT)
         return ABX_STEP_FAIL;
     for (int i = 0; i < ABX_LIM__COUNT; i++) {
         unsigned bit = 1u << i;

@@ -147,6 +147,8 @@ struct abx_server {
     int64_t started_ms;
     bool started;
     char version_header[96];    /* "abx/0.1.0 catalog=1" */
+    struct abx_installer *installer; /* owned: lazy install (install_step.c), made at start */
+    char *install_dir;          /* owned: where requirements are installed */
 };
 
 /* A transport's request-header lookup: the value of header name, or NULL. The listener
@@ -264,6 +266,11 @@ char *abx_explain_text(const json_t *trace);
 abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char *errbuf, size_t errlen);
 /* abx's home: $ABX_HOME, else ~/.abx (token, default ledger, ledger heads). Owned. */
 char *abx_home_dir(void);
+/* install_step.c: step 8's lazy install. The server's installer for dir (0 or -1); the
+ * allow check before anything runs; the install. */
+int abx_install_setup(abx_server *s, const char *dir, char *errbuf, size_t errlen);
+abx_step abx_install_gate(abx_request *r);
+abx_step abx_install_ensure_step(abx_request *r);
 /* The ledger file a server on cfg uses (ledger.path, else .abx/ledger.db beside the
  * config, else ledger.db in abx's home; ledger-mcp.db for abx mcp). Owned. */
 char *abx_ledger_default_path(const abx_config *cfg, bool mcp);

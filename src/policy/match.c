@@ -29,6 +29,11 @@ bool abx_pol_intrinsic_admits(const abx_policy *p, const abx_param *pa, const ch
 /* Does an op selector match? allow_side: explicit-only ops match only exact ids. */
 bool abx_pol_sel_match(const abx_sel *s, const abx_op *op, bool allow_side)
 {
+    /* ops that start an agent CLI (an agent parameter) are mounted only by statements
+     * that name them: their namespace ("agents.*", "agents.codex.*") or their id */
+    if (allow_side && (op->scoped_kinds & (1u << ABX_KIND_AGENT)) &&
+        (s->kind == ABX_SEL_ALL || s->kind == ABX_SEL_GROUP || s->kind == ABX_SEL_EFFECT))
+        return false;
     switch (s->kind) {
     case ABX_SEL_EXACT:
         if (strcmp(s->text, op->id) == 0)

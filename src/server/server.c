@@ -4,6 +4,7 @@
  * doors — and never serves a request itself: listener.c does (src/server/server.h). */
 #include "server/server.h"
 #include "sandbox/tiers.h"
+#include "sandbox/install.h"
 #include "builtin/builtin.h"
 #include "doors/doors.h"
 #include "ext/ext.h"
@@ -384,6 +385,11 @@ static int start_services(abx_server *s, char *errbuf, size_t errlen)
         snprintf(errbuf, errlen, "out of memory");
         return -1;
     }
+    char *idir = abx_install_dir_of(&s->cfg);
+    int irc = abx_install_setup(s, idir ? idir : "/nonexistent", errbuf, errlen);
+    abx_free(idir);
+    if (irc != 0)
+        return -1;
     return start_namespaces(s, errbuf, errlen);
 }
 
@@ -539,6 +545,12 @@ void abx_server_stop(abx_server *s)
         pthread_mutex_unlock(&grace_mu);
         abx_procs_free(s->procs, 2000);
         s->procs = NULL;
+    }
+    if (s) {
+        abx_installer_free(s->installer);
+        s->installer = NULL;
+        abx_free(s->install_dir);
+        s->install_dir = NULL;
     }
 }
 

@@ -66,4 +66,7 @@ int abx_sandboxd_listen_start(abx_server *s, side_listen *sl, struct MHD_OptionI
 int abx_sbx_grpc_start(abx_server *s, char *errbuf, size_t errlen);
 void abx_sbx_grpc_stop(abx_server *s);
 
+/* state.c: install.dir, else install/ in abx's home (owned). */
+char *abx_install_dir_of(const abx_config *cfg);
+
 #endif

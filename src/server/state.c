@@ -217,3 +217,14 @@ void abx_server_write_url(const abx_server *s)
     abx_free(tmp);
     abx_free(url_path);
 }
+
+/* Where lazily installed requirements live: install.dir, else install/ in abx's home. */
+char *abx_install_dir_of(const abx_config *cfg)
+{
+    if (cfg->install_dir)
+        return abx_strdup(cfg->install_dir);
+    char *home = abx_home_dir();
+    char *dir = home ? abx_asprintf("%s/install", home) : NULL;
+    abx_free(home);
+    return dir;
+}

@@ -150,7 +150,12 @@ static void test_builtins_declare_their_results(void **state)
     static const char *const pending[] = {
         "approvals.stream", "browser.back", "browser.click", "browser.close", "browser.content", "browser.create",
         "browser.evaluate", "browser.navigate", "browser.press", "browser.scroll", "browser.snapshot",
-        "browser.tabs", "browser.type", "ledger.stream", "ledger.verify", "ports.ticket", NULL};
+        "browser.tabs", "browser.type", "ledger.stream", "ledger.verify", "ports.ticket",
+        "agents.claude_code.run", "agents.claude_code.sessions.create", "agents.claude_code.sessions.delete",
+        "agents.claude_code.sessions.get", "agents.claude_code.sessions.list", "agents.claude_code.sessions.send_event",
+        "agents.codex.run", "agents.codex.sessions.create", "agents.codex.sessions.delete", "agents.codex.sessions.get",
+        "agents.codex.sessions.list", "agents.codex.sessions.send_event", "agents.sessions.create",
+        "agents.sessions.delete", "agents.sessions.get", "agents.sessions.list", "agents.sessions.send_event", NULL};
     size_t typed = 0, missing = 0;
     for (size_t i = 0; i < abx_registry_count(d); i++) {
         const abx_op *op = abx_registry_at(d, i);

@@ -98,7 +98,7 @@ def test_help_lists_every_command():
     assert r.returncode == 0 and r.stderr == ""
     names = _listed_commands(r.stdout)
     assert names == ["serve", "mcp", "call", "check-config", "explain", "ledger", "ops", "catalog", "openapi",
-                     "gen-client", "tools", "docs", "version", "help"]
+                     "gen-client", "tools", "docs", "install", "version", "help"]
     for alias in (["--help"], ["-h"]):
         assert run_abx(alias).stdout == r.stdout
     # no arguments at all: the same usage, on stderr, as a usage error
