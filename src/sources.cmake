@@ -15,6 +15,8 @@ set(ABX_SRC_CORE
   src/core/units.c
   src/core/util.c
   src/core/yaml.c
+  src/core/dyndef.c
+  src/core/overlay.c
 )
 set(ABX_SRC_SANDBOX
   src/sandbox/egress.c
