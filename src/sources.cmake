@@ -94,6 +94,7 @@ set(ABX_SRC_PIPELINE
   src/pipeline/metrics.c
   src/pipeline/namespace.c
   src/pipeline/request.c
+  src/pipeline/dyn_overlay.c
 )
 set(ABX_SRC_BUILTIN
   src/builtin/approvals_ops.c
@@ -129,6 +130,8 @@ set(ABX_SRC_BUILTIN
   src/builtin/runs.c
   src/builtin/system.c
   src/builtin/terminal.c
+  src/builtin/dyntools.c
+  src/builtin/dyntools_run.c
 )
 set(ABX_SRC_EXT
   src/ext/custom.c
@@ -153,6 +156,7 @@ set(ABX_SRC_DOORS
   src/doors/mcp_http.c
   src/doors/mcp_stdio.c
   src/doors/toolcall.c
+  src/doors/mcp_dyn.c
 )
 set(ABX_SRC_SERVER
   src/server/checks.c

@@ -52,7 +52,7 @@ bool abx_id_is_prefix(const char *a, const char *b)
 
 static const char *const reserved[] = {"core", "files", "commands", "process", "terminal", "system", "devtools",
                                        "browser", "agents", "ext", "ledger", "approvals", "kernels", "runs",
-                                       "tools", "ports"};
+                                       "tools", "ports", "dyn"};
 
 bool abx_id_reserved_ns(const char *id)
 {
@@ -70,7 +70,7 @@ static const char *const verbs[] = {"list", "get", "create", "update", "delete",
                                     "mkdir", "copy", "find", "archive", "extract", "exec", "close", "output", "resize",
                                     "connect", "info", "reload", "explain", "timeline", "decide", "execute",
                                     "send", "cancel", "verify", "grade", "metrics", "env", "interrupt", "restart",
-                                    "finalize", "wait", "ticket", "proxy"};
+                                    "finalize", "wait", "ticket", "proxy", "define", "call", "promote"};
 
 bool abx_id_known_verb(const char *id)
 {

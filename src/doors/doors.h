@@ -66,6 +66,7 @@ typedef struct abx_mcp_out {
     json_t *reply;              /* owned: the answer, or NULL (notification, client response) */
     abx_mcp_call *call;         /* owned: a streaming tools/call (abx_mcp_call_next), or NULL */
     bool cancelled;             /* the call was cancelled: stdio sends no answer */
+    json_t *note;               /* owned: notifications/tools/list_changed to send before it, or NULL */
 } abx_mcp_out;
 /* Parse one message. NULL with *error (owned) set to the JSON-RPC error to answer when
  * it is not JSON (-32700) or not a single object (-32600: batch arrays are refused). */

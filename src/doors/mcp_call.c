@@ -500,6 +500,8 @@ void abx__mcp_tools_call(const abx_mcp_in *in, const json_t *id, const json_t *p
         return;
     }
     const abx_op *op = abx_registry_resolve_tool(s->reg, name);
+    if (!op)
+        op = abx__dyn_tool_op(s, in->conv->principal, name); /* the overlay, after the registry */
     if (!op || !abx_tool_offered(op)) {
         out->reply = unknown_tool(id, name);
         return;

@@ -90,13 +90,15 @@ void abx_ctx_server_facts(const abx_ctx *ctx, abx_server_facts *out)
         .open_connections = atomic_load(&s->conns),
         .system_env = s->cfg.system_env,
         .n_system_env = s->cfg.n_system_env,
+        .dynamic_tool_ttl_ms = s->cfg.dynamic_tool_ttl_ms,
     };
 }
 
 const char *abx_ctx_document(abx_ctx *ctx, abx_doc kind, size_t *len)
 {
     abx_request *q = req_of(ctx);
-    return abx_discovery_text(kind, q->server->reg, q->policy, q->slot, len);
+    const char *text = abx_discovery_text(kind, q->server->reg, q->policy, q->slot, len);
+    return kind == ABX_DOC_CATALOG ? abx__dyn_catalog(q, text, len) : text;
 }
 
 const abx_op *abx_ctx_visible_op(const abx_ctx *ctx, const char *id)

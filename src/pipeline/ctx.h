@@ -12,6 +12,7 @@
 #include "abx/abx.h"
 #include "core/core.h"
 #include "core/diag.h"
+#include "core/dyndef.h"
 #include "core/util.h"
 #include "discovery/discovery.h"
 #include "http/websocket.h"
@@ -104,6 +105,7 @@ typedef struct abx_server_facts {
     int open_connections;         /* now */
     char *const *system_env;      /* variables system.env.get may reveal */
     size_t n_system_env;
+    int64_t dynamic_tool_ttl_ms;  /* limits.dynamic_tool_ttl */
 } abx_server_facts;
 void abx_ctx_server_facts(const abx_ctx *ctx, abx_server_facts *out);
 
@@ -144,6 +146,13 @@ abx_host *abx_ctx_host(abx_ctx *ctx);
 int abx_host_call_kernel(abx_host *h, const char *principal, const char *op, const json_t *args, uint64_t group,
                          json_t **body);
 void *abx_host_ns_state(abx_host *h, const abx_namespace *ns);
+
+/* ---- dynamic tools (tools.*, issue 23) ---- */
+
+/* The server's overlay of dynamic tools. */
+abx_overlay *abx_ctx_overlay(abx_ctx *ctx);
+/* The caller as the overlay sees it: principal and roles (borrowed for the call). */
+void abx_ctx_dyn_who(const abx_ctx *ctx, abx_dyn_who *who);
 
 /* A structured log line (log.c) with a request id (abx_ctx_request_id) or NULL. */
 void abx_log(const char *level, const char *request_id, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -445,6 +445,8 @@ static abx_step step4_5_resolve_mounted(abx_request *r)
         r->op = asked ? abx_registry_resolve(reg, asked) : NULL;
         if (r->op)
             r->op_index = abx_registry_index_of(reg, r->op);
+        else
+            abx__dyn_resolve(r, asked); /* the overlay, after the frozen registry */
     }
     bool mounted = r->op && abx_policy_mounted(r->policy, r->slot, r->op_index);
     if (!mounted && is_anonymous(r) && !r->trusted_principal) {

@@ -140,6 +140,7 @@ struct abx_server {
     int64_t started_ms;
     bool started;
     char version_header[96];    /* "abx/0.1.0 catalog=1" */
+    struct abx_overlay *overlay; /* owned: dynamic tools (core/dyndef.h), consulted after the registry */
 };
 
 /* A transport's request-header lookup: the value of header name, or NULL. The listener
@@ -395,5 +396,16 @@ void abx_log_set_level(const char *level); /* "debug" | "info" | "warn" | "error
 
 /* tests only: the ledger's hot events, direct and through jansson (audit.c) */
 size_t abx__audit_hot_texts(const abx_request *r, int status, int64_t dur_us, char *direct[2], char *tree[2]);
+
+/* ---- dynamic tools (dyn_overlay.c): the overlay consulted after the registry ---- */
+/* Step 4: asked names the caller's dyn.<name> (tools.call mounted): r->op is its op. */
+bool abx__dyn_resolve(abx_request *r, const char *asked);
+/* The caller's visible dynamic tools as kind's entries (ABX_DOC_CATALOG, ABX_DOC_MCP_TOOLS,
+ * else f's declarations); owned, NULL when none. */
+json_t *abx__dyn_entries(abx_server *s, const abx_policy *p, int slot, int kind, abx_tool_format f);
+/* The catalog text with the caller's dyn.* ops (the arena's copy, or text itself). */
+const char *abx__dyn_catalog(abx_request *q, const char *text, size_t *len);
+/* A tool name dyn__<name> → the principal's dyn op, or NULL. */
+const abx_op *abx__dyn_tool_op(abx_server *s, const char *principal, const char *tool);
 
 #endif

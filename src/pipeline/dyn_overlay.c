@@ -1,0 +1,156 @@
+/* dyn_overlay.c — where the pipeline and the doors consult the overlay of dynamic tools
+ * (core/dyndef.h) after the frozen registry: step 4 resolves dyn.<name> for the caller,
+ * discovery's documents gain the caller's dyn.* entries, the LLM formats and MCP offer
+ * them as dyn__<name>. A dyn.* op is mounted exactly where tools.call is: the statement
+ * that lets a caller call tools.call admits it (its scopes, limits and approvals), and
+ * the overlay decides whether the caller may see the tool at all (author or promoted).
+ * An overlay id never shadows a registered op: dyn is a reserved namespace. */
+#include "pipeline/pipeline.h"
+#include "discovery/discovery.h"
+#include <string.h>
+
+abx_overlay *abx_ctx_overlay(abx_ctx *ctx) { return ctx->req->server->overlay; }
+
+/* The overlay's view of principal `slot` under policy p. */
+static void who_of(const abx_policy *p, int slot, abx_dyn_who *who)
+{
+    *who = (abx_dyn_who){0};
+    if (slot < 0 || slot >= (int)p->n_principals)
+        return; /* anonymous: sees nothing */
+    const abx_principal *pr = &p->principals[slot];
+    *who = (abx_dyn_who){.principal = pr->id, .roles = pr->roles, .n_roles = pr->n_roles};
+}
+
+void abx_ctx_dyn_who(const abx_ctx *ctx, abx_dyn_who *who)
+{
+    who_of(ctx->req->policy, ctx->req->slot, who);
+}
+
+/* tools.call's index when it is mounted for slot, else -1. */
+static long call_index(const abx_server *s, const abx_policy *p, int slot)
+{
+    const abx_op *op = abx_registry_get(s->reg, "tools.call");
+    if (!op)
+        return -1;
+    size_t i = abx_registry_index_of(s->reg, op);
+    return abx_policy_mounted(p, slot, i) ? (long)i : -1;
+}
+
+bool abx__dyn_resolve(abx_request *r, const char *asked)
+{
+    abx_server *s = r->server;
+    if (!asked || strncmp(asked, "dyn.", 4) != 0 || !abx_overlay_any(s->overlay))
+        return false;
+    long ci = call_index(s, r->policy, r->slot);
+    if (ci < 0)
+        return false;
+    abx_dyn_who who;
+    who_of(r->policy, r->slot, &who);
+    abx_dyn_entry *e = abx_overlay_by_name(s->overlay, asked, &who);
+    if (!e)
+        return false;
+    r->op = &e->op;
+    r->op_index = (size_t)ci;
+    return true;
+}
+
+typedef struct collect {
+    json_t *(*entry)(const abx_op *op, abx_tool_format f);
+    abx_tool_format f;
+    json_t *out;
+} collect;
+
+static void collect_one(void *ud, abx_dyn_entry *e)
+{
+    collect *c = ud;
+    json_t *j = c->entry(&e->op, c->f);
+    if (!j)
+        return;
+    json_t *meta = json_object_get(j, "_meta");
+    if (meta) /* MCP: the stable path for clients that do not refresh their list */
+        json_object_set_new(meta, "abx/hash", json_string(e->def->hash));
+    json_array_append_new(c->out, j);
+}
+
+static json_t *catalog_entry(const abx_op *op, abx_tool_format f)
+{
+    (void)f;
+    return abx_catalog_entry(op);
+}
+
+static json_t *mcp_entry(const abx_op *op, abx_tool_format f)
+{
+    (void)f;
+    return abx_mcp_tool_entry(op);
+}
+
+/* The caller's visible dynamic tools through entry (owned array), or NULL when none. */
+json_t *abx__dyn_entries(abx_server *s, const abx_policy *p, int slot, int kind, abx_tool_format f)
+{
+    if (!abx_overlay_any(s->overlay) || call_index(s, p, slot) < 0)
+        return NULL;
+    abx_dyn_who who;
+    who_of(p, slot, &who);
+    collect c = {.entry = kind == ABX_DOC_CATALOG ? catalog_entry
+                          : kind == ABX_DOC_MCP_TOOLS ? mcp_entry
+                                                      : abx_tool_declaration,
+                 .f = f, .out = json_array()};
+    abx_overlay_each(s->overlay, &who, collect_one, &c);
+    if (!json_array_size(c.out)) {
+        json_decref(c.out);
+        return NULL;
+    }
+    return c.out;
+}
+
+/* The catalog text with the caller's dyn.* ops appended to "ops" (in the arena), or the
+ * cached text itself when there are none. The cached text has sorted keys: "ops" ends
+ * at the last `],"sdk_version":`. */
+const char *abx__dyn_catalog(abx_request *q, const char *text, size_t *len)
+{
+    json_t *add = text ? abx__dyn_entries(q->server, q->policy, q->slot, ABX_DOC_CATALOG, 0) : NULL;
+    if (!add)
+        return text;
+    char *more = json_dumps(add, JSON_COMPACT);
+    json_decref(add);
+    static const char mark[] = "],\"sdk_version\":";
+    const char *end = NULL;
+    for (const char *at = text; more && (at = memmem(at, *len - (size_t)(at - text), mark, sizeof mark - 1)); at++)
+        end = at;
+    size_t ml = more ? strlen(more) : 0;
+    char *out = end && ml > 2 ? abx_arena_alloc(q->arena, *len + ml + 1) : NULL;
+    if (!out) {
+        free(more);
+        return text;
+    }
+    size_t head = (size_t)(end - text), o = head;
+    memcpy(out, text, head);
+    if (head > 0 && text[head - 1] != '[')
+        out[o++] = ',';
+    memcpy(out + o, more + 1, ml - 2); /* the entries without the brackets */
+    o += ml - 2;
+    memcpy(out + o, end, *len - head);
+    o += *len - head;
+    out[o] = '\0';
+    free(more);
+    *len = o;
+    return out;
+}
+
+/* A provider's or MCP's tool name dyn__<name> → the caller's dyn op, or NULL. */
+const abx_op *abx__dyn_tool_op(abx_server *s, const char *principal, const char *tool)
+{
+    if (!principal || !tool || strncmp(tool, "dyn__", 5) != 0 || !abx_overlay_any(s->overlay))
+        return NULL;
+    abx_policy *p = abx_server_snapshot(s);
+    int slot = abx_policy_principal_slot(p, principal);
+    const abx_op *op = NULL;
+    if (slot >= 0 && call_index(s, p, slot) >= 0) {
+        abx_dyn_who who;
+        who_of(p, slot, &who);
+        abx_dyn_entry *e = abx_overlay_by_name(s->overlay, tool + 5, &who);
+        op = e ? &e->op : NULL;
+    }
+    abx_policy_unref(p);
+    return op;
+}
