@@ -95,5 +95,11 @@ int abx_overlay_promote(abx_overlay *ov, const char *hash, const json_t *to);
 uint64_t abx_overlay_gen(abx_overlay *ov);
 /* Is there at least one live entry (a cheap test for the hot paths)? */
 bool abx_overlay_any(abx_overlay *ov);
+/* A memo of text derived from the overlay for key (a principal's view of it): a copy in
+ * arena a when it was put at generation gen = the current one and no entry expired since,
+ * else NULL. put stores one (a few keys are kept; the oldest is replaced). Discovery
+ * keeps a principal's serialized entries here, so /ops does not rebuild them per call. */
+const char *abx_overlay_memo_get(abx_overlay *ov, const char *key, abx_arena *a, size_t *len);
+void abx_overlay_memo_put(abx_overlay *ov, const char *key, const char *text, size_t len, uint64_t gen);
 
 #endif

@@ -7,8 +7,19 @@
 #include <stdio.h>
 #include <string.h>
 
+#define MEMO_SLOTS 16
+
+typedef struct memo {
+    char *key, *text;            /* owned */
+    size_t len;
+    uint64_t gen;
+    int64_t until_ms;            /* the first expiry of a live entry when it was put (0: none) */
+} memo;
+
 struct abx_overlay {
     pthread_mutex_t mu;
+    memo memos[MEMO_SLOTS];      /* under mu */
+    unsigned next_memo;
     abx_dyn_entry *head;         /* newest first */
     _Atomic uint64_t gen;
     atomic_size_t live;          /* an estimate for abx_overlay_any */
@@ -40,6 +51,10 @@ void abx_overlay_free(abx_overlay *ov)
     for (abx_dyn_entry *e = ov->head, *n; e; e = n) {
         n = e->next;
         entry_free(e);
+    }
+    for (size_t i = 0; i < MEMO_SLOTS; i++) {
+        abx_free(ov->memos[i].key);
+        abx_free(ov->memos[i].text);
     }
     pthread_mutex_destroy(&ov->mu);
     abx_free(ov);
@@ -244,3 +259,53 @@ int abx_overlay_promote(abx_overlay *ov, const char *hash, const json_t *to)
 uint64_t abx_overlay_gen(abx_overlay *ov) { return ov ? atomic_load(&ov->gen) : 0; }
 
 bool abx_overlay_any(abx_overlay *ov) { return ov && atomic_load(&ov->live) > 0; }
+
+const char *abx_overlay_memo_get(abx_overlay *ov, const char *key, abx_arena *a, size_t *len)
+{
+    char *out = NULL;
+    pthread_mutex_lock(&ov->mu);
+    int64_t now = abx_wall_ms();
+    for (size_t i = 0; i < MEMO_SLOTS && !out; i++) {
+        memo *m = &ov->memos[i];
+        if (!m->key || strcmp(m->key, key) != 0)
+            continue;
+        if (m->gen == atomic_load(&ov->gen) && (!m->until_ms || now < m->until_ms)) {
+            out = abx_arena_alloc(a, m->len + 1);
+            if (out) {
+                memcpy(out, m->text, m->len);
+                out[m->len] = '\0';
+                *len = m->len;
+            }
+        }
+        break;
+    }
+    pthread_mutex_unlock(&ov->mu);
+    return out;
+}
+
+void abx_overlay_memo_put(abx_overlay *ov, const char *key, const char *text, size_t len, uint64_t gen)
+{
+    char *k = abx_strdup(key), *t = abx_malloc(len + 1);
+    if (!k || !t) {
+        abx_free(k);
+        abx_free(t);
+        return;
+    }
+    memcpy(t, text, len);
+    t[len] = '\0';
+    pthread_mutex_lock(&ov->mu);
+    int64_t until = 0;
+    for (abx_dyn_entry *e = ov->head; e; e = e->next)
+        if (!e->deleted && e->expires_ms && (!until || e->expires_ms < until))
+            until = e->expires_ms;
+    memo *m = NULL;
+    for (size_t i = 0; i < MEMO_SLOTS && !m; i++)
+        if (ov->memos[i].key && strcmp(ov->memos[i].key, key) == 0)
+            m = &ov->memos[i];
+    if (!m)
+        m = &ov->memos[ov->next_memo++ % MEMO_SLOTS];
+    abx_free(m->key);
+    abx_free(m->text);
+    *m = (memo){.key = k, .text = t, .len = len, .gen = gen, .until_ms = until};
+    pthread_mutex_unlock(&ov->mu);
+}

@@ -7,6 +7,7 @@
  * An overlay id never shadows a registered op: dyn is a reserved namespace. */
 #include "pipeline/pipeline.h"
 #include "discovery/discovery.h"
+#include <stdio.h>
 #include <string.h>
 
 abx_overlay *abx_ctx_overlay(abx_ctx *ctx) { return ctx->req->server->overlay; }
@@ -108,21 +109,32 @@ json_t *abx__dyn_entries(abx_server *s, const abx_policy *p, int slot, int kind,
  * at the last `],"sdk_version":`. */
 const char *abx__dyn_catalog(abx_request *q, const char *text, size_t *len)
 {
-    json_t *add = text ? abx__dyn_entries(q->server, q->policy, q->slot, ABX_DOC_CATALOG, 0) : NULL;
-    if (!add)
+    abx_overlay *ov = q->server->overlay;
+    if (!text || !abx_overlay_any(ov) || q->slot < 0 || q->slot >= (int)q->policy->n_principals)
         return text;
-    char *more = json_dumps(add, JSON_COMPACT);
-    json_decref(add);
+    /* the principal's entries, serialized once per change of the overlay (memo) */
+    char key[200];
+    snprintf(key, sizeof key, "catalog %p %.150s", (const void *)q->policy, q->policy->principals[q->slot].id);
+    size_t ml = 0;
+    const char *more = abx_overlay_memo_get(ov, key, q->arena, &ml);
+    if (!more) {
+        uint64_t gen = abx_overlay_gen(ov);
+        json_t *add = abx__dyn_entries(q->server, q->policy, q->slot, ABX_DOC_CATALOG, 0);
+        char *dumped = add ? json_dumps(add, JSON_COMPACT) : NULL;
+        json_decref(add);
+        const char *t = dumped ? dumped : "[]";
+        ml = strlen(t);
+        abx_overlay_memo_put(ov, key, t, ml, gen);
+        more = abx_arena_strdup(q->arena, t);
+        free(dumped);
+    }
     static const char mark[] = "],\"sdk_version\":";
     const char *end = NULL;
     for (const char *at = text; more && (at = memmem(at, *len - (size_t)(at - text), mark, sizeof mark - 1)); at++)
         end = at;
-    size_t ml = more ? strlen(more) : 0;
-    char *out = end && ml > 2 ? abx_arena_alloc(q->arena, *len + ml + 1) : NULL;
-    if (!out) {
-        free(more);
+    char *out = end && more && ml > 2 ? abx_arena_alloc(q->arena, *len + ml + 1) : NULL;
+    if (!out)
         return text;
-    }
     size_t head = (size_t)(end - text), o = head;
     memcpy(out, text, head);
     if (head > 0 && text[head - 1] != '[')
@@ -132,7 +144,6 @@ const char *abx__dyn_catalog(abx_request *q, const char *text, size_t *len)
     memcpy(out + o, end, *len - head);
     o += *len - head;
     out[o] = '\0';
-    free(more);
     *len = o;
     return out;
 }

@@ -111,7 +111,10 @@ def test_the_registry_stays_frozen_and_dyn_is_reserved(srv):
     ok(define(srv, CSV_SUM))
     # tools.delete then the op is gone: the one 404
     h = ok(srv.op("tools.list", {}, token=ALICE_TOKEN))["tools"][0]["hash"]
+    ids = lambda: [o["id"] for o in ok(srv.get("/ops", token=ALICE_TOKEN))["ops"]]
+    assert "dyn.csv_sum" in ids() and "dyn.csv_sum" in ids()        # served again from the memo
     ok(srv.op("tools.delete", {"hash": h}, token=ALICE_TOKEN))
+    assert "dyn.csv_sum" not in ids()
     assert_error(srv.op("dyn.csv_sum", {"line": "1"}, token=ALICE_TOKEN), 404, "op.not_enabled")
     assert_error(srv.op("tools.call", {"hash": h, "args": {"line": "1"}}, token=ALICE_TOKEN), 404,
                  "tools.not_found")
