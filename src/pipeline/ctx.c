@@ -98,7 +98,7 @@ const char *abx_ctx_document(abx_ctx *ctx, abx_doc kind, size_t *len)
 {
     abx_request *q = req_of(ctx);
     const char *text = abx_discovery_text(kind, q->server->reg, q->policy, q->slot, len);
-    return kind == ABX_DOC_CATALOG ? abx__dyn_catalog(q, text, len) : text;
+    return abx__dyn_document(q, kind, text, len);
 }
 
 const abx_op *abx_ctx_visible_op(const abx_ctx *ctx, const char *id)

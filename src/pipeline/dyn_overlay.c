@@ -79,6 +79,12 @@ static json_t *catalog_entry(const abx_op *op, abx_tool_format f)
     return abx_catalog_entry(op);
 }
 
+static json_t *openapi_entry(const abx_op *op, abx_tool_format f)
+{
+    (void)f;
+    return abx_openapi_rpc_path(op);
+}
+
 static json_t *mcp_entry(const abx_op *op, abx_tool_format f)
 {
     (void)f;
@@ -93,6 +99,7 @@ json_t *abx__dyn_entries(abx_server *s, const abx_policy *p, int slot, int kind,
     abx_dyn_who who;
     who_of(p, slot, &who);
     collect c = {.entry = kind == ABX_DOC_CATALOG ? catalog_entry
+                          : kind == ABX_DOC_OPENAPI ? openapi_entry
                           : kind == ABX_DOC_MCP_TOOLS ? mcp_entry
                                                       : abx_tool_declaration,
                  .f = f, .out = json_array()};
@@ -104,44 +111,74 @@ json_t *abx__dyn_entries(abx_server *s, const abx_policy *p, int slot, int kind,
     return c.out;
 }
 
-/* The catalog text with the caller's dyn.* ops appended to "ops" (in the arena), or the
- * cached text itself when there are none. The cached text has sorted keys: "ops" ends
- * at the last `],"sdk_version":`. */
-const char *abx__dyn_catalog(abx_request *q, const char *text, size_t *len)
+/* The principal's entries of kind as JSON text (in the arena), serialized once per change
+ * of the overlay (the memo); NULL when none. */
+static const char *entries_text(abx_request *q, abx_doc kind, size_t *ml)
 {
     abx_overlay *ov = q->server->overlay;
-    if (!text || !abx_overlay_any(ov) || q->slot < 0 || q->slot >= (int)q->policy->n_principals)
-        return text;
-    /* the principal's entries, serialized once per change of the overlay (memo) */
     char key[200];
-    snprintf(key, sizeof key, "catalog %p %.150s", (const void *)q->policy, q->policy->principals[q->slot].id);
-    size_t ml = 0;
-    const char *more = abx_overlay_memo_get(ov, key, q->arena, &ml);
+    snprintf(key, sizeof key, "%d %p %.150s", (int)kind, (const void *)q->policy, q->policy->principals[q->slot].id);
+    const char *more = abx_overlay_memo_get(ov, key, q->arena, ml);
     if (!more) {
         uint64_t gen = abx_overlay_gen(ov);
-        json_t *add = abx__dyn_entries(q->server, q->policy, q->slot, ABX_DOC_CATALOG, 0);
-        char *dumped = add ? json_dumps(add, JSON_COMPACT) : NULL;
+        json_t *add = abx__dyn_entries(q->server, q->policy, q->slot, kind, 0);
+        if (kind == ABX_DOC_OPENAPI && add) { /* one object of path items */
+            json_t *paths = json_object();
+            size_t i;
+            json_t *v;
+            json_array_foreach(add, i, v) json_object_update(paths, v);
+            json_decref(add);
+            add = paths;
+        }
+        char *dumped = add ? json_dumps(add, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         json_decref(add);
         const char *t = dumped ? dumped : "[]";
-        ml = strlen(t);
-        abx_overlay_memo_put(ov, key, t, ml, gen);
+        *ml = strlen(t);
+        abx_overlay_memo_put(ov, key, t, *ml, gen);
         more = abx_arena_strdup(q->arena, t);
         free(dumped);
     }
-    static const char mark[] = "],\"sdk_version\":";
-    const char *end = NULL;
-    for (const char *at = text; more && (at = memmem(at, *len - (size_t)(at - text), mark, sizeof mark - 1)); at++)
-        end = at;
-    char *out = end && more && ml > 2 ? abx_arena_alloc(q->arena, *len + ml + 1) : NULL;
+    return more && *ml > 2 ? more : NULL;
+}
+
+/* The document text with the caller's dyn.* ops spliced in (a copy in the arena), or the
+ * cached text itself when there are none. The cached text has sorted keys: the catalog's
+ * "ops" ends at the last `],"sdk_version":`; OpenAPI's paths begin at
+ * `"openapi":"3.1.0","paths":{`. */
+const char *abx__dyn_document(abx_request *q, abx_doc kind, const char *text, size_t *len)
+{
+    if (!text || (kind != ABX_DOC_CATALOG && kind != ABX_DOC_OPENAPI) || !abx_overlay_any(q->server->overlay) ||
+        q->slot < 0 || q->slot >= (int)q->policy->n_principals)
+        return text;
+    size_t ml = 0;
+    const char *more = entries_text(q, kind, &ml);
+    if (!more)
+        return text;
+    const char *at = NULL;
+    bool first; /* insert before what is there (OpenAPI) or after it (catalog) */
+    if (kind == ABX_DOC_CATALOG) {
+        static const char mark[] = "],\"sdk_version\":";
+        for (const char *p = text; (p = memmem(p, *len - (size_t)(p - text), mark, sizeof mark - 1)); p++)
+            at = p;
+        first = false;
+    } else {
+        static const char mark[] = "\"openapi\":\"3.1.0\",\"paths\":{";
+        at = memmem(text, *len, mark, sizeof mark - 1);
+        at = at ? at + sizeof mark - 1 : NULL;
+        first = true;
+    }
+    char *out = at ? abx_arena_alloc(q->arena, *len + ml + 1) : NULL;
     if (!out)
         return text;
-    size_t head = (size_t)(end - text), o = head;
+    size_t head = (size_t)(at - text), o = head;
     memcpy(out, text, head);
-    if (head > 0 && text[head - 1] != '[')
+    if (!first && head > 0 && text[head - 1] != '[')
         out[o++] = ',';
-    memcpy(out + o, more + 1, ml - 2); /* the entries without the brackets */
+    memcpy(out + o, more + 1, ml - 2); /* the entries without their brackets */
     o += ml - 2;
-    memcpy(out + o, end, *len - head);
+    if (first && text[head] != '}')
+        out[o++] = ',';
+    memcpy(out + o, at, *len - head);
     o += *len - head;
     out[o] = '\0';
     *len = o;

@@ -403,8 +403,8 @@ bool abx__dyn_resolve(abx_request *r, const char *asked);
 /* The caller's visible dynamic tools as kind's entries (ABX_DOC_CATALOG, ABX_DOC_MCP_TOOLS,
  * else f's declarations); owned, NULL when none. */
 json_t *abx__dyn_entries(abx_server *s, const abx_policy *p, int slot, int kind, abx_tool_format f);
-/* The catalog text with the caller's dyn.* ops (the arena's copy, or text itself). */
-const char *abx__dyn_catalog(abx_request *q, const char *text, size_t *len);
+/* A catalog or OpenAPI text with the caller's dyn.* ops (the arena's copy, or text itself). */
+const char *abx__dyn_document(abx_request *q, abx_doc kind, const char *text, size_t *len);
 /* A tool name dyn__<name> → the principal's dyn op, or NULL. */
 const abx_op *abx__dyn_tool_op(abx_server *s, const char *principal, const char *tool);
 

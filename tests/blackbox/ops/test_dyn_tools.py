@@ -105,6 +105,29 @@ def test_define_list_get_and_call_through_rest(srv):
     assert "dyn.csv_sum" in ops and "tools.define" in ops
     assert [p["name"] for p in ops["dyn.csv_sum"]["params"]] == ["line"], ops["dyn.csv_sum"]
     assert ok(srv.op("core.ops.describe", {"id": "tools.call"}, token=ALICE_TOKEN))["id"] == "tools.call"
+    # OpenAPI: its RPC path, with its schema, and every $ref in the document resolves
+    doc = ok(srv.get("/openapi.json", token=ALICE_TOKEN))
+    post = doc["paths"]["/ops/dyn.csv_sum"]["post"]
+    assert post["x-abx-op"] == "dyn.csv_sum", post
+    schema = post["requestBody"]["content"]["application/json"]["schema"]
+    assert schema["properties"]["line"]["type"] == "string" and schema["additionalProperties"] is False, schema
+    assert "/ops/tools.call" in doc["paths"] and doc["servers"], list(doc)
+
+    def refs(v):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k == "$ref":
+                    yield x
+                else:
+                    yield from refs(x)
+        elif isinstance(v, list):
+            for x in v:
+                yield from refs(x)
+    for ref in refs(doc):
+        node = doc
+        for part in ref[2:].split("/"):
+            node = node[part]
+    assert "/ops/dyn.csv_sum" not in ok(srv.get("/openapi.json", token=BOB_TOKEN))["paths"]
 
 
 def test_the_registry_stays_frozen_and_dyn_is_reserved(srv):
