@@ -39,7 +39,8 @@ static json_t *iso(int64_t ms)
 static json_t *summary(const abx_dyn_entry *e, const char *caller)
 {
     json_t *to = json_array();
-    for (size_t i = 0; i < e->n_to; i++)
+    size_t n_to = atomic_load(&e->n_to);
+    for (size_t i = 0; i < n_to; i++)
         json_array_append_new(to, json_string(e->to[i]));
     return json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:b}", "id", e->def->id, "name", e->def->name,
                      "hash", e->def->hash, "author", e->author, "description", e->def->description, "created_at",
@@ -190,7 +191,11 @@ static abx_err tools_promote(abx_ctx *ctx, const json_t *args, abx_reply *r)
     if (!e || strcmp(e->author, abx_ctx_principal(ctx)) != 0)
         return not_found(r);
     const json_t *to = json_object_get(args, "to");
-    if (abx_overlay_promote(abx_ctx_overlay(ctx), hash, to) != 0)
+    int prc = abx_overlay_promote(abx_ctx_overlay(ctx), hash, to);
+    if (prc == -2)
+        return abx_reply_error(r, ABX_E_TOOLS_TOO_MANY, NULL, "a tool may be promoted to at most %d principals and roles",
+                               ABX_DYN_AUDIENCE_MAX);
+    if (prc != 0)
         return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
     ledger_event(ctx, json_pack("{s:s, s:s, s:s, s:O}", "kind", "dyn_tool.promote", "hash", hash, "tool", e->def->id,
                                 "to", to));
@@ -221,7 +226,8 @@ static const abx_param call_params[] = {
 };
 static const abx_param promote_params[] = {
     {"hash", ABX_T_STRING, .required = true, .doc = "The tool's hash"},
-    {"to", ABX_T_LIST, .item = ABX_T_STRING, .required = true, .doc = "Principals or role:NAME that may call it"},
+    {"to", ABX_T_LIST, .item = ABX_T_STRING, .required = true, ABX_RANGE(1, ABX_DYN_AUDIENCE_MAX),
+     .doc = "Principals or role:NAME that may call it (1 to 32)"},
     {0},
 };
 
@@ -229,7 +235,7 @@ static const abx_op_def tools_ops[] = {
     {.id = "tools.define", .effects = ABX_EFF_EXEC | ABX_EFF_WRITE,
      .summary = "Define a dynamic tool (Python) for yourself: checked, hashed, its tests run confined; it becomes "
                 "dyn.<name>.",
-     .params = define_params, .since = "0.2",
+     .params = define_params, .since = "0.2", .limits = ABX_LIM_TIMEOUT | ABX_LIM_MEMORY | ABX_LIM_PIDS,
      .errors = "tools.test_failed tools.raised sandbox.unavailable op.worker_failed tools.too_many",
      .handler = tools_define},
     {.id = "tools.list", .effects = ABX_EFF_READ, .summary = "The dynamic tools you may call (every live version).",
@@ -239,11 +245,11 @@ static const abx_op_def tools_ops[] = {
     {.id = "tools.delete", .effects = ABX_EFF_DELETE, .summary = "Delete one of your dynamic tools (by hash).",
      .params = hash_params, .since = "0.2", .errors = "tools.not_found", .handler = tools_delete},
     {.id = "tools.call", .effects = ABX_EFF_EXEC, .summary = "Call a dynamic tool by hash (confined, with your grants).",
-     .params = call_params, .since = "0.2",
+     .params = call_params, .since = "0.2", .limits = ABX_LIM_TIMEOUT | ABX_LIM_MEMORY | ABX_LIM_PIDS,
      .errors = "tools.not_found tools.raised sandbox.unavailable op.worker_failed", .handler = tools_call},
     {.id = "tools.promote", .effects = ABX_EFF_WRITE,
      .summary = "Open one of your dynamic tools to other principals or roles (held for an approver's decision).",
-     .params = promote_params, .since = "0.2", .requires_approval = true, .errors = "tools.not_found",
+     .params = promote_params, .since = "0.2", .requires_approval = true, .errors = "tools.not_found tools.too_many",
      .handler = tools_promote},
     {0},
 };

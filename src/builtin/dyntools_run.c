@@ -280,6 +280,11 @@ static abx_err spawn(run *x, const abx_dyndef *def, abx_reply *r)
         .net = def->net && abx_ctx_decision(ctx)->net, .set_ids = true, .required = true,
         .pids_max = 32, .memory_max = 512ll << 20,
     };
+    int64_t mem = abx_ctx_limit(ctx, ABX_LIM_MEMORY), pids = abx_ctx_limit(ctx, ABX_LIM_PIDS);
+    if (mem > 0 && mem < conf.memory_max) /* the statement's limits narrow the defaults, never widen */
+        conf.memory_max = mem;
+    if (pids > 0 && pids < conf.pids_max)
+        conf.pids_max = pids;
     abx_procs_run_ids(procs, &conf.uid, &conf.gid);
     abx_proc_spec spec = {
         .spawn = {.argv = argv, .envp = envp, .cwd_fd = cwd, .cwd_path = tmpdir, .confine = &conf, .tmpdir = tmpdir},

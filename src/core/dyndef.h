@@ -17,6 +17,7 @@
 #include "core/util.h"
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #define ABX_DYN_NAME_MAX 58      /* "dyn__" + name fits the providers' 64 characters */
 #define ABX_DYN_PARAMS_MAX 32
@@ -24,6 +25,7 @@
 #define ABX_DYN_TESTS_MAX 16
 #define ABX_DYN_PATHS_MAX 16
 #define ABX_DYN_PER_AUTHOR 256   /* live tools one principal may hold */
+#define ABX_DYN_AUDIENCE_MAX 32  /* principals and roles one tool may be promoted to */
 
 typedef struct abx_dyndef {
     abx_arena *arena;            /* owned: everything below */
@@ -58,8 +60,8 @@ typedef struct abx_dyn_entry {
     abx_op op;
     json_t *tests;               /* owned: the test results at definition */
     int64_t created_ms, expires_ms; /* wall clock */
-    char **to;                   /* owned: principals and "role:x" it is promoted to */
-    size_t n_to;
+    char *to[ABX_DYN_AUDIENCE_MAX]; /* owned: principals and "role:x" it is promoted to; only appended */
+    _Atomic size_t n_to;         /* published after its slot is written: readers need no lock */
     bool deleted;
     struct abx_dyn_entry *next;
 } abx_dyn_entry;
@@ -89,7 +91,8 @@ void abx_overlay_each_version(abx_overlay *ov, const abx_dyn_who *who, void (*fn
                               void *ud);
 /* Mark deleted (author only): 0, or -1 when not the author's live entry. */
 int abx_overlay_delete(abx_overlay *ov, const char *hash, const char *author);
-/* Add principals/roles to an entry's audience. 0 or -1 (gone). */
+/* Add principals/roles to an entry's audience. 0, -1 (gone) or -2 (more than
+ * ABX_DYN_AUDIENCE_MAX in all). */
 int abx_overlay_promote(abx_overlay *ov, const char *hash, const json_t *to);
 /* Changes so far (defines, deletions, promotions, expiries seen): MCP's list_changed. */
 uint64_t abx_overlay_gen(abx_overlay *ov);

@@ -38,9 +38,8 @@ static void entry_free(abx_dyn_entry *e)
     abx_dyndef_free(e->def);
     abx_free(e->author);
     json_decref(e->tests);
-    for (size_t i = 0; i < e->n_to; i++)
+    for (size_t i = 0; i < atomic_load(&e->n_to); i++)
         abx_free(e->to[i]);
-    abx_free(e->to);
     abx_free(e);
 }
 
@@ -80,7 +79,8 @@ static bool visible(const abx_dyn_entry *e, const abx_dyn_who *who)
         return false;
     if (strcmp(e->author, who->principal) == 0)
         return true;
-    for (size_t i = 0; i < e->n_to; i++) {
+    size_t n = atomic_load(&e->n_to);
+    for (size_t i = 0; i < n; i++) {
         const char *t = e->to[i];
         if (strncmp(t, "role:", 5) == 0) {
             for (size_t r = 0; r < who->n_roles; r++)
@@ -108,6 +108,7 @@ abx_dyn_entry *abx_overlay_add(abx_overlay *ov, abx_dyndef *def, const char *aut
     e->expires_ms = ttl_ms > 0 ? e->created_ms + ttl_ms : 0;
     e->opdef = (abx_op_def){.id = def->id, .effects = def->effects, .summary = def->description,
                             .params = def->params, .handler = handler, .udata = e,
+                            .limits = ABX_LIM_TIMEOUT | ABX_LIM_MEMORY | ABX_LIM_PIDS,
                             .errors = "op.worker_failed sandbox.unavailable"};
     e->op = (abx_op){.def = &e->opdef, .id = def->id, .effects = def->effects, .effects_declared = true,
                      .n_params = def->n_params};
@@ -235,20 +236,21 @@ int abx_overlay_promote(abx_overlay *ov, const char *hash, const json_t *to)
         json_t *v;
         json_array_foreach(to, i, v) {
             const char *s = json_string_value(v);
+            size_t n = atomic_load(&e->n_to);
             bool have = false;
-            for (size_t k = 0; s && k < e->n_to && !have; k++)
+            for (size_t k = 0; s && k < n && !have; k++)
                 have = strcmp(e->to[k], s) == 0;
             if (!s || have)
                 continue;
-            char **g = abx_realloc(e->to, (e->n_to + 1) * sizeof *g);
-            if (!g || !(g[e->n_to] = abx_strdup(s))) {
-                if (g)
-                    e->to = g;
+            if (n >= ABX_DYN_AUDIENCE_MAX) {
+                rc = -2;
+                break;
+            }
+            if (!(e->to[n] = abx_strdup(s))) {
                 rc = -1;
                 break;
             }
-            e->to = g;
-            e->n_to++;
+            atomic_store(&e->n_to, n + 1);
         }
         atomic_fetch_add(&ov->gen, 1);
     }

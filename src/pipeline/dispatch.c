@@ -620,6 +620,7 @@ static abx_step step8_admit(abx_request *r)
             abx_fail(r, ABX_E_APPROVAL_NO_APPROVER, "this call needs approval and no approver is configured");
             return ABX_STEP_FAIL;
         } else {
+            abx__dyn_bind_hash(r);  /* a dyn.<name> call is held as tools.call {hash, args} */
             abx_approval_hold(r);   /* 202 pending, or the result after Prefer: wait */
             return ABX_STEP_HELD;   /* held: nothing more runs in this request */
         }

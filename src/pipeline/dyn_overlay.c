@@ -55,6 +55,21 @@ bool abx__dyn_resolve(abx_request *r, const char *asked)
     return true;
 }
 
+void abx__dyn_bind_hash(abx_request *r)
+{
+    if (!r->op || strncmp(r->op->id, "dyn.", 4) != 0 || abx_registry_get(r->server->reg, r->op->id))
+        return;
+    const abx_dyn_entry *e = r->op->def->udata;
+    const abx_op *call = abx_registry_get(r->server->reg, "tools.call");
+    json_t *args = call ? json_pack("{s:s, s:O}", "hash", e->def->hash, "args", r->args) : NULL;
+    if (!args)
+        return;
+    json_decref(r->args);
+    r->args = args;
+    r->op = call;
+    r->op_index = abx_registry_index_of(r->server->reg, call);
+}
+
 typedef struct collect {
     json_t *(*entry)(const abx_op *op, abx_tool_format f);
     abx_tool_format f;

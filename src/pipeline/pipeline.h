@@ -405,6 +405,9 @@ bool abx__dyn_resolve(abx_request *r, const char *asked);
 json_t *abx__dyn_entries(abx_server *s, const abx_policy *p, int slot, int kind, abx_tool_format f);
 /* A catalog or OpenAPI text with the caller's dyn.* ops (the arena's copy, or text itself). */
 const char *abx__dyn_document(abx_request *q, abx_doc kind, const char *text, size_t *len);
+/* Step 8, before a hold: a dyn.<name> call becomes tools.call {hash, args}, so that the
+ * approval is bound to the content hash, not to a name a redefinition moves. */
+void abx__dyn_bind_hash(abx_request *r);
 /* A tool name dyn__<name> → the principal's dyn op, or NULL. */
 const abx_op *abx__dyn_tool_op(abx_server *s, const char *principal, const char *tool);
 

@@ -192,6 +192,10 @@ def test_a_crash_answers_502_and_abx_is_unaffected(srv):
     assert_error(srv.op("dyn.crasher", {"line": "die"}, token=ALICE_TOKEN), 502, "op.worker_failed")
     assert ok(srv.get("/health")).get("status") == "ok"
     assert ok(srv.op("tools.call", {"hash": h, "args": {"line": "four"}}, token=ALICE_TOKEN)) == 4
+    big = dict(CSV_SUM, name="big", tests=[], code="def run(line):\n    return line * (2 << 20)\n")
+    r = srv.op("dyn.big", {"line": "x"}, token=ALICE_TOKEN) if define(srv, big).status_code == 200 else None
+    assert_error(r, 502, "op.worker_failed")
+    assert "1 MiB" in r.json()["error"]["message"], r.text
     raiser = dict(CSV_SUM, name="raiser", tests=[], code="def run(line):\n    raise KeyError(line)\n")
     r = srv.op("tools.call", {"hash": ok(define(srv, raiser))["hash"], "args": {"line": "k"}}, token=ALICE_TOKEN)
     assert_error(r, 422, "tools.raised")
@@ -392,3 +396,108 @@ def test_the_ledger_records_definition_tests_calls_and_promotion_without_the_cod
     for needle in ("dyn_tool.define", "dyn_tool.call", "dyn_tool.promote", "tools.promote", "dyn.csv_sum", h):
         assert needle in everything, needle
     assert '"ok": true' in everything or '"ok":true' in everything  # the test results
+
+
+def test_mcp_over_stdio_sends_list_changed_before_the_answer(workspace, tmp_path):
+    import subprocess
+    import abxtest
+    path = str(tmp_path / "stdio.json")
+    with open(path, "w") as f:
+        json.dump(config(workspace, str(tmp_path / "stdio-ledger.db")), f)
+    env = dict(os.environ, ABX_HOME=str(tmp_path / "h"))
+    env.pop("ABX_TOKEN", None)
+    p = subprocess.Popen([abxtest.ABX_BIN, "mcp", "--config", path, "--principal", "alice"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, bufsize=1)
+    try:
+        def exchange(rid, method, params):
+            p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}) + "\n")
+            p.stdin.flush()
+            got = []
+            while True:
+                m = json.loads(p.stdout.readline())
+                got.append(m)
+                if m.get("id") == rid:
+                    return got
+        exchange(1, "initialize", {"protocolVersion": "2025-11-25"})
+        got = exchange(2, "tools/call", {"name": "tools__define", "arguments": CSV_SUM})
+        assert got[0] == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}, got
+        assert not got[-1]["result"]["isError"], got
+        (lst,) = exchange(3, "tools/list", {})
+        assert "dyn__csv_sum" in [t["name"] for t in lst["result"]["tools"]]
+        got = exchange(4, "tools/call", {"name": "dyn__csv_sum", "arguments": {"line": "5,5"}})
+        assert len(got) == 1 and got[0]["result"]["content"][0]["text"] == "10", got
+    finally:
+        p.stdin.close()
+        p.wait(timeout=20)
+        err = p.stderr.read()
+        assert abxtest.sanitizer_report(err) is None, err[-3000:]
+
+
+def test_a_held_call_of_dyn_name_is_bound_to_the_hash(abx, workspace, tmp_path):
+    from abxtest import CAROL_TOKEN
+    cfg = config(workspace, str(tmp_path / "l.db"))
+    cfg["auth"]["tokens"] = tokens("alice", "bob", "ann", "val", "carol")
+    cfg["policy"]["allow"] += [
+        {"ops": ["tools.define", "tools.list", "tools.get"], "principals": ["carol"], "paths": [workspace + "/**"]},
+        {"ops": ["tools.call"], "principals": ["carol"], "paths": [workspace + "/**"], "approval": "required"}]
+    s = abx(cfg)
+    h1 = ok(define(s, CSV_SUM, token=CAROL_TOKEN))["hash"]
+    held = ok(s.op("dyn.csv_sum", {"line": "1,2"}, token=CAROL_TOKEN), 202)
+    aid = held["approval_id"]
+    entry = [x for x in ok(s.get("/approvals", token=APPROVER_TOKEN))["approvals"] if x["id"] == aid][0]
+    assert entry["op"] == "tools.call" and h1 in json.dumps(entry), entry     # the approver sees the hash
+    # carol redefines the name before the decision: the approval still runs what was held
+    ok(define(s, dict(CSV_SUM, code="def run(line):\n    return 'changed'\n", tests=[]), token=CAROL_TOKEN))
+    ok(s.post("/approvals/" + aid, token=APPROVER_TOKEN, json_body={"decision": "approve"}))
+    deadline = time.time() + 10
+    while True:
+        r = s.get("/approvals/" + aid, token=CAROL_TOKEN)
+        if r.status_code != 202 or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    assert ok(r) == 3, r.text
+
+
+def approve(s, aid, author_token):
+    ok(s.post("/approvals/" + aid, token=APPROVER_TOKEN, json_body={"decision": "approve"}))
+    deadline = time.time() + 10
+    while True:
+        r = s.get("/approvals/" + aid, token=author_token)
+        if r.status_code != 202 or time.time() > deadline:
+            return r
+        time.sleep(0.05)
+
+
+def test_the_limits_on_tools_and_audiences(srv):
+    from concurrent.futures import ThreadPoolExecutor
+    h = ok(define(srv, CSV_SUM, token=VAL_TOKEN))["hash"]
+    assert_error(srv.op("tools.promote", {"hash": h, "to": ["p%d" % i for i in range(33)]}, token=VAL_TOKEN), 400,
+                 "args.invalid")
+    aid = ok(srv.op("tools.promote", {"hash": h, "to": ["p%d" % i for i in range(32)]}, token=VAL_TOKEN),
+             202)["approval_id"]
+    assert len(ok(approve(srv, aid, VAL_TOKEN))["promoted_to"]) == 32
+    aid = ok(srv.op("tools.promote", {"hash": h, "to": ["bob"]}, token=VAL_TOKEN), 202)["approval_id"]
+    assert_error(approve(srv, aid, VAL_TOKEN), 409, "tools.too_many")
+    # at most 256 live tools per principal (each defined for real: its code loads confined)
+    quick = dict(CSV_SUM, tests=[])
+    with ThreadPoolExecutor(4) as pool:
+        codes = list(pool.map(lambda i: define(srv, dict(quick, name="t%03d" % i)).status_code, range(256)))
+    assert codes == [200] * 256, codes
+    assert_error(define(srv, dict(quick, name="one_more")), 409, "tools.too_many")
+    ok(define(srv, dict(quick, name="one_more"), token=VAL_TOKEN))            # another principal's own count
+    ok(srv.op("tools.delete", {"hash": ok(srv.op("tools.list", {}, token=ALICE_TOKEN))["tools"][0]["hash"]},
+              token=ALICE_TOKEN))
+    ok(define(srv, dict(quick, name="one_more")))
+
+
+def test_the_statements_timeout_bounds_a_call(abx, workspace, tmp_path):
+    cfg = config(workspace, str(tmp_path / "l.db"))
+    cfg["policy"]["allow"][2]["limits"] = {"timeout": "1s"}
+    s = abx(cfg)
+    spin = dict(CSV_SUM, name="spin", tests=[], code="def run(line):\n    while line:\n        pass\n    return 0\n")
+    ok(define(s, spin))
+    t = time.time()
+    r = s.op("dyn.spin", {"line": "forever"}, token=ALICE_TOKEN)
+    assert_error(r, 502, "op.worker_failed")
+    assert "deadline" in r.json()["error"]["message"] and time.time() - t < 8, r.text
+    assert ok(s.op("dyn.spin", {"line": ""}, token=ALICE_TOKEN)) == 0
