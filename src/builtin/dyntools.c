@@ -123,8 +123,11 @@ static abx_err tools_define(abx_ctx *ctx, const json_t *args, abx_reply *r)
         json_decref(tests);
         return abx_reply_error(r, ABX_E_TOOLS_TOO_MANY, NULL, "%s", err);
     }
-    abx_reply_json(r, json_pack("{s:s, s:s, s:s, s:o, s:o}", "id", e->def->id, "name", e->def->name, "hash",
-                                e->def->hash, "expires_at", iso(e->expires_ms), "tests", tests));
+    if (!t && abx_ctx_session(ctx)) /* no ttl: it lives as long as the session it was defined in */
+        abx_overlay_bind_session(abx_ctx_overlay(ctx), e, abx_ctx_session(ctx));
+    abx_reply_json(r, json_pack("{s:s, s:s, s:s, s:o, s:o, s:b}", "id", e->def->id, "name", e->def->name, "hash",
+                                e->def->hash, "expires_at", iso(e->expires_ms), "tests", tests, "session",
+                                !t && abx_ctx_session(ctx)));
     return ABX_OK;
 }
 

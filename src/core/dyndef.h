@@ -63,6 +63,7 @@ typedef struct abx_dyn_entry {
     char *to[ABX_DYN_AUDIENCE_MAX]; /* owned: principals and "role:x" it is promoted to; only appended */
     _Atomic size_t n_to;         /* published after its slot is written: readers need no lock */
     bool deleted;
+    char session[40];            /* the session it lives as long as ("" none) */
     struct abx_dyn_entry *next;
 } abx_dyn_entry;
 
@@ -89,6 +90,9 @@ void abx_overlay_each(abx_overlay *ov, const abx_dyn_who *who, void (*fn)(void *
 /* Every live entry with this hash visible to who (tools.list: all versions). */
 void abx_overlay_each_version(abx_overlay *ov, const abx_dyn_who *who, void (*fn)(void *ud, abx_dyn_entry *e),
                               void *ud);
+/* A session ended: every entry bound to it (abx_overlay_bind_session) expires. */
+void abx_overlay_end_session(abx_overlay *ov, const char *session);
+void abx_overlay_bind_session(abx_overlay *ov, abx_dyn_entry *e, const char *session);
 /* Mark deleted (author only): 0, or -1 when not the author's live entry. */
 int abx_overlay_delete(abx_overlay *ov, const char *hash, const char *author);
 /* Add principals/roles to an entry's audience. 0, -1 (gone) or -2 (more than

@@ -311,3 +311,24 @@ void abx_overlay_memo_put(abx_overlay *ov, const char *key, const char *text, si
     *m = (memo){.key = k, .text = t, .len = len, .gen = gen, .until_ms = until};
     pthread_mutex_unlock(&ov->mu);
 }
+
+void abx_overlay_bind_session(abx_overlay *ov, abx_dyn_entry *e, const char *session)
+{
+    pthread_mutex_lock(&ov->mu);
+    snprintf(e->session, sizeof e->session, "%s", session ? session : "");
+    pthread_mutex_unlock(&ov->mu);
+}
+
+void abx_overlay_end_session(abx_overlay *ov, const char *session)
+{
+    if (!ov || !session || !*session)
+        return;
+    pthread_mutex_lock(&ov->mu);
+    for (abx_dyn_entry *e = ov->head; e; e = e->next)
+        if (!e->deleted && strcmp(e->session, session) == 0) {
+            e->deleted = true;
+            atomic_fetch_add(&ov->gen, 1);
+            atomic_fetch_sub(&ov->live, 1);
+        }
+    pthread_mutex_unlock(&ov->mu);
+}

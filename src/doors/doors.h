@@ -49,6 +49,8 @@ typedef struct abx_mcp_conv abx_mcp_conv; /* one conversation */
 typedef struct abx_mcp_call abx_mcp_call; /* a tools/call whose messages stream */
 abx_mcp *abx_mcp_new(void);
 void abx_mcp_free(abx_mcp *m);
+/* The overlay whose session-bound dynamic tools end with each conversation. */
+void abx_mcp_set_overlay(abx_mcp *m, struct abx_overlay *ov);
 /* The HTTP door (POST/DELETE /mcp; GET answers 405): fills r->reply. */
 void abx_mcp_http(abx_request *r);
 /* Serve one conversation over newline-delimited JSON-RPC on in_fd/out until end of

@@ -115,6 +115,7 @@ static void conv_destroy(abx_mcp_conv *c)
         json_decref(f->id);
         abx_free(f);
     }
+    abx_overlay_end_session(c->overlay, c->tag); /* its session-bound dynamic tools end with it */
     abx_free(c->principal);
     abx_free(c);
 }
@@ -142,14 +143,19 @@ void abx_mcp_free(abx_mcp *m)
     abx_free(m);
 }
 
+void abx_mcp_set_overlay(abx_mcp *m, struct abx_overlay *ov) { m->overlay = ov; }
+
 abx_mcp_conv *abx_mcp_conv_new(abx_mcp *m, const char *principal)
 {
-    (void)m;
     abx_mcp_conv *c = abx_calloc(1, sizeof *c);
     if (!c || !(c->principal = abx_strdup(principal))) {
         abx_free(c);
         return NULL;
     }
+    pthread_mutex_lock(&m->mu);
+    snprintf(c->tag, sizeof c->tag, "mcp-%llu", (unsigned long long)++m->convs);
+    c->overlay = m->overlay;
+    pthread_mutex_unlock(&m->mu);
     snprintf(c->version, sizeof c->version, "%s", versions[ABX_ARRAY_LEN(versions) - 1]);
     c->refs = 1;
     c->used_ms = abx_now_ms();

@@ -153,6 +153,9 @@ void *abx_host_ns_state(abx_host *h, const abx_namespace *ns);
 abx_overlay *abx_ctx_overlay(abx_ctx *ctx);
 /* The caller as the overlay sees it: principal and roles (borrowed for the call). */
 void abx_ctx_dyn_who(const abx_ctx *ctx, abx_dyn_who *who);
+/* The session the call came in (an MCP conversation), or NULL: a tool defined without a
+ * ttl lives as long as it. */
+const char *abx_ctx_session(const abx_ctx *ctx);
 
 /* A structured log line (log.c) with a request id (abx_ctx_request_id) or NULL. */
 void abx_log(const char *level, const char *request_id, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

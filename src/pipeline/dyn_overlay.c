@@ -22,6 +22,8 @@ static void who_of(const abx_policy *p, int slot, abx_dyn_who *who)
     *who = (abx_dyn_who){.principal = pr->id, .roles = pr->roles, .n_roles = pr->n_roles};
 }
 
+const char *abx_ctx_session(const abx_ctx *ctx) { return ctx->req->session; }
+
 void abx_ctx_dyn_who(const abx_ctx *ctx, abx_dyn_who *who)
 {
     who_of(ctx->req->policy, ctx->req->slot, who);

@@ -169,6 +169,7 @@ typedef struct abx_request {
     const char *x_token;        /* X-Access-Token value */
     bool auth_bad_scheme;       /* Authorization present but not Bearer */
     const char *client;         /* client address for rate limits and logs */
+    const char *session;        /* the door's session (abx_ctx_session), or NULL */
     int conn_fd;                /* the client's socket (HTTP), -1 otherwise: cancellation checks */
     atomic_bool *cancel;        /* borrowed, or NULL: set by the door to cancel the call (MCP) */
     const char *last_event_id;  /* Last-Event-ID header (resumable streams) */
@@ -278,6 +279,7 @@ typedef struct abx_call_in {
     atomic_bool *cancel;        /* borrowed, outlives the request; NULL none */
     int conn_fd;                /* the outer client's socket while the handler runs, -1 none */
     const char *client;         /* the outer client's address (copied), or NULL */
+    const char *session;        /* the door's session (an MCP conversation's tag; copied), or NULL */
 } abx_call_in;
 abx_request *abx_call_begin(abx_server *s, const abx_call_in *in);
 

@@ -446,6 +446,8 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
         return -1;
     s->mcp = abx_mcp_new();
     s->overlay = abx_overlay_new();
+    if (s->mcp)
+        abx_mcp_set_overlay(s->mcp, s->overlay);
     s->tickets = abx_tickets_new();
     if (!s->mcp) {
         snprintf(errbuf, errlen, "out of memory");

@@ -501,3 +501,20 @@ def test_the_statements_timeout_bounds_a_call(abx, workspace, tmp_path):
     assert_error(r, 502, "op.worker_failed")
     assert "deadline" in r.json()["error"]["message"] and time.time() - t < 8, r.text
     assert ok(s.op("dyn.spin", {"line": ""}, token=ALICE_TOKEN)) == 0
+
+
+def test_without_a_ttl_a_tool_lives_as_long_as_its_mcp_session(srv):
+    m = Mcp(srv, ALICE_TOKEN)
+    m.initialize()
+    res = m.messages("tools/call", {"name": "tools__define", "arguments": CSV_SUM})[-1]["result"]
+    assert json.loads(res["content"][0]["text"])["session"] is True, res
+    res = m.messages("tools/call", {"name": "tools__define", "arguments": dict(CSV_SUM, name="kept", ttl=600)})
+    assert json.loads(res[-1]["result"]["content"][0]["text"])["session"] is False, res
+    assert ok(srv.op("dyn.csv_sum", {"line": "1,1"}, token=ALICE_TOKEN)) == 2          # REST sees it too
+    r = requests.delete(srv.url + "/mcp", headers={"Authorization": "Bearer " + ALICE_TOKEN,
+                                                   "Mcp-Session-Id": m.sid}, timeout=10)
+    assert r.status_code == 204, r.text
+    assert_error(srv.op("dyn.csv_sum", {"line": "1,1"}, token=ALICE_TOKEN), 404, "op.not_enabled")
+    assert ok(srv.op("dyn.kept", {"line": "1,1"}, token=ALICE_TOKEN)) == 2
+    # defined through REST (no session): it lives until limits.dynamic_tool_ttl
+    assert ok(define(srv, dict(CSV_SUM, name="rest"))).get("session") is False
