@@ -94,7 +94,7 @@ static abx_err tools_define(abx_ctx *ctx, const json_t *args, abx_reply *r)
     abx_ctx_server_facts(ctx, &f);
     int64_t ttl = f.dynamic_tool_ttl_ms;
     const json_t *t = json_object_get(args, "ttl");
-    if (t && json_integer_value(t) * 1000 < ttl)
+    if (t && json_integer_value(t) < ttl / 1000) /* seconds; the limit caps it */
         ttl = json_integer_value(t) * 1000;
     json_t *out = NULL;
     abx_err rc = abx__dyn_exec(ctx, d, NULL, abx_ctx_principal(ctx), &out, r);

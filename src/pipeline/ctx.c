@@ -105,7 +105,9 @@ const abx_op *abx_ctx_visible_op(const abx_ctx *ctx, const char *id)
 {
     const abx_request *q = req_of(ctx);
     const abx_op *op = abx_registry_resolve(q->server->reg, id);
-    if (!op || !abx_policy_mounted(q->policy, q->slot, abx_registry_index_of(q->server->reg, op)))
+    if (!op)
+        return abx__dyn_visible_op(q->server, q->policy, q->slot, id); /* the overlay, after the registry */
+    if (!abx_policy_mounted(q->policy, q->slot, abx_registry_index_of(q->server->reg, op)))
         return NULL;
     return op;
 }

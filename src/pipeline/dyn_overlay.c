@@ -202,6 +202,16 @@ const char *abx__dyn_document(abx_request *q, abx_doc kind, const char *text, si
     return out;
 }
 
+const abx_op *abx__dyn_visible_op(abx_server *s, const abx_policy *p, int slot, const char *id)
+{
+    if (!id || strncmp(id, "dyn.", 4) != 0 || !abx_overlay_any(s->overlay) || call_index(s, p, slot) < 0)
+        return NULL;
+    abx_dyn_who who;
+    who_of(p, slot, &who);
+    abx_dyn_entry *e = abx_overlay_by_name(s->overlay, id, &who);
+    return e ? &e->op : NULL;
+}
+
 /* A provider's or MCP's tool name dyn__<name> → the caller's dyn op, or NULL. */
 const abx_op *abx__dyn_tool_op(abx_server *s, const char *principal, const char *tool)
 {

@@ -410,6 +410,8 @@ const char *abx__dyn_document(abx_request *q, abx_doc kind, const char *text, si
 /* Step 8, before a hold: a dyn.<name> call becomes tools.call {hash, args}, so that the
  * approval is bound to the content hash, not to a name a redefinition moves. */
 void abx__dyn_bind_hash(abx_request *r);
+/* dyn.<name> when the principal at slot may call it (tools.call mounted, visible), or NULL. */
+const abx_op *abx__dyn_visible_op(abx_server *s, const abx_policy *p, int slot, const char *id);
 /* A tool name dyn__<name> → the principal's dyn op, or NULL. */
 const abx_op *abx__dyn_tool_op(abx_server *s, const char *principal, const char *tool);
 

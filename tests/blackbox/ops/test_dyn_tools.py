@@ -105,6 +105,8 @@ def test_define_list_get_and_call_through_rest(srv):
     assert "dyn.csv_sum" in ops and "tools.define" in ops
     assert [p["name"] for p in ops["dyn.csv_sum"]["params"]] == ["line"], ops["dyn.csv_sum"]
     assert ok(srv.op("core.ops.describe", {"id": "tools.call"}, token=ALICE_TOKEN))["id"] == "tools.call"
+    assert ok(srv.op("core.ops.describe", {"id": "dyn.csv_sum"}, token=ALICE_TOKEN))["effects"] == ["exec"]
+    assert_error(srv.op("core.ops.describe", {"id": "dyn.csv_sum"}, token=BOB_TOKEN), 404, "op.not_enabled")
     # OpenAPI: its RPC path, with its schema, and every $ref in the document resolves
     doc = ok(srv.get("/openapi.json", token=ALICE_TOKEN))
     post = doc["paths"]["/ops/dyn.csv_sum"]["post"]
