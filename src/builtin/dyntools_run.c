@@ -80,7 +80,8 @@ static void roots_add(abx_arena *a, rootset *s, const char *p)
     char **g = abx_arena_alloc(a, (s->n + 2) * sizeof *g);
     if (!g)
         return;
-    memcpy(g, s->v, s->n * sizeof *g);
+    if (s->n)
+        memcpy(g, s->v, s->n * sizeof *g);
     g[s->n++] = abx_arena_strdup(a, p);
     s->v = g;
 }
