@@ -177,3 +177,36 @@ def test_without_confinement_a_definition_fails_closed(minimal):
     assert "landlock" in r.json()["error"]["message"], r.text
     assert s.op("tools.list", {}, token=ALICE_TOKEN).json()["tools"] == []
     assert bb.wait_for(lambda: s.get("/health").status_code == 200)
+
+
+def listener():
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(4)
+    lst.settimeout(3)
+    got = []
+
+    def accept():
+        try:
+            got.append(lst.accept()[0])
+        except OSError:
+            pass
+    t = threading.Thread(target=accept)
+    t.start()
+    return lst, t, got
+
+
+def test_the_network_needs_both_the_definition_and_the_statement(abx, workspace, tmp_path):
+    s = abx(config(workspace, str(tmp_path), net=True))
+    define(s)                                                   # no net in the definition
+    define(s, name="netted", effects=["read", "net"], net=True)
+    lst, t, got = listener()
+    addr = "127.0.0.1:%d" % lst.getsockname()[1]
+    r = probe(s, "connect", addr)
+    assert "refused" in r, r
+    r = probe(s, "connect", addr, name="netted")
+    t.join()
+    lst.close()
+    assert r == {"connected": addr} and got, (r, got)
+    for c in got:
+        c.close()
