@@ -16,6 +16,8 @@ set(ABX_SRC_CORE
   src/core/util.c
   src/core/yaml.c
   src/core/resultschema.c
+  src/core/dyndef.c
+  src/core/overlay.c
 )
 set(ABX_SRC_SANDBOX
   src/sandbox/egress.c
@@ -104,6 +106,7 @@ set(ABX_SRC_PIPELINE
   src/pipeline/request.c
   src/pipeline/install_step.c
   src/pipeline/ctx_agents.c
+  src/pipeline/dyn_overlay.c
 )
 set(ABX_SRC_BUILTIN
   src/builtin/approvals_ops.c
@@ -148,6 +151,8 @@ set(ABX_SRC_BUILTIN
   src/builtin/agents.c
   src/builtin/agents_cli.c
   src/builtin/agents_turn.c
+  src/builtin/dyntools.c
+  src/builtin/dyntools_run.c
 )
 set(ABX_SRC_EXT
   src/ext/custom.c
@@ -177,6 +182,7 @@ set(ABX_SRC_DOORS
   src/doors/sandboxd_ctx.c
   src/doors/sandboxd_proc.c
   src/doors/sandboxd_rest.c
+  src/doors/mcp_dyn.c
 )
 set(ABX_SRC_SERVER
   src/server/checks.c

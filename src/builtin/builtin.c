@@ -12,7 +12,7 @@ static pthread_once_t default_once = PTHREAD_ONCE_INIT;
 const abx_namespace *const abx_builtin_namespaces[] = {
     &abx_ns_core, &abx_ns_files, &abx_ns_system, &abx_ns_commands, &abx_ns_process, &abx_ns_terminal,
     &abx_ns_ledger, &abx_ns_approvals, &abx_ns_kernels, &abx_ns_runs, &abx_ns_devtools, &abx_ns_ports, &abx_ns_browser,
-    &abx_ns_agents, NULL,
+    &abx_ns_agents, &abx_ns_tools, NULL,
 };
 
 static int builtin_register(abx_registry *reg, char *err, size_t errlen)

@@ -10,7 +10,7 @@
 /* Each namespace's descriptor, defined next to its op table and handlers. */
 extern const abx_namespace abx_ns_core, abx_ns_files, abx_ns_system, abx_ns_commands, abx_ns_process,
     abx_ns_terminal, abx_ns_ledger, abx_ns_approvals, abx_ns_kernels, abx_ns_runs, abx_ns_devtools, abx_ns_ports,
-    abx_ns_browser, abx_ns_agents;
+    abx_ns_browser, abx_ns_agents, abx_ns_tools;
 /* The built-in namespaces in registration order, NULL-terminated (builtin.c): the
  * default registry holds their ops, and every server starts their states. */
 extern const abx_namespace *const abx_builtin_namespaces[];

@@ -576,7 +576,7 @@ static bool check_section_keys(abx_config *c, const cfg_row *sec, abx_diags *d)
     {
         if (find_row(sec->path, slen, k))
             continue;
-        char known[300] = "";
+        char known[400] = "";
         for (size_t i = 0; i < ABX_ARRAY_LEN(rows); i++)
             if (section_len(&rows[i]) == slen && strncmp(rows[i].path, sec->path, slen) == 0)
                 snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", known[0] ? ", " : "",

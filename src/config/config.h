@@ -56,6 +56,7 @@ typedef struct abx_config {
     bool ledger_off;
     bool extends_default;                /* extends: default */
     int64_t homes_ttl_ms;                /* 0 = private HOMEs are kept until system.home.delete */
+    int64_t dynamic_tool_ttl_ms;         /* limits.dynamic_tool_ttl: the longest a dynamic tool lives (1 h) */
     const json_t *auth;         /* borrowed from root */
     const json_t *policy;       /* borrowed from root */
     const json_t *egress;       /* borrowed from root: the egress proxy's settings */

@@ -11,7 +11,7 @@ typedef struct abx_diag {
     char level[8];      /* "error" | "warning" */
     char code[40];
     int line;
-    char message[300];
+    char message[512];
 } abx_diag;
 
 typedef struct abx_diags {

@@ -52,7 +52,7 @@ bool abx_id_is_prefix(const char *a, const char *b)
 
 static const char *const reserved[] = {"core", "files", "commands", "process", "terminal", "system", "devtools",
                                        "browser", "agents", "ext", "ledger", "approvals", "kernels", "runs",
-                                       "tools", "ports"};
+                                       "tools", "ports", "dyn"};
 
 bool abx_id_reserved_ns(const char *id)
 {
@@ -74,6 +74,7 @@ static const char *const verbs[] = {"list", "get", "create", "update", "delete",
                                     /* browser.* */
                                     "navigate", "back", "snapshot", "content", "screenshot", "evaluate", "click",
                                     "type", "press", "scroll", "tabs",
+                                    "define", "call", "promote", /* tools.* */
                                     "send_event"}; /* agents.*.sessions.send_event (the seed's name) */
 
 bool abx_id_known_verb(const char *id)

@@ -13,6 +13,9 @@ json_t *abx_catalog_entry(const abx_op *op);
 json_t *abx_catalog(const abx_registry *reg, const abx_policy *policy, int slot);
 /* OpenAPI 3.1 document; server_url may be NULL (owned). */
 json_t *abx_openapi(const abx_registry *reg, const abx_policy *policy, int slot, const char *server_url);
+/* {"/ops/<id>": {post}} for one op outside the registry (a dynamic tool), its error
+ * responses inline (owned). */
+json_t *abx_openapi_rpc_path(const abx_op *op);
 /* The documents served again and again, cached per snapshot (see cache.c). MCP_TOOLS is
  * MCP's tools/list array (abx_mcp_tools). */
 typedef enum abx_doc { ABX_DOC_CATALOG, ABX_DOC_OPENAPI, ABX_DOC_MCP_TOOLS, ABX_DOC__COUNT } abx_doc;

@@ -222,6 +222,25 @@ static json_t *operation(const abx_op *op, const char *method, const char *path,
     return o;
 }
 
+json_t *abx_openapi_rpc_path(const abx_op *op)
+{
+    json_t *shared = json_object();
+    char rpc[ABX_ID_MAX + 8];
+    snprintf(rpc, sizeof rpc, "/ops/%s", op->id);
+    json_t *o = operation(op, "POST", rpc, true, shared);
+    json_t *resp = json_object_get(o, "responses");
+    const char *k;
+    json_t *v;
+    json_object_foreach(resp, k, v) { /* inline: the document's components hold the registry's sets */
+        const char *ref = json_string_value(json_object_get(v, "$ref"));
+        static const char pre[] = "#/components/responses/";
+        if (ref && strncmp(ref, pre, sizeof pre - 1) == 0 && json_object_get(shared, ref + sizeof pre - 1))
+            json_object_set(resp, k, json_object_get(shared, ref + sizeof pre - 1));
+    }
+    json_decref(shared);
+    return json_pack("{s:{s:o}}", rpc, "post", o);
+}
+
 /* "POST" → "post": an OpenAPI path item's key. */
 static void lower_method(const char *method, char out[8])
 {

@@ -55,6 +55,8 @@ typedef struct abx_mcp_conv abx_mcp_conv; /* one conversation */
 typedef struct abx_mcp_call abx_mcp_call; /* a tools/call whose messages stream */
 abx_mcp *abx_mcp_new(void);
 void abx_mcp_free(abx_mcp *m);
+/* The overlay whose session-bound dynamic tools end with each conversation. */
+void abx_mcp_set_overlay(abx_mcp *m, struct abx_overlay *ov);
 /* The HTTP door (POST/DELETE /mcp; GET answers 405): fills r->reply. */
 void abx_mcp_http(abx_request *r);
 /* Serve one conversation over newline-delimited JSON-RPC on in_fd/out until end of
@@ -72,6 +74,7 @@ typedef struct abx_mcp_out {
     json_t *reply;              /* owned: the answer, or NULL (notification, client response) */
     abx_mcp_call *call;         /* owned: a streaming tools/call (abx_mcp_call_next), or NULL */
     bool cancelled;             /* the call was cancelled: stdio sends no answer */
+    json_t *note;               /* owned: notifications/tools/list_changed to send before it, or NULL */
 } abx_mcp_out;
 /* Parse one message. NULL with *error (owned) set to the JSON-RPC error to answer when
  * it is not JSON (-32700) or not a single object (-32600: batch arrays are refused). */

@@ -120,6 +120,7 @@ static void conv_destroy(abx_mcp_conv *c)
         json_decref(f->id);
         abx_free(f);
     }
+    abx_overlay_end_session(c->overlay, c->tag); /* its session-bound dynamic tools end with it */
     abx_free(c->principal);
     abx_free(c);
 }
@@ -147,14 +148,19 @@ void abx_mcp_free(abx_mcp *m)
     abx_free(m);
 }
 
+void abx_mcp_set_overlay(abx_mcp *m, struct abx_overlay *ov) { m->overlay = ov; }
+
 abx_mcp_conv *abx_mcp_conv_new(abx_mcp *m, const char *principal)
 {
-    (void)m;
     abx_mcp_conv *c = abx_calloc(1, sizeof *c);
     if (!c || !(c->principal = abx_strdup(principal))) {
         abx_free(c);
         return NULL;
     }
+    pthread_mutex_lock(&m->mu);
+    snprintf(c->tag, sizeof c->tag, "mcp-%llu", (unsigned long long)++m->convs);
+    c->overlay = m->overlay;
+    pthread_mutex_unlock(&m->mu);
     snprintf(c->version, sizeof c->version, "%s", versions[ABX_ARRAY_LEN(versions) - 1]);
     c->refs = 1;
     c->used_ms = abx_now_ms();
@@ -327,6 +333,16 @@ static json_t *tools_list(const abx_mcp_in *in, const json_t *id, const json_t *
     bool known = slot >= 0 && slot < (int)p->n_principals;
     /* discovery's list, cached with the snapshot: the same eligibility rule as GET /tools */
     json_t *tools = known ? abx_discovery_json(ABX_DOC_MCP_TOOLS, s->reg, p, slot) : NULL;
+    json_t *dyn = tools ? abx__dyn_entries(s, p, slot, ABX_DOC_MCP_TOOLS, 0) : NULL;
+    if (dyn) { /* the caller's dynamic tools after the registry's (a copy: the cached list stays) */
+        json_t *all = json_array();
+        json_array_extend(all, tools);
+        json_array_extend(all, dyn);
+        json_decref(tools);
+        tools = all;
+    }
+    json_decref(dyn);
+    abx__mcp_dyn_seen(s, in->conv, p, slot);
     abx_policy_unref(p);
     if (!known)
         return abx_mcp_error(id, RPC_INTERNAL, "the session's principal is no longer configured; initialize again",
@@ -369,7 +385,7 @@ static json_t *initialize(const abx_mcp_in *in, const json_t *id, const json_t *
     /* a revision we speak is echoed; otherwise we offer our newest and the client decides */
     snprintf(in->conv->version, sizeof in->conv->version, "%s", abx__mcp_version_supported(asked) ? asked : versions[0]);
     json_t *result = json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", in->conv->version,
-                               "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "abx", "title", "abx",
+                               "capabilities", "tools", "listChanged", 1, "serverInfo", "name", "abx", "title", "abx",
                                "version", ABX_VERSION, "instructions", instructions);
     return abx__mcp_result(id, result);
 }
@@ -429,8 +445,10 @@ void abx_mcp_handle(const abx_mcp_in *in, const json_t *msg, abx_mcp_out *out)
         out->reply = abx__mcp_result(id, json_object());
     else if (strcmp(name, "tools/list") == 0)
         out->reply = tools_list(in, id, params);
-    else if (strcmp(name, "tools/call") == 0)
+    else if (strcmp(name, "tools/call") == 0) {
         abx__mcp_tools_call(in, id, params, out);
+        out->note = abx__mcp_dyn_changed(in->server, in->conv);
+    }
     else {
         char m[200];
         snprintf(m, sizeof m, "Method not found: %.*s", abx__mcp_utf8_prefix(name, 120), name);

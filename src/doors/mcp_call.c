@@ -230,7 +230,7 @@ static void *worker_main(void *arg)
 {
     abx_mcp_call *c = arg;
     abx_call_in ci = {.door = ABX_DOOR_MCP, .principal = c->conv->principal, .op = c->op->id, .args = c->args,
-                      .cancel = &c->fl->cancel, .conn_fd = c->worker_fd, .client = c->client};
+                      .cancel = &c->fl->cancel, .conn_fd = c->worker_fd, .client = c->client, .session = c->conv->tag};
     abx_request *r = abx_call_begin(c->server, &ci);
     pthread_mutex_lock(&c->wmu);
     c->inner = r;
@@ -510,6 +510,8 @@ void abx__mcp_tools_call(const abx_mcp_in *in, const json_t *id, const json_t *p
         return;
     }
     const abx_op *op = abx_registry_resolve_tool(s->reg, name);
+    if (!op)
+        op = abx__dyn_tool_op(s, in->conv->principal, name); /* the overlay, after the registry */
     if (!op || !abx_tool_offered(op)) {
         out->reply = unknown_tool(id, name);
         return;
@@ -531,7 +533,8 @@ void abx__mcp_tools_call(const abx_mcp_in *in, const json_t *id, const json_t *p
         return;
     }
     abx_call_in ci = {.door = ABX_DOOR_MCP, .principal = in->conv->principal, .op = op->id, .args = c->args,
-                      .cancel = c->fl ? &c->fl->cancel : NULL, .conn_fd = in->conn_fd, .client = in->client};
+                      .cancel = c->fl ? &c->fl->cancel : NULL, .conn_fd = in->conn_fd, .client = in->client,
+                      .session = in->conv->tag};
     c->inner = c->fl ? abx_call_begin(s, &ci) : NULL;
     if (answer(c, out)) { /* a stream */
         stream_bounds(c, s, c->args);

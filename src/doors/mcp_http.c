@@ -74,6 +74,52 @@ static void http_stream_free(void *state)
     abx_free(st);
 }
 
+/* An answer as a finished SSE stream: the notification, then the answer (both owned). */
+typedef struct canned {
+    abx_buf text;
+    size_t off;
+} canned;
+
+static long canned_read(void *state, char *buf, size_t max)
+{
+    canned *c = state;
+    size_t n = c->text.len - c->off < max ? c->text.len - c->off : max;
+    memcpy(buf, c->text.data + c->off, n);
+    c->off += n;
+    return (long)n;
+}
+
+static void canned_free(void *state)
+{
+    canned *c = state;
+    abx_buf_release(&c->text);
+    abx_free(c);
+}
+
+static bool sse_answer(abx_request *r, json_t *note, json_t *reply)
+{
+    canned *c = abx_calloc(1, sizeof *c);
+    char *a = json_dumps(note, JSON_COMPACT), *b = json_dumps(reply, JSON_COMPACT);
+    bool ok = c && a && b;
+    if (ok) {
+        abx_buf_init(&c->text, 0);
+        abx_buf_printf(&c->text, "event: message\ndata: %s\n\nevent: message\ndata: %s\n\n", a, b);
+        ok = !c->text.failed;
+    }
+    free(a);
+    free(b);
+    if (!ok) {
+        if (c)
+            abx_buf_release(&c->text);
+        abx_free(c);
+        return false;
+    }
+    json_decref(note);
+    json_decref(reply);
+    abx_reply_stream(&r->reply, "text/event-stream", canned_read, c, canned_free);
+    return true;
+}
+
 static bool accepts_sse(abx_request *r)
 {
     const char *a = abx_ctx_header(&r->ctx, "Accept");
@@ -164,6 +210,7 @@ void abx_mcp_http(abx_request *r)
         abx_reply_header(&r->reply, "Mcp-Session-Id", conv->id);
     }
     if (out.call) {
+        json_decref(out.note);
         http_stream *st = abx_calloc(1, sizeof *st);
         if (!st) {
             abx_mcp_call_free(out.call);
@@ -179,6 +226,9 @@ void abx_mcp_http(abx_request *r)
         return;
     }
     abx__mcp_conv_unref(m, conv);
+    if (out.reply && out.note && accepts_sse(r) && sse_answer(r, out.note, out.reply))
+        return;
+    json_decref(out.note);
     if (out.reply)
         http_answer(r, 200, out.reply);
     else

@@ -33,12 +33,18 @@ struct abx_mcp_conv {
     int64_t used_ms;
     int refs;                   /* under abx_mcp.mu: the table's while listed, plus users' */
     inflight *calls;            /* under abx_mcp.mu */
+    char tag[24];               /* "mcp-N": the session dynamic tools defined in it live as long as */
+    struct abx_overlay *overlay; /* borrowed: ended with the conversation (abx_overlay_end_session) */
+    _Atomic uint64_t dyn_gen;   /* the overlay's generation when its dynamic tools were last compared */
+    char dyn_sig[65];           /* what its principal saw of them then (mcp_dyn.c); under abx_mcp.mu */
 };
 
 struct abx_mcp {
     pthread_mutex_t mu;         /* the session table, every conversation's refs and calls */
     abx_mcp_conv *sessions[MCP_SESSIONS_MAX]; /* one reference each */
     size_t n_sessions;
+    struct abx_overlay *overlay; /* borrowed: the server's dynamic tools (abx_mcp_set_overlay) */
+    uint64_t convs;              /* conversations made (tags) */
 };
 
 struct abx_mcp_call {
@@ -89,5 +95,9 @@ inflight *abx__mcp_inflight_add(abx_mcp *m, abx_mcp_conv *c, const json_t *id);
 void abx__mcp_inflight_remove(abx_mcp *m, abx_mcp_conv *c, inflight *f);
 int abx__mcp_utf8_prefix(const char *s, size_t max);
 void abx__mcp_tools_call(const abx_mcp_in *in, const json_t *id, const json_t *params, abx_mcp_out *out);
+
+/* mcp_dyn.c: list_changed for the dynamic tools a conversation's principal sees. */
+void abx__mcp_dyn_seen(abx_server *s, abx_mcp_conv *c, const abx_policy *p, int slot);
+json_t *abx__mcp_dyn_changed(abx_server *s, abx_mcp_conv *c);
 
 #endif

@@ -47,6 +47,10 @@ static void stdio_run(stdio_srv *st, const json_t *msg)
     abx_mcp_in in = {.server = st->s, .conv = st->conv, .can_stream = true, .conn_fd = -1, .client = "stdio"};
     abx_mcp_out out;
     abx_mcp_handle(&in, msg, &out);
+    if (out.note && !(out.cancelled && !atomic_load(&st->eof)))
+        stdio_send(st, out.note); /* notifications/tools/list_changed: before the answer */
+    else
+        json_decref(out.note);
     /* a request the client cancelled gets no answer; at the end of input nobody cancelled
      * anything: whoever still reads stdout gets what the stopped calls answer */
     if (out.call) {

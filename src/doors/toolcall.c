@@ -463,6 +463,8 @@ static void tools_call(abx_request *r, abx_tool_format f)
     for (size_t i = 0; i < n; i++) {
         abx_toolcall *c = &calls.v[i];
         const abx_op *op = abx_registry_resolve_tool(reg, c->name);
+        if (!op) /* the overlay, after the registry */
+            op = abx__dyn_tool_op(r->server, abx_policy_principal_id(r->policy, r->slot), c->name);
         char why[300] = "";
         if (!c->args) {
             res[i].status = abx_err_status(ABX_E_ARGS_INVALID);
@@ -551,6 +553,17 @@ void abx_tools_run(abx_request *r)
         return;
     if (list) {
         json_t *doc = abx_tools(r->server->reg, r->policy, r->slot, f);
+        json_t *dyn = doc ? abx__dyn_entries(r->server, r->policy, r->slot, -1, f) : NULL;
+        if (dyn) { /* the caller's dynamic tools after the registry's */
+            json_t *into = json_object_get(doc, "tools");
+            if (f == ABX_TOOLS_GEMINI) {
+                if (!json_array_size(into))
+                    json_array_append_new(into, json_pack("{s:[]}", "functionDeclarations"));
+                into = json_object_get(json_array_get(into, 0), "functionDeclarations");
+            }
+            json_array_extend(into, dyn);
+            json_decref(dyn);
+        }
         if (!doc)
             abx_fail(r, ABX_E_SERVER_UNAVAILABLE, "out of memory");
         else

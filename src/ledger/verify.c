@@ -292,7 +292,7 @@ static int redact_rule(const char *k, const json_t *v)
 {
     static const char *const secret[] = {"token", "password", "secret", "credential", "authorization", "api_key",
                                          "ticket", NULL};
-    static const char *const contents[] = {"content", "data", "stdin", "old", "new", NULL};
+    static const char *const contents[] = {"content", "data", "stdin", "old", "new", "code", NULL};
     if (name_is(k, secret, true))
         return SECRET;
     if (strcmp(k, "env") == 0 && json_is_object(v)) /* names stay, values do not */

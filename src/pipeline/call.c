@@ -38,6 +38,8 @@ abx_request *abx_call_begin(abx_server *s, const abx_call_in *in)
         r->client = abx_arena_strdup(r->arena, in->client);
     if (in->traceparent)
         r->traceparent = abx_arena_strdup(r->arena, in->traceparent);
+    if (in->session)
+        r->session = abx_arena_strdup(r->arena, in->session);
     abx_dispatch(r);
     /* the caller may read a stream after the connection is gone: the socket number could
      * then name another connection, and the borrowed inputs are no longer needed */

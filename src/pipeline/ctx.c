@@ -108,20 +108,24 @@ void abx_ctx_server_facts(const abx_ctx *ctx, abx_server_facts *out)
         .open_connections = atomic_load(&s->conns),
         .system_env = s->cfg.system_env,
         .n_system_env = s->cfg.n_system_env,
+        .dynamic_tool_ttl_ms = s->cfg.dynamic_tool_ttl_ms,
     };
 }
 
 const char *abx_ctx_document(abx_ctx *ctx, abx_doc kind, size_t *len)
 {
     abx_request *q = req_of(ctx);
-    return abx_discovery_text(kind, q->server->reg, q->policy, q->slot, len);
+    const char *text = abx_discovery_text(kind, q->server->reg, q->policy, q->slot, len);
+    return abx__dyn_document(q, kind, text, len);
 }
 
 const abx_op *abx_ctx_visible_op(const abx_ctx *ctx, const char *id)
 {
     const abx_request *q = req_of(ctx);
     const abx_op *op = abx_registry_resolve(q->server->reg, id);
-    if (!op || !abx_policy_mounted(q->policy, q->slot, abx_registry_index_of(q->server->reg, op)))
+    if (!op)
+        return abx__dyn_visible_op(q->server, q->policy, q->slot, id); /* the overlay, after the registry */
+    if (!abx_policy_mounted(q->policy, q->slot, abx_registry_index_of(q->server->reg, op)))
         return NULL;
     return op;
 }

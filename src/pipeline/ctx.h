@@ -12,6 +12,7 @@
 #include "abx/abx.h"
 #include "core/core.h"
 #include "core/diag.h"
+#include "core/dyndef.h"
 #include "core/util.h"
 #include "discovery/discovery.h"
 #include "http/websocket.h"
@@ -107,6 +108,7 @@ typedef struct abx_server_facts {
     int open_connections;         /* now */
     char *const *system_env;      /* variables system.env.get may reveal */
     size_t n_system_env;
+    int64_t dynamic_tool_ttl_ms;  /* limits.dynamic_tool_ttl */
 } abx_server_facts;
 void abx_ctx_server_facts(const abx_ctx *ctx, abx_server_facts *out);
 
@@ -161,6 +163,15 @@ const char *const *abx_ctx_url_scope(const abx_ctx *ctx, size_t *n);
 /* Pass an untrusted result through the server's screening hooks (abx_server_add_screen),
  * in order: ABX_OK, or the first hook's refusal with why. */
 abx_err abx_ctx_screen(abx_ctx *ctx, json_t *result, char *why, size_t whylen);
+/* ---- dynamic tools (tools.*, issue 23) ---- */
+
+/* The server's overlay of dynamic tools. */
+abx_overlay *abx_ctx_overlay(abx_ctx *ctx);
+/* The caller as the overlay sees it: principal and roles (borrowed for the call). */
+void abx_ctx_dyn_who(const abx_ctx *ctx, abx_dyn_who *who);
+/* The session the call came in (an MCP conversation), or NULL: a tool defined without a
+ * ttl lives as long as it. */
+const char *abx_ctx_session(const abx_ctx *ctx);
 
 /* A structured log line (log.c) with a request id (abx_ctx_request_id) or NULL. */
 void abx_log(const char *level, const char *request_id, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

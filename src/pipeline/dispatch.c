@@ -447,6 +447,8 @@ static abx_step step4_5_resolve_mounted(abx_request *r)
         r->op = asked ? abx_registry_resolve(reg, asked) : NULL;
         if (r->op)
             r->op_index = abx_registry_index_of(reg, r->op);
+        else
+            abx__dyn_resolve(r, asked); /* the overlay, after the frozen registry */
     }
     bool mounted = r->op && abx_policy_mounted(r->policy, r->slot, r->op_index);
     if (!mounted && is_anonymous(r) && !r->trusted_principal) {
@@ -622,6 +624,7 @@ static abx_step step8_admit(abx_request *r)
             abx_fail(r, ABX_E_APPROVAL_NO_APPROVER, "this call needs approval and no approver is configured");
             return ABX_STEP_FAIL;
         } else {
+            abx__dyn_bind_hash(r);  /* a dyn.<name> call is held as tools.call {hash, args} */
             abx_approval_hold(r);   /* 202 pending, or the result after Prefer: wait */
             return ABX_STEP_HELD;   /* held: nothing more runs in this request */
         }

@@ -125,7 +125,7 @@ struct abx_server {
     pthread_mutex_t flood_mu;   /* aggregation of unauthenticated/unmounted floods */
     struct { char key[80]; int64_t minute; uint64_t count; } flood[64];
     char runtime_dir[64];       /* private TMPDIRs live below it (the process manager makes them) */
-    struct { const abx_namespace *ns; void *state; } ns[16]; /* each namespace's state (owned) */
+    struct { const abx_namespace *ns; void *state; } ns[32]; /* each namespace's state (owned) */
     size_t n_ns;
     struct {                    /* installed by the server with ext: the legacy command registry */
         abx_command_at_fn fn;   /* NULL: no declarative commands */
@@ -149,6 +149,7 @@ struct abx_server {
     char version_header[96];    /* "abx/0.1.0 catalog=1" */
     struct abx_installer *installer; /* owned: lazy install (install_step.c), made at start */
     char *install_dir;          /* owned: where requirements are installed */
+    struct abx_overlay *overlay; /* owned: dynamic tools (core/dyndef.h), consulted after the registry */
 };
 
 /* A transport's request-header lookup: the value of header name, or NULL. The listener
@@ -177,6 +178,7 @@ typedef struct abx_request {
     const char *x_token;        /* X-Access-Token value */
     bool auth_bad_scheme;       /* Authorization present but not Bearer */
     const char *client;         /* client address for rate limits and logs */
+    const char *session;        /* the door's session (abx_ctx_session), or NULL */
     int conn_fd;                /* the client's socket (HTTP), -1 otherwise: cancellation checks */
     atomic_bool *cancel;        /* borrowed, or NULL: set by the door to cancel the call (MCP) */
     const char *last_event_id;  /* Last-Event-ID header (resumable streams) */
@@ -303,6 +305,7 @@ typedef struct abx_call_in {
     int conn_fd;                /* the outer client's socket while the handler runs, -1 none */
     const char *client;         /* the outer client's address (copied), or NULL */
     const char *traceparent;    /* W3C trace context to record in the ledger (copied), or NULL */
+    const char *session;        /* the door's session (an MCP conversation's tag; copied), or NULL */
 } abx_call_in;
 abx_request *abx_call_begin(abx_server *s, const abx_call_in *in);
 
@@ -428,5 +431,21 @@ void abx_log_set_level(const char *level); /* "debug" | "info" | "warn" | "error
 
 /* tests only: the ledger's hot events, direct and through jansson (audit.c) */
 size_t abx__audit_hot_texts(const abx_request *r, int status, int64_t dur_us, char *direct[2], char *tree[2]);
+
+/* ---- dynamic tools (dyn_overlay.c): the overlay consulted after the registry ---- */
+/* Step 4: asked names the caller's dyn.<name> (tools.call mounted): r->op is its op. */
+bool abx__dyn_resolve(abx_request *r, const char *asked);
+/* The caller's visible dynamic tools as kind's entries (ABX_DOC_CATALOG, ABX_DOC_MCP_TOOLS,
+ * else f's declarations); owned, NULL when none. */
+json_t *abx__dyn_entries(abx_server *s, const abx_policy *p, int slot, int kind, abx_tool_format f);
+/* A catalog or OpenAPI text with the caller's dyn.* ops (the arena's copy, or text itself). */
+const char *abx__dyn_document(abx_request *q, abx_doc kind, const char *text, size_t *len);
+/* Step 8, before a hold: a dyn.<name> call becomes tools.call {hash, args}, so that the
+ * approval is bound to the content hash, not to a name a redefinition moves. */
+void abx__dyn_bind_hash(abx_request *r);
+/* dyn.<name> when the principal at slot may call it (tools.call mounted, visible), or NULL. */
+const abx_op *abx__dyn_visible_op(abx_server *s, const abx_policy *p, int slot, const char *id);
+/* A tool name dyn__<name> → the principal's dyn op, or NULL. */
+const abx_op *abx__dyn_tool_op(abx_server *s, const char *principal, const char *tool);
 
 #endif

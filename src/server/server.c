@@ -469,6 +469,9 @@ int abx_server_start(abx_server *s, char *errbuf, size_t errlen)
     if (abx_ext_workers_start(s->ext, s->procs, s->reg, s->snap, errbuf, errlen) != 0)
         return -1;
     s->mcp = abx_mcp_new();
+    s->overlay = abx_overlay_new();
+    if (s->mcp)
+        abx_mcp_set_overlay(s->mcp, s->overlay);
     s->tickets = abx_tickets_new();
     if (!s->mcp) {
         snprintf(errbuf, errlen, "out of memory");
@@ -566,6 +569,7 @@ void abx_server_free(abx_server *s)
     abx_ns_stop(s); /* the namespaces' states (command sessions) */
     abx_idem_free(s->idem);
     abx_mcp_free(s->mcp);
+    abx_overlay_free(s->overlay);
     abx_tickets_free(s->tickets);
     abx_ledger_close(s->ledger); /* after the listeners: every call in flight has been recorded */
     abx_free(s->ledger_path);

@@ -206,6 +206,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     abx_mcp_in in = {.server = srv, .conv = conv, .can_stream = false, .conn_fd = -1, .client = "fuzz"};
     abx_mcp_out out;
     abx_mcp_handle(&in, msg, &out);
+    json_decref(out.note);
     if (out.call)
         die("a call streams although the transport cannot", text);
     const json_t *id = json_object_get(msg, "id");

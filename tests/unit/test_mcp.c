@@ -83,6 +83,7 @@ static json_t *handle(abx_server *s, abx_mcp_conv *c, const char *text)
     abx_mcp_out out;
     abx_mcp_handle(&in, msg, &out);
     json_decref(msg);
+    json_decref(out.note);
     assert_null(out.call);
     return out.reply;
 }

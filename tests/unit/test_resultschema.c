@@ -155,7 +155,8 @@ static void test_builtins_declare_their_results(void **state)
         "agents.claude_code.sessions.get", "agents.claude_code.sessions.list", "agents.claude_code.sessions.send_event",
         "agents.codex.run", "agents.codex.sessions.create", "agents.codex.sessions.delete", "agents.codex.sessions.get",
         "agents.codex.sessions.list", "agents.codex.sessions.send_event", "agents.sessions.create",
-        "agents.sessions.delete", "agents.sessions.get", "agents.sessions.list", "agents.sessions.send_event", NULL};
+        "agents.sessions.delete", "agents.sessions.get", "agents.sessions.list", "agents.sessions.send_event",
+        "tools.call", "tools.define", "tools.delete", "tools.get", "tools.list", "tools.promote", NULL};
     size_t typed = 0, missing = 0;
     for (size_t i = 0; i < abx_registry_count(d); i++) {
         const abx_op *op = abx_registry_at(d, i);

@@ -162,7 +162,7 @@ def test_initialize_negotiates_each_revision_and_gives_random_sessions(srv):
         res = c.initialize(v)
         assert res["protocolVersion"] == (v if v in VERSIONS else "2025-11-25"), res
         assert res["serverInfo"]["name"] == "abx" and res["serverInfo"]["version"]
-        assert res["capabilities"] == {"tools": {"listChanged": False}}, res
+        assert res["capabilities"] == {"tools": {"listChanged": True}}, res
         assert isinstance(res.get("instructions"), str)
         assert len(c.sid) == 32 and int(c.sid, 16) >= 0, c.sid
         sids.add(c.sid)

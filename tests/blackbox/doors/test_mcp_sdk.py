@@ -51,7 +51,7 @@ def run_client(args, env=None, cwd=None):
 
 def check_report(rep, workspace):
     assert rep["server"]["name"] == "abx", rep
-    assert rep["capabilities"] == {"tools": {"listChanged": False}}, rep
+    assert rep["capabilities"] == {"tools": {"listChanged": True}}, rep
     names = [t["name"] for t in rep["tools"]]
     assert "files__list" in names and "files__read" in names and "core__health" in names, names
     assert "files__upload" not in names and all("." not in n for n in names), names
