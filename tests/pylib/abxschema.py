@@ -190,6 +190,9 @@ def check(req, resp):
     u = requests.utils.urlparse(resp.url)
     if u.hostname not in ("127.0.0.1", "localhost") or not u.port:
         return
+    host = req.headers.get("Host", "")
+    if host[:1] in ("p", "P") and host[1:2].isdigit():
+        return  # a port's own origin (docs/ports.md): every path is the agent's server's, not an op
     if req.method == "POST" and u.path == "/batch":
         try:
             results = resp.json().get("results", [])
