@@ -165,4 +165,6 @@ set(ABX_SRC_CLI
   src/cli/main.c
   src/cli/mcp.c
   src/cli/ops.c
+  src/cli/manpage.c
+  src/cli/completion.c
 )
