@@ -3,8 +3,9 @@ abx, libabx0, libabx-dev and python3-abx with dpkg-buildpackage and lintian find
 a minbase Debian 12 root made by debootstrap (cached, see debroot.py) gets abx and
 python3-abx installed by apt, its dependencies resolved from the mirror; the unit's
 ExecStart runs as the unit's user with the unit's environment and file-system view, and
-/health, `abx --version` and a confined command answer; purge leaves nothing but the
-state folder /var/lib/abx (and the user abx that owns it).
+/health, `abx --version`, a confined command and a terminal answer; an upgrade keeps the
+edited config and the state; purge leaves nothing but the state folder /var/lib/abx (and
+the user abx that owns it).
 
 Needs root, debootstrap, dpkg-buildpackage (debhelper, dh-python) and lintian
 (scripts/deps.sh test). Skips, saying why, when deb.debian.org cannot be reached.
@@ -14,6 +15,7 @@ ABX_DEBIAN_MIRROR."""
 import glob
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -114,7 +116,8 @@ def test_installed_layout(root, installed):
     r = debroot.in_root(root, "dpkg-query -W -f='${Status} ${Version}\\n' abx python3-abx; "
                               "getent passwd abx; abx --version; "
                               "python3 -c 'import abx, abx_ops; print(abx.__version__)'; "
-                              "grep -c abx.yaml /var/lib/dpkg/info/abx.conffiles")
+                              "grep -c abx.yaml /var/lib/dpkg/info/abx.conffiles; "
+                              "readlink /etc/systemd/system/multi-user.target.wants/abx.service")
     lines = r.stdout.splitlines()
     assert lines[0].startswith("install ok installed") and lines[1].startswith("install ok installed"), r.stdout
     user = lines[2].split(":")
@@ -122,6 +125,7 @@ def test_installed_layout(root, installed):
     version = lines[3].split()[1]
     assert lines[0].split()[-1] == version and lines[4] == version
     assert lines[5] == "1"  # /etc/abx/abx.yaml is a conffile: upgrades keep the admin's edits
+    assert lines[6] == UNIT  # enabled (WantedBy=multi-user.target); started where systemd runs
 
 
 def test_unit_passes_systemd_analyze(root, installed):
@@ -198,6 +202,11 @@ def test_service_runs_under_the_units_semantics(root, installed):
         assert run["exit_code"] != 0 and not os.path.exists(state + "/planted"), run
         run = _get(url + "/commands/run", token, {"command": "touch /etc/planted"})
         assert run["exit_code"] != 0 and not os.path.exists(root + "/etc/planted"), run
+        # a terminal: PrivateDevices= leaves a private /dev/pts and /dev/ptmx
+        term = _get(url + "/terminal", token, {"command": "sleep 30"})
+        assert term.get("id"), term
+        listed = _get(url + "/terminal/list", token)
+        assert term["id"] in [t["id"] for t in listed["terminals"]], listed
         # the Python client of python3-abx, from inside the root
         r = debroot.in_root(root, "python3 -c " + shlex.quote(
             f"import abx; c = abx.Client(url='{url}', token='{token}'); print(c.call('core.health')['version'])"))
@@ -213,6 +222,27 @@ def test_service_runs_under_the_units_semantics(root, installed):
     assert rc == 0, out
     assert token and token not in out  # --quiet: the token stays out of the journal
     assert os.path.exists(state + "/ledger.db")
+
+
+def test_upgrade_keeps_the_config_and_the_state(root, installed, debs, tmp_path):
+    """An upgrade: the same package repacked as a higher version, installed over the
+    running configuration. The admin's edit of the conffile and the state stay."""
+    conf = open(root + "/etc/abx/abx.yaml").read()
+    token = open(root + "/var/lib/abx/state/token").read()
+    assert "127.0.0.1:8080" not in conf  # edited by the service test
+    tree = str(tmp_path / "tree")
+    subprocess.run(["dpkg-deb", "-R", debs["abx"], tree], check=True)
+    control = open(tree + "/DEBIAN/control").read()
+    version = re.search(r"^Version: (.*)$", control, re.M).group(1)
+    open(tree + "/DEBIAN/control", "w").write(control.replace(f"Version: {version}", f"Version: {version}+up1"))
+    new = root + f"/tmp/debs/abx_{version}+up1.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-b", tree, new], check=True, capture_output=True)
+    r = debroot.in_root(root, f"apt-get install -y /tmp/debs/{os.path.basename(new)} && "
+                              "dpkg-query -W -f='${Version}' abx")
+    assert r.stdout.splitlines()[-1] == f"{version}+up1", r.stdout
+    assert open(root + "/etc/abx/abx.yaml").read() == conf
+    assert open(root + "/var/lib/abx/state/token").read() == token
+    os.unlink(new)
 
 
 def test_purge_leaves_only_the_state_folder(root, installed):
