@@ -5,10 +5,11 @@ python3-abx installed by apt, its dependencies resolved from the mirror; the uni
 ExecStart runs as the unit's user with the unit's environment and file-system view, and
 /health, `abx --version`, a confined command and a terminal answer; an upgrade keeps the
 edited config and the state; purge leaves nothing but the state folder /var/lib/abx (and
-the user abx that owns it).
+the user abx that owns it). A copy of the root is also booted by systemd-nspawn, so
+systemd itself starts abx.service and the same checks run under the real unit.
 
-Needs root, debootstrap, dpkg-buildpackage (debhelper, dh-python) and lintian
-(scripts/deps.sh test). Skips, saying why, when deb.debian.org cannot be reached.
+Needs root, debootstrap, dpkg-buildpackage (debhelper, dh-python) and lintian; the
+systemd test also systemd-nspawn (scripts/deps.sh test). Skips, saying why, when deb.debian.org cannot be reached.
 Env: ABX_PACKAGE_DIR (where the packages are built, default build/package),
 ABX_CACHE_DIR (the debootstrap tarball and apt's downloads, default ~/.cache/abx),
 ABX_DEBIAN_MIRROR."""
@@ -84,7 +85,7 @@ def installed(root, debs):
     Debian 12 install: its units make `systemd-analyze verify` meaningful, and the package's
     scripts enable the unit), a snapshot, then the two packages by apt: the snapshot is
     what purge must come back to."""
-    deps = ", ".join(["systemd"] + [subprocess.run(["dpkg-deb", "-f", debs[p], "Depends"], capture_output=True,
+    deps = ", ".join(["systemd, systemd-sysv"] + [subprocess.run(["dpkg-deb", "-f", debs[p], "Depends"], capture_output=True,
                                                    text=True, check=True).stdout.strip()
                                     for p in ("abx", "python3-abx")])
     t0 = time.time()
@@ -222,6 +223,83 @@ def test_service_runs_under_the_units_semantics(root, installed):
     assert rc == 0, out
     assert token and token not in out  # --quiet: the token stays out of the journal
     assert os.path.exists(state + "/ledger.db")
+
+
+def _set_ports(root):
+    port, tport = _free_port(), _free_port()
+    conf = root + "/etc/abx/abx.yaml"
+    text = re.sub(r"^listen: .*$", f"listen: 127.0.0.1:{port}", open(conf).read(), flags=re.M)
+    text = re.sub(r"^terminal_listen: .*$", f"terminal_listen: 127.0.0.1:{tport}", text, flags=re.M)
+    open(conf, "w").write(text)
+    return f"http://127.0.0.1:{port}"
+
+
+def _abx_process(argv):
+    """The process running exactly argv (the unit's ExecStart): its /proc/PID/status."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if open(f"/proc/{pid}/cmdline").read().split("\0")[:-1] == argv:
+                return dict(l.split(":\t", 1) for l in open(f"/proc/{pid}/status").read().splitlines() if ":\t" in l)
+        except OSError:
+            continue
+    return None
+
+
+def test_service_under_systemd(root, installed, tmp_path):
+    """The unit under systemd itself: the root booted by systemd-nspawn, abx.service started
+    by systemd as the package enabled it. nspawn's own seccomp allowlist (systemd 252) has
+    no Landlock calls: they are added, as a container runtime must (docs/install.md)."""
+    if not shutil.which("systemd-nspawn"):
+        pytest.skip("systemd-nspawn is not installed (systemd-container)")
+    # a copy: what booting writes (journal, timers' stamps) is no leftover of the package
+    booted = str(tmp_path / "root")
+    subprocess.run(["cp", "-a", "--reflink=auto", root, booted], check=True)
+    try:
+        _boot(booted, tmp_path)
+    finally:
+        shutil.rmtree(booted, ignore_errors=True)
+
+
+def _boot(root, tmp_path):
+    url = _set_ports(root)
+    console = open(tmp_path / "console.log", "w")
+    boot = subprocess.Popen(["systemd-nspawn", "-q", "-D", root, "--register=no", "--keep-unit",
+                             "--console=read-only", "--system-call-filter=landlock_create_ruleset landlock_add_rule "
+                             "landlock_restrict_self", "-b"], stdin=subprocess.DEVNULL, stdout=console,
+                            stderr=subprocess.STDOUT)
+    try:
+        health = None
+        for _ in range(600):
+            try:
+                health = _get(url + "/health")
+                break
+            except OSError:
+                assert boot.poll() is None, open(tmp_path / "console.log").read()[-3000:]
+                time.sleep(0.1)
+        assert health, open(tmp_path / "console.log").read()[-3000:]
+        version = debroot.in_root(root, "abx --version").stdout.split()[1]
+        assert health["version"] == version
+        service = debroot.read_unit(root + UNIT)["Service"]
+        status = _abx_process(debroot.expand_exec(dict(service)["ExecStart"], debroot.unit_environment(service)))
+        uid = debroot.in_root(root, "id -u abx").stdout.strip()
+        assert status["Uid"].split()[0] == uid and status["NoNewPrivs"] == "1", status
+        assert int(status["CapBnd"], 16) == 0 and int(status["CapEff"], 16) == 0, status
+        token = open(root + "/var/lib/abx/state/token").read().strip()
+        info = _get(url + "/system/info", token)["confinement"]
+        assert info["tier"] == "unprivileged" and info["layers"]["landlock"]["state"] == "active", info
+        run = _get(url + "/commands/run", token, {"command": "echo hi | wc -c"})
+        assert run["exit_code"] == 0 and run["stdout"].strip() == "3", run
+        run = _get(url + "/commands/run", token, {"command": "touch /var/lib/abx/state/planted"})
+        assert run["exit_code"] != 0 and not os.path.exists(root + "/var/lib/abx/state/planted"), run
+        assert _get(url + "/terminal", token, {"command": "sleep 30"}).get("id")
+    finally:
+        boot.terminate()  # nspawn powers the container off: systemd stops abx.service
+        try:
+            boot.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            boot.kill()
+            boot.wait()
+        console.close()
 
 
 def test_upgrade_keeps_the_config_and_the_state(root, installed, debs, tmp_path):
