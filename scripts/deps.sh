@@ -18,6 +18,8 @@ pkgs+=(chromium)
 case "$what" in
   build) ;;
   test) pkgs+=(libcmocka-dev python3 python3-pytest python3-requests python3-websocket clang libclang-rt-14-dev openssl)
+        # tests/e2e/package: the Debian packages (scripts/package.sh), lintian, a clean Debian 12 root
+        pkgs+=(debhelper dh-python fakeroot lintian debootstrap systemd-container)
         # the Node-based tests (MCP SDK, OpenAPI lint, tsc) use the machine's Node.js; without
         # one, Debian's (Node 18: enough for the MCP SDK and tsc; @redocly/cli 2.77 needs 20.19)
         command -v node >/dev/null || pkgs+=(nodejs npm) ;;

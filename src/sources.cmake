@@ -201,4 +201,6 @@ set(ABX_SRC_CLI
   src/cli/mcp.c
   src/cli/ops.c
   src/cli/install.c
+  src/cli/manpage.c
+  src/cli/completion.c
 )

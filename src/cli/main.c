@@ -454,13 +454,9 @@ static int cmd_version(int argc, char **argv)
 static int cmd_help(int argc, char **argv);
 
 /* One row per subcommand: what `main` dispatches on and what `abx help` prints. A row
- * without help is an alias (--help, --version): dispatched, not listed. */
-typedef struct {
-    const char *name;
-    int (*run)(int argc, char **argv); /* the arguments after the name; returns the exit status */
-    const char *args;                  /* the synopsis after the name */
-    const char *help;                  /* one line */
-} cli_command;
+ * without help is an alias (--help, --version) or a build tool (manpage, completion):
+ * dispatched, not listed. The row type is in cli.h: the man page is written from it. */
+typedef abx_cli_command cli_command;
 
 static const cli_command commands[] = {
     {"serve", cmd_serve, "[--config FILE] [--listen HOST:PORT] [--workspace DIR] [--net on|off|allow:HOST,...] [--explain-denials] [--log-level L]",
@@ -491,7 +487,15 @@ static const cli_command commands[] = {
     {"--version", cmd_version, NULL, NULL},
     {"--help", cmd_help, NULL, NULL},
     {"-h", cmd_help, NULL, NULL},
+    {"manpage", abx_cli_manpage, NULL, NULL},       /* the build writes abx.1 and abx.yaml.5 with it */
+    {"completion", abx_cli_completion, NULL, NULL}, /* and the bash completion */
 };
+
+const abx_cli_command *abx_cli_commands(size_t *n)
+{
+    *n = ABX_ARRAY_LEN(commands);
+    return commands;
+}
 
 /* The usage, generated from the table: "  name args" and its help beside it when the two
  * fit in the first column, else on the next line, indented to that column. */

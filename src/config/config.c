@@ -711,6 +711,29 @@ static void md_cell(abx_buf *b, const char *s)
         abx_buf_puts(b, *s == '|' ? "\\|" : (char[2]){*s, 0});
 }
 
+bool abx_config_key_at(size_t i, abx_config_key *k)
+{
+    if (i >= ABX_ARRAY_LEN(rows))
+        return false;
+    const cfg_row *r = &rows[i];
+    bool num = r->parse == parse_int || r->parse == parse_size || r->parse == parse_duration;
+    memset(k, 0, sizeof *k);
+    k->path = r->path;
+    k->type = r->type;
+    k->doc = r->doc;
+    if (num && r->def)
+        fmt_value(r, k->def, sizeof k->def, r->def);
+    else if (r->sdef)
+        snprintf(k->def, sizeof k->def, "%s", r->sdef);
+    else if (r->parse == parse_bool)
+        snprintf(k->def, sizeof k->def, "%s", r->flags & CFG_NEGATE ? "true" : "false");
+    if (num)
+        fmt_bounds(r, k->allowed, sizeof k->allowed);
+    else if (r->choices)
+        snprintf(k->allowed, sizeof k->allowed, "%s", r->choices);
+    return true;
+}
+
 /* docs/reference/config.md: the rows as a table. */
 char *abx_config_docs_markdown(void)
 {
@@ -720,24 +743,12 @@ char *abx_config_docs_markdown(void)
                      "drift) -->\n# Config keys\n\nThe keys of the config file (YAML or JSON); `auth` and `policy` "
                      "are described in [policy.md](../policy.md). Unknown keys are errors.\n\n"
                      "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n");
-    for (size_t i = 0; i < ABX_ARRAY_LEN(rows); i++) {
-        const cfg_row *r = &rows[i];
-        bool num = r->parse == parse_int || r->parse == parse_size || r->parse == parse_duration;
-        char def[64] = "", allowed[96] = "";
-        if (num && r->def)
-            fmt_value(r, def, sizeof def, r->def);
-        else if (r->sdef)
-            snprintf(def, sizeof def, "%s", r->sdef);
-        else if (r->parse == parse_bool)
-            snprintf(def, sizeof def, "%s", r->flags & CFG_NEGATE ? "true" : "false");
-        if (num)
-            fmt_bounds(r, allowed, sizeof allowed);
-        else if (r->choices)
-            snprintf(allowed, sizeof allowed, "%s", r->choices);
-        abx_buf_printf(&b, "| `%s` | %s | %s | ", r->path, r->type, def[0] ? def : "—");
-        md_cell(&b, allowed);
+    abx_config_key k;
+    for (size_t i = 0; abx_config_key_at(i, &k); i++) {
+        abx_buf_printf(&b, "| `%s` | %s | %s | ", k.path, k.type, k.def[0] ? k.def : "—");
+        md_cell(&b, k.allowed);
         abx_buf_puts(&b, " | ");
-        md_cell(&b, r->doc);
+        md_cell(&b, k.doc);
         abx_buf_puts(&b, " |\n");
     }
     return abx_buf_detach(&b);

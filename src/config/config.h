@@ -103,5 +103,12 @@ void abx_sandboxd_token_free(char *token);
 bool abx_host_is_loopback(const char *host);
 /* docs/reference/config.md, generated from the key table (caller frees). */
 char *abx_config_docs_markdown(void);
+/* One key of the table as the docs show it (the man page abx.yaml(5) and config.md are
+ * both written from these): false past the last row. */
+typedef struct abx_config_key {
+    const char *path, *type, *doc;
+    char def[64], allowed[96]; /* "" when none */
+} abx_config_key;
+bool abx_config_key_at(size_t i, abx_config_key *k);
 
 #endif
