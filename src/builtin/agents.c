@@ -10,6 +10,7 @@
  * by "*" or an effect selector. They declare the install requirement of their CLI
  * (step 8 installs it under install.allow). Sessions live in memory, per principal. */
 #include "builtin/agents.h"
+#include "builtin/results.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -419,27 +420,103 @@ static const abx_param g_send[] = {P_ID("Session id"), P_TEXT, P_STREAM, P_TIMEO
 static const abx_param g_id[] = {P_ID("Session id"), P_ADAPTER, {0}};
 static const abx_param g_list[] = {P_ADAPTER, {0}};
 
+/* results: a session, a turn's result and its events (the CLI's own lines mapped by
+ * agents_cli.c; values taken from them as they are are typed loosely) */
+#define SESSION_FIELDS                                                                                            \
+    {"id", ABX_T_STRING, .required = true}, {"adapter", ABX_T_STRING, .required = true},                          \
+        {"cwd", ABX_T_STRING, .required = true, .nullable = true},                                                \
+        {"model", ABX_T_STRING, .required = true, .nullable = true},                                              \
+        {"thread", ABX_T_STRING, .required = true, .nullable = true, .doc = "The CLI's own session id"},         \
+        {"turns", ABX_T_INT, .required = true}, {"busy", ABX_T_BOOL, .required = true},                          \
+        {"last_final", ABX_T_STRING, .required = true, .nullable = true, .doc = "The last turn's final message"}, \
+        {"created_at", ABX_T_STRING, .required = true}
+static const abx_param session_result[] = {SESSION_FIELDS, {0}};
+static const abx_param create_result[] = {
+    SESSION_FIELDS, {"selected_by", ABX_T_STRING, .required = true, .doc = "How the adapter was chosen"}, {0}};
+static const abx_param list_result[] = {
+    {"sessions", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = session_result}, {0}};
+static const abx_param delete_result[] = {
+    {"id", ABX_T_STRING, .required = true}, {"deleted", ABX_T_BOOL, .required = true}, {0}};
+
+#define EV_TYPE {"type", ABX_T_STRING, .required = true}
+#define EV_ID {"id", ABX_T_STRING, .nullable = true, .doc = "Pairs a tool_call with its tool_result"}
+#define EV_CALL                                                                                                   \
+    {"tool", ABX_T_STRING, .doc = "command, or the CLI's own tool name"},                                       \
+        {"command", ABX_T_ANY, .nullable = true, .doc = "A command tool's command line"},                         \
+        {"input", ABX_T_ANY, .nullable = true, .doc = "The tool's input as the CLI gave it"}
+#define EV_OUT                                                                                                    \
+    {"output", ABX_T_STRING, .nullable = true}, {"exit_code", ABX_T_INT, .nullable = true},                       \
+        {"error", ABX_T_BOOL, .doc = "The tool failed"}
+static const abx_param ev_session[] = {EV_TYPE, {"thread", ABX_T_STRING, .required = true, .nullable = true}, {0}};
+static const abx_param ev_message[] = {EV_TYPE, {"text", ABX_T_STRING, .required = true, .nullable = true}, {0}};
+static const abx_param ev_tool_call[] = {EV_TYPE, EV_ID, EV_CALL, {0}};
+static const abx_param ev_tool_result[] = {EV_TYPE, EV_ID, EV_OUT, {0}};
+static const abx_param ev_file_change[] = {EV_TYPE, {"path", ABX_T_STRING, .required = true, .nullable = true},
+                                           {"kind", ABX_T_STRING, .required = true, .nullable = true}, {0}};
+static const abx_param ev_final[] = {EV_TYPE, {"text", ABX_T_STRING, .nullable = true},
+                                     {"usage", ABX_T_ANY, .required = true, .nullable = true, .doc = "Tokens used"},
+                                     {0}};
+static const abx_param ev_problem[] = {EV_TYPE, {"message", ABX_T_STRING, .required = true, .nullable = true},
+                                       {"exit_code", ABX_T_INT, .nullable = true}, {0}};
+static const abx_param ev_any[] = {EV_TYPE, EV_ID, EV_CALL, EV_OUT,
+                                   {"thread", ABX_T_STRING, .nullable = true},
+                                   {"text", ABX_T_STRING, .nullable = true},
+                                   {"path", ABX_T_STRING, .nullable = true},
+                                   {"kind", ABX_T_STRING, .nullable = true},
+                                   {"usage", ABX_T_ANY, .nullable = true},
+                                   {"message", ABX_T_STRING, .nullable = true},
+                                   {0}};
+static const abx_param tool_call_fields[] = {EV_TYPE, EV_ID, EV_CALL, EV_OUT, {0}};
+#define TURN_FIELDS                                                                                               \
+    {"adapter", ABX_T_STRING, .required = true},                                                                  \
+        {"session", ABX_T_STRING, .required = true, .nullable = true},                                            \
+        {"final", ABX_T_STRING, .required = true, .nullable = true, .doc = "The final message (null: none came)"}, \
+        {"thread", ABX_T_STRING, .required = true, .nullable = true},                                             \
+        {"tool_calls", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = tool_call_fields,                    \
+         .doc = "Each with its result's output, exit_code and error"},                                           \
+        {"files_changed", ABX_T_LIST, ABX_T_STRING, .required = true, .doc = "Modified under its folder"},        \
+        {"exit_code", ABX_T_INT, .required = true, .nullable = true},                                             \
+        {"status", ABX_T_ENUM, .required = true, .choices = ABX_PROC_STATUS_CHOICES},                              \
+        {"ok", ABX_T_BOOL, .required = true, .doc = "A final answer came"}
+static const abx_param run_result[] = {
+    TURN_FIELDS, {"events", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = ev_any}, {0}};
+static const abx_param turn_end_fields[] = {TURN_FIELDS, {0}};
+static const abx_param start_fields[] = {{"pid", ABX_T_INT, .required = true}, {0}};
+static const abx_param send_events[] = {
+    {"start", ABX_T_OBJECT, .fields = start_fields, .doc = "The CLI started"},
+    {"session", ABX_T_OBJECT, .fields = ev_session, .doc = "The CLI's own session (thread) id"},
+    {"message", ABX_T_OBJECT, .fields = ev_message},
+    {"tool_call", ABX_T_OBJECT, .fields = ev_tool_call},
+    {"tool_result", ABX_T_OBJECT, .fields = ev_tool_result},
+    {"file_change", ABX_T_OBJECT, .fields = ev_file_change},
+    {"warning", ABX_T_OBJECT, .fields = ev_problem},
+    {"error", ABX_T_OBJECT, .fields = ev_problem},
+    {"final", ABX_T_OBJECT, .fields = ev_final},
+    {"result", ABX_T_OBJECT, .fields = turn_end_fields, .doc = "The turn's result without its events (the last event)"},
+    {0},
+};
+
 #define ERRS_RUN "install.not_allowed install.failed"
 #define ERRS_SESS "agents.session_not_found agents.session_busy"
 
 #define ADAPTER_OPS(a, sfx, req, name)                                                                                \
-    {.id = "agents." a ".run", .effects = ABX_EFF_EXEC | ABX_EFF_NET,                                                \
+    {.id = "agents." a ".run", .result = run_result, .effects = ABX_EFF_EXEC | ABX_EFF_NET,                                                \
      .summary = "Run " name " once on a prompt: the final message, the files changed, its tool calls.",              \
      .params = run_##sfx, .install = {req}, .since = "0.3", .errors = ERRS_RUN, .handler = op_run,                   \
      .udata = (void *)&agents_adapters[AD_##sfx]},                                                                    \
-        {.id = "agents." a ".sessions.create", .effects = ABX_EFF_EXEC | ABX_EFF_NET,                                \
+        {.id = "agents." a ".sessions.create", .result = create_result, .effects = ABX_EFF_EXEC | ABX_EFF_NET,                                \
          .summary = "Open a " name " session in a folder.", .params = create_##sfx, .install = {req},               \
          .since = "0.3", .errors = ERRS_RUN, .handler = op_create, .udata = (void *)&agents_adapters[AD_##sfx]},      \
-        {.id = "agents." a ".sessions.send_event", .effects = ABX_EFF_EXEC | ABX_EFF_NET,                            \
+        {.id = "agents." a ".sessions.send_event", .events = send_events, .effects = ABX_EFF_EXEC | ABX_EFF_NET,                            \
          .summary = "A user turn in a " name " session; streams the agent's events (SSE).", .params = send_##sfx,    \
          .install = {req}, .stream = ABX_STREAM_SSE, .since = "0.3", .errors = ERRS_RUN " " ERRS_SESS,               \
          .handler = op_send, .udata = (void *)&agents_adapters[AD_##sfx]},                                           \
-        {.id = "agents." a ".sessions.get", .effects = ABX_EFF_READ, .summary = "A " name " session.",               \
+        {.id = "agents." a ".sessions.get", .result = session_result, .effects = ABX_EFF_READ, .summary = "A " name " session.",               \
          .params = id_params, .since = "0.3", .errors = ERRS_SESS, .handler = op_get,                                \
          .udata = (void *)&agents_adapters[AD_##sfx]},                                                                \
-        {.id = "agents." a ".sessions.list", .effects = ABX_EFF_READ, .summary = "The caller's " name " sessions.",  \
+        {.id = "agents." a ".sessions.list", .result = list_result, .effects = ABX_EFF_READ, .summary = "The caller's " name " sessions.",  \
          .since = "0.3", .handler = op_list, .udata = (void *)&agents_adapters[AD_##sfx]},                            \
-        {.id = "agents." a ".sessions.delete", .effects = ABX_EFF_WRITE, .summary = "Close a " name " session.",     \
+        {.id = "agents." a ".sessions.delete", .result = delete_result, .effects = ABX_EFF_WRITE, .summary = "Close a " name " session.",     \
          .params = id_params, .since = "0.3", .errors = ERRS_SESS, .handler = op_delete,                             \
          .udata = (void *)&agents_adapters[AD_##sfx]}
 
@@ -453,22 +530,22 @@ static const abx_op_def adapter_ops[] = {
 
 #define ERRS_GEN "agents.adapter_required op.not_enabled"
 static const abx_op_def generic_ops[] = {
-    {.id = "agents.sessions.create", .effects = ABX_EFF_EXEC | ABX_EFF_NET,
+    {.id = "agents.sessions.create", .result = create_result, .effects = ABX_EFF_EXEC | ABX_EFF_NET,
      .summary = "Open an agent session; the adapter is chosen as docs/agents.md says (two-level gate).",
      .http = {"POST /v1/agents/sessions", "POST /agents/{adapter}/v1/agents/sessions"}, .params = g_create,
      .since = "0.3", .errors = ERRS_GEN " " ERRS_RUN, .handler = op_create},
-    {.id = "agents.sessions.send_event", .effects = ABX_EFF_EXEC | ABX_EFF_NET,
+    {.id = "agents.sessions.send_event", .events = send_events, .effects = ABX_EFF_EXEC | ABX_EFF_NET,
      .summary = "A user turn in an agent session; streams the agent's events (SSE).",
      .http = {"POST /v1/agents/sessions/{id}/events", "POST /agents/{adapter}/v1/agents/sessions/{id}/events"},
      .params = g_send, .stream = ABX_STREAM_SSE, .since = "0.3", .errors = ERRS_GEN " " ERRS_RUN " " ERRS_SESS,
      .handler = op_send},
-    {.id = "agents.sessions.get", .effects = ABX_EFF_READ, .summary = "An agent session.",
+    {.id = "agents.sessions.get", .result = session_result, .effects = ABX_EFF_READ, .summary = "An agent session.",
      .http = {"GET /v1/agents/sessions/{id}", "GET /agents/{adapter}/v1/agents/sessions/{id}"}, .params = g_id,
      .since = "0.3", .errors = ERRS_GEN " " ERRS_SESS, .handler = op_get},
-    {.id = "agents.sessions.list", .effects = ABX_EFF_READ, .summary = "The caller's agent sessions.",
+    {.id = "agents.sessions.list", .result = list_result, .effects = ABX_EFF_READ, .summary = "The caller's agent sessions.",
      .http = {"GET /v1/agents/sessions", "GET /agents/{adapter}/v1/agents/sessions"}, .params = g_list,
      .since = "0.3", .errors = ERRS_GEN, .handler = op_list},
-    {.id = "agents.sessions.delete", .effects = ABX_EFF_WRITE, .summary = "Close an agent session.",
+    {.id = "agents.sessions.delete", .result = delete_result, .effects = ABX_EFF_WRITE, .summary = "Close an agent session.",
      .http = {"DELETE /v1/agents/sessions/{id}", "DELETE /agents/{adapter}/v1/agents/sessions/{id}"},
      .params = g_id, .since = "0.3", .errors = ERRS_GEN " " ERRS_SESS, .handler = op_delete},
     {0},

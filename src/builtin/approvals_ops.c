@@ -121,6 +121,12 @@ static const abx_param approvals_list_result[] = {
     {0},
 };
 
+static const abx_param approvals_stream_events[] = {
+    {"approvals", ABX_T_OBJECT, .fields = approvals_list_result,
+     .doc = "The approvals.list answer: now, then whenever it changes"},
+    {0},
+};
+
 static const abx_op_def approvals_ops[] = {
     {.id = "approvals.list", .result = approvals_list_result, .effects = ABX_EFF_READ,
      .summary = "Held calls: approvers see all, others their own (pending and recent).", .http = {"GET /approvals"},
@@ -129,7 +135,7 @@ static const abx_op_def approvals_ops[] = {
      .summary = "Poll a held call: 202 while pending, then the held call's own status and result.",
      .http = {"GET /approvals/{id}"}, .params = id_params, .since = "0.1",
      .errors = "approval.not_found", .handler = approvals_get},
-    {.id = "approvals.stream", .effects = ABX_EFF_READ,
+    {.id = "approvals.stream", .events = approvals_stream_events, .effects = ABX_EFF_READ,
      .summary = "The approvals.list answer as server-sent events: now, then again whenever a held call is "
                 "added, decided or expires.",
      .http = {"GET /approvals/stream"}, .params = stream_params, .stream = ABX_STREAM_SSE, .since = "0.3",

@@ -200,19 +200,35 @@ static const abx_param scroll_params[] = {
     {0},
 };
 
+static const abx_param download_fields[] = {ABX_BROWSER_DOWNLOAD_FIELDS, {0}};
+static const abx_param click_result[] = {
+    {"ref", ABX_T_STRING, .required = true}, {"clicked", ABX_T_BOOL, .required = true},
+    ABX_BROWSER_LEAVE_ROWS(download_fields), {0}};
+static const abx_param type_result[] = {
+    {"ref", ABX_T_STRING, .required = true}, {"typed", ABX_T_BOOL, .required = true},
+    {"submitted", ABX_T_BOOL, .required = true, .doc = "Enter was pressed"},
+    ABX_BROWSER_LEAVE_ROWS(download_fields), {0}};
+static const abx_param press_result[] = {
+    {"key", ABX_T_STRING, .required = true}, {"pressed", ABX_T_BOOL, .required = true},
+    ABX_BROWSER_LEAVE_ROWS(download_fields), {0}};
+static const abx_param scroll_result[] = {
+    {"x", ABX_T_NUMBER, .required = true, .nullable = true, .doc = "scrollX after it"},
+    {"y", ABX_T_NUMBER, .required = true, .nullable = true, .doc = "scrollY after it"},
+    ABX_BROWSER_LEAVE_ROWS(download_fields), {0}};
+
 #define INPUT_ERRORS "browser.not_found browser.died browser.failed browser.ref_not_found"
 
 const abx_op_def abx_browser_input_ops[] = {
-    {.id = "browser.click", .effects = ABX_EFF_NET | ABX_EFF_WRITE, .summary = "Click an element (a snapshot ref).",
+    {.id = "browser.click", .result = click_result, .effects = ABX_EFF_NET | ABX_EFF_WRITE, .summary = "Click an element (a snapshot ref).",
      .http = {"POST /browser/{id}/click"}, .params = ref_params, .since = "0.3", .errors = INPUT_ERRORS,
      .handler = browser_click},
-    {.id = "browser.type", .effects = ABX_EFF_NET | ABX_EFF_WRITE,
+    {.id = "browser.type", .result = type_result, .effects = ABX_EFF_NET | ABX_EFF_WRITE,
      .summary = "Type into an element (a snapshot ref), optionally pressing Enter.", .http = {"POST /browser/{id}/type"},
      .params = type_params, .since = "0.3", .errors = INPUT_ERRORS, .handler = browser_type},
-    {.id = "browser.press", .effects = ABX_EFF_NET | ABX_EFF_WRITE, .summary = "Press a key in the active tab.",
+    {.id = "browser.press", .result = press_result, .effects = ABX_EFF_NET | ABX_EFF_WRITE, .summary = "Press a key in the active tab.",
      .http = {"POST /browser/{id}/press"}, .params = press_params, .since = "0.3",
      .errors = "browser.not_found browser.died browser.failed", .handler = browser_press},
-    {.id = "browser.scroll", .effects = ABX_EFF_NET | ABX_EFF_WRITE, .summary = "Scroll the active tab by dx, dy pixels.",
+    {.id = "browser.scroll", .result = scroll_result, .effects = ABX_EFF_NET | ABX_EFF_WRITE, .summary = "Scroll the active tab by dx, dy pixels.",
      .http = {"POST /browser/{id}/scroll"}, .params = scroll_params, .since = "0.3",
      .errors = "browser.not_found browser.died browser.failed", .handler = browser_scroll},
     {0},

@@ -234,23 +234,71 @@ static const abx_param promote_params[] = {
     {0},
 };
 
+/* results (tools.call answers the tool's own result: any JSON, like dyn.<name>) */
+static const abx_param test_fields[] = {
+    {"index", ABX_T_INT, .required = true},
+    {"ok", ABX_T_BOOL, .required = true},
+    {"got", ABX_T_ANY, .nullable = true, .doc = "What run() returned"},
+    {"error", ABX_T_STRING, .doc = "Why it raised"},
+    {0},
+};
+
+#define TOOL_SUMMARY_FIELDS                                                                                       \
+    {"id", ABX_T_STRING, .required = true, .doc = "The op: dyn.<name>"}, {"name", ABX_T_STRING, .required = true}, \
+        {"hash", ABX_T_STRING, .required = true}, {"author", ABX_T_STRING, .required = true},                     \
+        {"description", ABX_T_STRING, .required = true},                                                         \
+        {"created_at", ABX_T_STRING, .required = true, .nullable = true},                                        \
+        {"expires_at", ABX_T_STRING, .required = true, .nullable = true},                                        \
+        {"promoted_to", ABX_T_LIST, ABX_T_STRING, .required = true, .doc = "Principals and role:NAME"},          \
+        {"mine", ABX_T_BOOL, .required = true, .doc = "The caller defined it"}
+
+static const abx_param tool_summary[] = {TOOL_SUMMARY_FIELDS, {0}};
+
+static const abx_param tools_define_result[] = {
+    {"id", ABX_T_STRING, .required = true},
+    {"name", ABX_T_STRING, .required = true},
+    {"hash", ABX_T_STRING, .required = true},
+    {"expires_at", ABX_T_STRING, .required = true, .nullable = true},
+    {"tests", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = test_fields},
+    {"session", ABX_T_BOOL, .required = true, .doc = "It lives as long as the session it was defined in"},
+    {0},
+};
+
+static const abx_param tools_list_result[] = {
+    {"tools", ABX_T_LIST, ABX_T_OBJECT, .required = true, .fields = tool_summary},
+    {0},
+};
+
+static const abx_param tools_get_result[] = {
+    TOOL_SUMMARY_FIELDS,
+    {"definition", ABX_T_MAP, ABX_T_ANY, .required = true, .doc = "The canonical definition"},
+    {"tests", ABX_T_LIST, ABX_T_OBJECT, .fields = test_fields},
+    {0},
+};
+
+static const abx_param tools_delete_result[] = {
+    {"hash", ABX_T_STRING, .required = true},
+    {"deleted", ABX_T_BOOL, .required = true},
+    {0},
+};
+
 static const abx_op_def tools_ops[] = {
-    {.id = "tools.define", .effects = ABX_EFF_EXEC | ABX_EFF_WRITE,
+    {.id = "tools.define", .result = tools_define_result, .effects = ABX_EFF_EXEC | ABX_EFF_WRITE,
      .summary = "Define a dynamic tool (Python) for yourself: checked, hashed, its tests run confined; it becomes "
                 "dyn.<name>.",
      .params = define_params, .since = "0.2", .limits = ABX_LIM_TIMEOUT | ABX_LIM_MEMORY | ABX_LIM_PIDS,
      .errors = "tools.test_failed tools.raised sandbox.unavailable op.worker_failed tools.too_many",
      .handler = tools_define},
-    {.id = "tools.list", .effects = ABX_EFF_READ, .summary = "The dynamic tools you may call (every live version).",
+    {.id = "tools.list", .result = tools_list_result, .effects = ABX_EFF_READ, .summary = "The dynamic tools you may call (every live version).",
      .since = "0.2", .handler = tools_list},
-    {.id = "tools.get", .effects = ABX_EFF_READ, .summary = "A dynamic tool's definition and test results.",
+    {.id = "tools.get", .result = tools_get_result, .effects = ABX_EFF_READ, .summary = "A dynamic tool's definition and test results.",
      .params = hash_params, .since = "0.2", .errors = "tools.not_found", .handler = tools_get},
-    {.id = "tools.delete", .effects = ABX_EFF_DELETE, .summary = "Delete one of your dynamic tools (by hash).",
+    {.id = "tools.delete", .result = tools_delete_result, .effects = ABX_EFF_DELETE, .summary = "Delete one of your dynamic tools (by hash).",
      .params = hash_params, .since = "0.2", .errors = "tools.not_found", .handler = tools_delete},
     {.id = "tools.call", .effects = ABX_EFF_EXEC, .summary = "Call a dynamic tool by hash (confined, with your grants).",
      .params = call_params, .since = "0.2", .limits = ABX_LIM_TIMEOUT | ABX_LIM_MEMORY | ABX_LIM_PIDS,
      .errors = "tools.not_found tools.raised sandbox.unavailable op.worker_failed", .handler = tools_call},
-    {.id = "tools.promote", .effects = ABX_EFF_WRITE,
+    {.id = "tools.promote", .result = tool_summary, .effects = ABX_EFF_WRITE,
      .summary = "Open one of your dynamic tools to other principals or roles (held for an approver's decision).",
      .params = promote_params, .since = "0.2", .requires_approval = true, .errors = "tools.not_found tools.too_many",
      .handler = tools_promote},

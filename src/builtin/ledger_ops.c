@@ -221,6 +221,31 @@ static const abx_param group_result[] = {
     {0},
 };
 
+static const abx_param start_fields[] = {
+    {"after_ordinal", ABX_T_INT, .required = true, .doc = "The events after this ordinal follow"},
+    {0},
+};
+
+static const abx_param stream_events[] = {
+    {"start", ABX_T_OBJECT, .fields = start_fields, .doc = "The stream opened (the first event)"},
+    {"event", ABX_T_OBJECT, .fields = event_fields, .doc = "One ledger event; id = its ordinal"},
+    {0},
+};
+
+static const abx_param head_fields[] = {
+    {"hash", ABX_T_STRING, .required = true},
+    {"ordinal", ABX_T_INT, .required = true},
+    {0},
+};
+
+static const abx_param verify_result[] = {
+    {"intact", ABX_T_BOOL, .required = true},
+    {"events", ABX_T_INT, .required = true, .doc = "Events checked"},
+    {"problem", ABX_T_STRING, .doc = "What is broken (when not intact)"},
+    {"head", ABX_T_OBJECT, .fields = head_fields, .doc = "The chain's head (when anchored)"},
+    {0},
+};
+
 static const abx_op_def ledger_ops[] = {
     {.id = "ledger.timeline", .result = timeline_result, .effects = ABX_EFF_READ,
      .summary = "Redacted, field-bounded pages of the action ledger: the latest window first, then by ordinal.",
@@ -229,12 +254,12 @@ static const abx_op_def ledger_ops[] = {
     {.id = "ledger.get", .result = group_result, .effects = ABX_EFF_READ, .summary = "One call's group with its events and attempts, redacted.",
      .http = {"GET /ledger/{group_id}"}, .params = get_params, .since = "0.1",
      .errors = "ledger.not_found ledger.unavailable", .handler = ledger_get},
-    {.id = "ledger.stream", .effects = ABX_EFF_READ,
+    {.id = "ledger.stream", .events = stream_events, .effects = ABX_EFF_READ,
      .summary = "The caller's view of the ledger live, as server-sent events (id = ordinal; resumable with "
                 "Last-Event-ID or after_ordinal).",
      .http = {"GET /ledger/stream"}, .params = stream_params, .stream = ABX_STREAM_SSE, .since = "0.3",
      .errors = "ledger.unavailable", .handler = ledger_stream},
-    {.id = "ledger.verify", .effects = ABX_EFF_ADMIN,
+    {.id = "ledger.verify", .result = verify_result, .effects = ABX_EFF_ADMIN,
      .summary = "Check the ledger's hash chain over every segment and give its head (hash and ordinal).",
      .http = {"GET /ledger/verify"}, .since = "0.3", .errors = "ledger.unavailable", .handler = ledger_verify},
     {0},

@@ -378,6 +378,16 @@ static const abx_param ports_list_result[] = {
     {0},
 };
 
+static const abx_param ports_ticket_result[] = {
+    {"port", ABX_T_INT, .required = true},
+    {"ticket", ABX_T_STRING, .required = true, .doc = "Single use"},
+    {"expires_in", ABX_T_INT, .required = true, .doc = "Seconds"},
+    {"path", ABX_T_STRING, .required = true, .doc = "/?abx_ticket=... on the port's own origin"},
+    {"host", ABX_T_STRING, .required = true, .doc = "p<port>.localhost:<abx port>"},
+    {"url", ABX_T_STRING, .required = true, .doc = "The URL a browser on this machine opens"},
+    {0},
+};
+
 static const abx_op_def ports_ops[] = {
     {.id = "ports.list", .result = ports_list_result, .effects = ABX_EFF_READ,
      .summary = "TCP ports the caller's processes (and their children) listen on, in their own network namespaces.",
@@ -388,7 +398,7 @@ static const abx_op_def ports_ops[] = {
               "PATCH /ports/{port}/{rest*}", "DELETE /ports/{port}/{rest*}", "HEAD /ports/{port}/{rest*}",
               "OPTIONS /ports/{port}/{rest*}"}, .params = proxy_params, .since = "0.2", .raw_query = true,
      .errors = "ports.not_found ports.upstream_failed", .handler = ports_proxy},
-    {.id = "ports.ticket", .effects = ABX_EFF_NET,
+    {.id = "ports.ticket", .result = ports_ticket_result, .effects = ABX_EFF_NET,
      .summary = "A single-use ticket (30 s) that signs a browser in on the port's own origin, "
                 "http://p{port}.localhost:{abx port}/?abx_ticket=...: a session cookie for that port only.",
      .http = {"POST /ports/ticket/{port}"}, .params = ticket_params, .since = "0.2",
