@@ -226,9 +226,10 @@ static void put_file(abx_request *r, const sbx_caller *c, const char *path, cons
         return;
     }
     json_t *body;
+    /* the spec's mode (default 0644) is the written file's permission bits */
     int st = abx_sbx_op(c, "files.write",
-                        json_pack("{s:s, s:s%, s:s, s:b}", "path", path, "content", b64, bl, "encoding", "base64",
-                                  "make_parents", 1),
+                        json_pack("{s:s, s:s%, s:s, s:b, s:s}", "path", path, "content", b64, bl, "encoding", "base64",
+                                  "make_parents", 1, "permissions", q->mode ? q->mode : "0644"),
                         &body);
     free(b64);
     if (st != 200) {

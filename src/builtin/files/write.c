@@ -72,6 +72,18 @@ static abx_err files_write(abx_ctx *ctx, const json_t *args, abx_reply *r)
     bool b64 = strcmp(json_string_value(json_object_get(args, "encoding")), "base64") == 0;
     const char *mode = json_string_value(json_object_get(args, "mode"));
     bool make_parents = json_is_true(json_object_get(args, "make_parents"));
+    /* permissions: "0644"-style octal, the nine permission bits only (no setuid, setgid,
+     * sticky), set on the temp file before a byte is written */
+    const char *perm = json_string_value(json_object_get(args, "permissions"));
+    int perm_bits = -1;
+    if (perm) {
+        size_t pl = strlen(perm);
+        if (!((pl == 3 || (pl == 4 && perm[0] == '0')) && strspn(perm, "01234567") == pl))
+            return abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "permissions must be octal like \"0644\" (0000-0777)");
+        if (strcmp(mode, "append") == 0)
+            return abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "permissions apply to overwrite and create_new");
+        perm_bits = (int)strtol(perm, NULL, 8);
+    }
     unsigned char *decoded = NULL;
     if (b64 && len > 0) {
         decoded = abx_base64_decode(data, len, &len);
@@ -95,7 +107,7 @@ static abx_err files_write(abx_ctx *ctx, const json_t *args, abx_reply *r)
     } else if (!e) {
         bool create_new = strcmp(mode, "create_new") == 0;
         files_staged s;
-        e = files_stage_open(&s, r, pfd, name, files_label(ctx, "path"), -1);
+        e = files_stage_open(&s, r, pfd, name, files_label(ctx, "path"), perm_bits);
         if (!e && create_new && s.existed) {
             files_stage_abort(&s);
             e = abx_reply_error(r, ABX_E_ARGS_INVALID, NULL, "path '%s' already exists and mode is create_new",
@@ -287,6 +299,9 @@ static const abx_param write_params[] = {
      .doc = "overwrite: replace atomically (temp file + rename; the old file's permissions are kept); append: add "
             "to the end (created if missing); create_new: fail when the file exists"},
     {"make_parents", ABX_T_BOOL, .dflt = "false", .doc = "Create missing parent directories"},
+    {"permissions", ABX_T_STRING,
+     .doc = "The file's permission bits in octal, \"0644\" or \"644\" (no setuid, setgid or sticky bit); default: "
+            "an existing file's own, else 0666 less the umask. overwrite and create_new only"},
     {0},
 };
 

@@ -6,6 +6,7 @@ multipart, the spec's error document, the ledger's door and traceparent). The st
 OpenAPI clients are in tests/e2e/sandboxd."""
 import os
 import sqlite3
+import stat
 import time
 
 import pytest
@@ -103,6 +104,11 @@ def test_rest_auth_and_errors(pod, workspace):
     with open(os.path.join(workspace, "a", "b.txt"), "rb") as f:
         assert f.read() == b"bytes"
     assert requests.get(pod.rest + "/v1/files/a/b.txt", headers=H(), timeout=5).content == b"bytes"
+    # mode: the written file's permission bits (default 0644, as the spec says)
+    assert stat.S_IMODE(os.stat(os.path.join(workspace, "a", "b.txt")).st_mode) == 0o644
+    r = requests.put(pod.rest + "/v1/files/run.sh", params={"mode": "0750"}, data=b"#!/bin/sh\n", headers=H(),
+                     timeout=5)
+    assert r.status_code == 204 and stat.S_IMODE(os.stat(os.path.join(workspace, "run.sh")).st_mode) == 0o750
     r = requests.head(pod.rest + "/v1/files/a/b.txt", headers=H(), timeout=5)
     assert r.status_code == 200 and r.content == b"" and r.headers["Last-Modified"].endswith(" GMT")
     assert r.headers["Content-Type"] == "application/octet-stream"

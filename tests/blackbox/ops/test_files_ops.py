@@ -61,6 +61,23 @@ def test_write_is_atomic_and_keeps_permissions(server, token, workspace):
     assert tmp_leftovers(workspace) == []
 
 
+def test_write_permissions(server, token, workspace):
+    """permissions sets the nine permission bits (octal) on the temp file before any byte is
+    written; special bits and append are refused, and nothing is written then."""
+    r = write(server, token, {"path": "run.sh", "content": "#!/bin/sh\n", "permissions": "0755"})
+    assert r.status_code == 200, r.text
+    assert stat.S_IMODE(os.stat(os.path.join(workspace, "run.sh")).st_mode) == 0o755
+    r = write(server, token, {"path": "run.sh", "content": "#!/bin/sh\necho\n", "permissions": "600"})
+    assert r.status_code == 200 and stat.S_IMODE(os.stat(os.path.join(workspace, "run.sh")).st_mode) == 0o600
+    for bad in ("4755", "1777", "0888", "0x1ff", "", "07555", "rwx"):
+        assert_error(write(server, token, {"path": "bad.sh", "content": "x", "permissions": bad}), 400,
+                     "args.invalid")
+    assert_error(write(server, token, {"path": "run.sh", "content": "x", "mode": "append", "permissions": "0644"}),
+                 400, "args.invalid")
+    assert not os.path.exists(os.path.join(workspace, "bad.sh"))
+    assert read_text(os.path.join(workspace, "run.sh")) == "#!/bin/sh\necho\n"
+
+
 def test_write_through_symlink_replaces_target(server, token, workspace):
     os.symlink("a.txt", os.path.join(workspace, "ln"))
     r = write(server, token, {"path": "ln", "content": "via link"})
