@@ -41,7 +41,9 @@
  * ABX_OUTPUT_EVENT_ROWS(prefix) and use prefix##_events */
 #define ABX_OUTPUT_EVENT_ROWS(pfx)                                                                                \
     static const abx_param pfx##_chunk_fields[] = {                                                               \
-        {"data", ABX_T_STRING, .required = true}, {"offset", ABX_T_INT, .required = true}, {0}};                  \
+        {"data", ABX_T_STRING, .required = true}, {"offset", ABX_T_INT, .required = true},                        \
+        {"encoding", ABX_T_ENUM, .choices = "base64", .doc = "present when data is base64 (encoding=base64)"},     \
+        {0}};                                                                                                     \
     static const abx_param pfx##_dropped_fields[] = {{"stream", ABX_T_ENUM, .required = true,                     \
                                                       .choices = "stdout|stderr"},                                \
                                                      {"from", ABX_T_INT, .required = true},                       \

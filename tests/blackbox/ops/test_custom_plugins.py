@@ -229,7 +229,7 @@ def test_embed_example_built_with_pkg_config_serves_its_op(tmp_path):
     cflags = subprocess.run(["pkg-config", "--cflags", "abx"], capture_output=True, text=True, env=env,
                             timeout=30).stdout.split()
     deps = subprocess.run(["pkg-config", "--libs", "jansson", "libmicrohttpd", "yaml-0.1", "sqlite3", "zlib", "libzmq",
-                           "openssl", "libprotobuf-c"],
+                           "openssl", "libprotobuf-c", "libnghttp2"],
                           capture_output=True, text=True, timeout=30).stdout.split()
     r = subprocess.run([CC, os.path.join(ROOT, "examples", "embed", "embed.c"), "-o", exe + "-static"] + cflags +
                        [os.path.join(prefix, "lib", "libabx.a")] + deps + ["-lwslay", "-lpthread", "-ldl"] +
