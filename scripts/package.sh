@@ -23,11 +23,12 @@ fi
 stage=$out/abx-$ver
 rm -rf "$stage"
 mkdir -p "$stage"
-# tests/ and scripts/ stay out (the package build runs no test; abx-tierwrap's source
-# aside): editing a test or this script does not rebuild the packages
+# tests/ and scripts/ stay out (the package build runs no test; abx-tierwrap's source and
+# the CMake scripts the build runs aside): editing a test or this script does not rebuild
+# the packages
 (cd "$here" && { git ls-files -z --cached --others --exclude-standard -- . ':!:packaging/debian' ':!:tests' \
                    ':!:scripts'
-                  git ls-files -z --cached --others --exclude-standard -- tests/helpers; } |
+                  git ls-files -z --cached --others --exclude-standard -- tests/helpers 'scripts/*.cmake'; } |
   while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done |
   tar --null -T - -cf -) | tar -C "$stage" -xf -
 cp -a "$here/packaging/debian" "$stage/debian"
