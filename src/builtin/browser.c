@@ -227,8 +227,8 @@ static void build_argv(bargv *a, const browser *b, const json_t *args, int cmd_r
         "--disable-sync", "--disable-extensions", "--disable-default-apps", "--disable-breakpad",
         "--disable-domain-reliability", "--disable-client-side-phishing-detection", "--no-pings", "--mute-audio",
         "--hide-scrollbars", "--password-store=basic", "--use-mock-keychain",
-        "--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,"
-        "CertificateTransparencyComponentUpdater,AutofillServerCommunication,InterestFeedContentSuggestions",
+        ("--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,"
+         "CertificateTransparencyComponentUpdater,AutofillServerCommunication,InterestFeedContentSuggestions"),
     };
     for (size_t i = 0; i < ABX_ARRAY_LEN(fixed); i++)
         arg_add(a, fixed[i]);

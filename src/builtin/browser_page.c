@@ -326,24 +326,26 @@ static abx_err browser_evaluate(abx_ctx *ctx, const json_t *args, abx_reply *r)
     return finish(ctx, b, out, true, r);
 }
 
-static const abx_param id_param = {"id", ABX_T_STRING, .required = true, .doc = "Browser id"};
+/* a macro, not a const object: C (and clang) allow only constant expressions in a static
+ * initializer, and a const object is not one */
+#define ID_PARAM {"id", ABX_T_STRING, .required = true, .doc = "Browser id"}
 static const abx_param nav_params[] = {
-    id_param,
+    ID_PARAM,
     {"url", ABX_T_STRING, .required = true, .kind = ABX_KIND_URL, .doc = "Where to go (checked by the urls scope)"},
     {"wait_until", ABX_T_ENUM, .choices = "load|domcontentloaded|networkidle|commit", .dflt = "\"load\"",
      .doc = "When the navigation counts as done"},
     {0},
 };
-static const abx_param id_params[] = {id_param, {0}};
+static const abx_param id_params[] = {ID_PARAM, {0}};
 static const abx_param content_params[] = {
-    id_param,
+    ID_PARAM,
     {"format", ABX_T_ENUM, .choices = "text|markdown|html", .dflt = "\"markdown\"", .doc = "The form of the page"},
     {0},
 };
 static const abx_param shot_params[] = {
-    id_param, {"full_page", ABX_T_BOOL, .dflt = "false", .doc = "The whole page, not only the viewport"}, {0}};
+    ID_PARAM, {"full_page", ABX_T_BOOL, .dflt = "false", .doc = "The whole page, not only the viewport"}, {0}};
 static const abx_param eval_params[] = {
-    id_param, {"expression", ABX_T_STRING, .required = true, .doc = "JavaScript run in the page (promises awaited)"}, {0}};
+    ID_PARAM, {"expression", ABX_T_STRING, .required = true, .doc = "JavaScript run in the page (promises awaited)"}, {0}};
 
 static const abx_param download_fields[] = {ABX_BROWSER_DOWNLOAD_FIELDS, {0}};
 static const abx_param navigate_result[] = {
