@@ -63,6 +63,34 @@ def test_state_kept_between_cells_and_execution_shape(ks):
     assert ok(s.op("kernels.get", {"id": kid}, token=ALICE_TOKEN))["execution_count"] == 2
 
 
+def test_output_from_threads_and_display_stays_in_order(ks):
+    """The shell's own messages leave from the main thread when nothing is queued on the
+    IOPub thread (kernel_files.h): flushed output (also another thread's), display() and
+    the result must still arrive in the order the cell made them, and all before idle."""
+    s, kid, _ = ks
+    code = ("import threading, sys\n"
+            "from IPython.display import display\n"
+            "for i in range(6):\n"
+            "    print('m%d' % i, flush=True)\n"
+            "    display(i)\n"
+            "    t = threading.Thread(target=lambda: print('t%d' % i, flush=True)); t.start(); t.join()\n"
+            "    display(-i)\n"
+            "'end'")
+    want = []
+    for i in range(6):
+        want += [("stdout", "m%d\n" % i), ("result", str(i)), ("stdout", "t%d\n" % i), ("result", str(-i))]
+    want += [("result", "'end'")]
+    for _ in range(8):
+        r = s.post("/ops/kernels.stream", token=ALICE_TOKEN, stream=True, timeout=60,
+                   json_body={"id": kid, "code": code})
+        events = sse_events(r)
+        got = [(e, d["text"] if e == "stdout" else d.get("text/plain")) for e, d in events[:-1]]
+        assert got == want and events[-1][0] == "end", events
+    e = ok(run(s, kid, code))
+    assert "".join(e["logs"]["stdout"]) == "".join("m%d\nt%d\n" % (i, i) for i in range(6))
+    assert [r["text/plain"] for r in e["results"]][-1] == "'end'" and len(e["results"]) == 13
+
+
 def test_error_value(ks):
     s, kid, _ = ks
     e = ok(run(s, kid, "1/0"))
