@@ -54,7 +54,9 @@ static void browser_free(browser *b)
 {
     if (b->proc) { /* the pipe's far end closes with the process: the reader ends */
         abx_proc_kill(b->proc, SIGKILL, false);
-        abx_proc_wait(b->proc, abx_now_ms() + 3000, NULL, NULL);
+        /* the profile goes now, not when the exited record leaves the process table */
+        if (abx_proc_wait(b->proc, abx_now_ms() + 3000, NULL, NULL) == 1 && b->tmpdir[0])
+            abx_rm_tree(b->tmpdir);
     }
     abx_cdp_free(b->cdp);
     abx_proc_unref(b->proc); /* its record removes the private TMPDIR (the profile) */
@@ -79,6 +81,7 @@ static void browser_free(browser *b)
 static void browser_unref(bstate *st, browser *b)
 {
     pthread_mutex_lock(&st->mu);
+    b->last_used = abx_now_ms();
     bool last = --b->refs == 0;
     pthread_mutex_unlock(&st->mu);
     if (last)
@@ -100,14 +103,59 @@ static void bstate_free(void *p)
     abx_free(st);
 }
 
+static void reaped_event(abx_ctx *ctx, browser *b, int64_t idle_ms)
+{
+    abx_ledger *l = abx_ctx_ledger(ctx);
+    pthread_mutex_lock(&b->mu);
+    uint64_t g = b->group ? b->group : abx_ctx_ledger_group(ctx); /* its last call's, else this one's */
+    pthread_mutex_unlock(&b->mu);
+    if (!l || !g)
+        return;
+    json_t *events = json_pack("[{s:s, s:s, s:I}]", "kind", "browser.reaped", "browser", b->id, "idle_ms",
+                               (json_int_t)idle_ms);
+    abx_ledger_append(l, g, events, true);
+    json_decref(events);
+}
+
+/* Close browsers no call used for limits.browser_idle (each call of the namespace reaps,
+ * as kernels do: no thread outlives the process manager). A browser in a call holds a
+ * reference besides the list's and is never taken. */
+static void reap_idle(abx_ctx *ctx, bstate *st)
+{
+    abx_server_facts f;
+    abx_ctx_server_facts(ctx, &f);
+    int64_t now = abx_now_ms(), idle_ms = f.browser_idle_ms > 0 ? f.browser_idle_ms : 10LL * 60 * 1000;
+    browser *gone = NULL;
+    pthread_mutex_lock(&st->mu);
+    for (browser **pp = &st->list; *pp;) {
+        browser *b = *pp;
+        if (!b->starting && b->refs == 1 && now - b->last_used > idle_ms) {
+            *pp = b->next;
+            b->next = gone;
+            gone = b;
+        } else {
+            pp = &b->next;
+        }
+    }
+    pthread_mutex_unlock(&st->mu);
+    while (gone) {
+        browser *b = gone;
+        gone = b->next;
+        reaped_event(ctx, b, idle_ms);
+        abx_ctx_log(ctx, "info", "browser %s closed after %lld ms idle", b->id, (long long)idle_ms);
+        browser_unref(st, b); /* the list's reference: the process is killed, its TMPDIR removed */
+    }
+}
+
 static browser *find(abx_ctx *ctx, const json_t *args, abx_reply *r, bool unlink)
 {
     bstate *st = state_of(ctx);
+    reap_idle(ctx, st);
     const char *id = json_string_value(json_object_get(args, "id"));
     browser *found = NULL;
     pthread_mutex_lock(&st->mu);
     for (browser **pp = &st->list; *pp; pp = &(*pp)->next)
-        if (id && strcmp((*pp)->id, id) == 0 && strcmp((*pp)->owner, abx_ctx_principal(ctx)) == 0) {
+        if (id && !(*pp)->starting && strcmp((*pp)->id, id) == 0 && strcmp((*pp)->owner, abx_ctx_principal(ctx)) == 0) {
             found = *pp;
             if (unlink)
                 *pp = found->next;
@@ -375,6 +423,29 @@ static abx_err first_page(browser *b, const json_t *args, abx_reply *r)
     return ABX_OK;
 }
 
+/* limits.browsers: count the caller's (starting ones too) and hold a place in the list. */
+static abx_err admit(abx_ctx *ctx, bstate *st, browser *b, abx_reply *r)
+{
+    reap_idle(ctx, st);
+    abx_server_facts f;
+    abx_ctx_server_facts(ctx, &f);
+    int max = f.browsers > 0 ? f.browsers : 4, n = 0;
+    pthread_mutex_lock(&st->mu);
+    for (browser *x = st->list; x; x = x->next)
+        n += strcmp(x->owner, b->owner) == 0;
+    if (n < max) {
+        b->starting = true;
+        b->last_used = abx_now_ms();
+        b->next = st->list;
+        st->list = b;
+    }
+    pthread_mutex_unlock(&st->mu);
+    if (n >= max)
+        return abx_reply_error(r, ABX_E_BROWSER_TOO_MANY, json_pack("{s:i}", "limit", max),
+                               "this caller holds %d browsers (limits.browsers); close one first", n);
+    return ABX_OK;
+}
+
 static abx_err browser_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     bstate *st = state_of(ctx);
@@ -398,6 +469,10 @@ static abx_err browser_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
     b->refs = 1;
     set_scope(b, ctx);
     int64_t t0 = abx_now_ms();
+    if (admit(ctx, st, b, r) != ABX_OK) {
+        browser_free(b);
+        return abx_reply_err(r);
+    }
     abx_err e = spawn(ctx, b, args, r);
     if (e == ABX_OK)
         e = open_first_tab(b, r);
@@ -411,12 +486,19 @@ static abx_err browser_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
         if (n)
             abx_ctx_log(ctx, "warn", "browser start failed; stderr: %.*s", (int)n, err);
         abx_free(err);
+        pthread_mutex_lock(&st->mu);
+        for (browser **pp = &st->list; *pp; pp = &(*pp)->next)
+            if (*pp == b) {
+                *pp = b->next;
+                break;
+            }
+        pthread_mutex_unlock(&st->mu);
         browser_free(b);
         return e;
     }
     pthread_mutex_lock(&st->mu);
-    b->next = st->list;
-    st->list = b;
+    b->starting = false;
+    b->last_used = abx_now_ms();
     pthread_mutex_unlock(&st->mu);
     json_t *out = json_pack("{s:s, s:i, s:I}", "id", b->id, "pid", abx_proc_pid(b->proc), "start_ms",
                             (json_int_t)(abx_now_ms() - t0));
@@ -540,7 +622,7 @@ static const abx_op_def browser_ops[] = {
      .summary = "Start a confined headless Chromium spoken to over CDP on a pipe; every request it makes is "
                 "checked against the statement's urls scope.",
      .http = {"POST /browser"}, .params = create_params, .limits = BLIMITS, .since = "0.3",
-     .errors = "browser.start_failed process.spawn_failed sandbox.unavailable", .handler = browser_create},
+     .errors = "browser.start_failed browser.too_many process.spawn_failed sandbox.unavailable", .handler = browser_create},
     {.id = "browser.close", .result = close_result, .effects = ABX_EFF_EXEC, .summary = "End a browser and its processes.",
      .http = {"DELETE /browser/{id}"}, .params = id_params, .since = "0.3", .errors = "browser.not_found",
      .handler = browser_close},

@@ -40,7 +40,9 @@ typedef struct browser {
     json_t *downloads;        /* guid → {name, url, done}: browser_download.c */
     int64_t *ref_nodes;       /* the last snapshot's refs: e<N> → backend DOM node id */
     size_t n_refs;
-    int refs;
+    int refs;                 /* the list's and each call's (bstate.mu) */
+    int64_t last_used;        /* when a call last held it (bstate.mu): limits.browser_idle */
+    bool starting;            /* counted for limits.browsers, not yet reapable (bstate.mu) */
     struct browser *next;
 } browser;
 
