@@ -545,12 +545,24 @@ static abx_err browser_tabs(abx_ctx *ctx, const json_t *args, abx_reply *r)
         abx_browser_leave(ctx, b, NULL);
         return abx_reply_error(r, ABX_E_BROWSER_FAILED, NULL, "%s", err);
     }
+    const char *want = json_string_value(json_object_get(args, "activate"));
     char active[BROWSER_SID_LEN] = "";
+    bool found = !want;
     pthread_mutex_lock(&b->mu);
+    for (btarget *t = b->targets; t && want && !found; t = t->next)
+        if (strcmp(t->target, want) == 0 && strcmp(t->type, "page") == 0 && t->guarded) {
+            snprintf(b->active, sizeof b->active, "%s", t->session);
+            found = true;
+        }
     for (btarget *t = b->targets; t; t = t->next)
         if (strcmp(t->session, b->active) == 0)
             snprintf(active, sizeof active, "%s", t->target);
     pthread_mutex_unlock(&b->mu);
+    if (!found) {
+        json_decref(got);
+        abx_browser_leave(ctx, b, NULL);
+        return abx_reply_error(r, ABX_E_BROWSER_TAB_NOT_FOUND, NULL, "no tab %.60s in this browser", want);
+    }
     json_t *tabs = json_array();
     size_t i;
     json_t *ti;
@@ -586,6 +598,11 @@ static const abx_param create_params[] = {
     {0},
 };
 static const abx_param id_params[] = {{"id", ABX_T_STRING, .required = true, .doc = "Browser id"}, {0}};
+static const abx_param tabs_params[] = {
+    {"id", ABX_T_STRING, .required = true, .doc = "Browser id"},
+    {"activate", ABX_T_STRING, .doc = "A tab (its id from browser.tabs) to make the one the other ops act on"},
+    {0},
+};
 
 static const abx_param download_fields[] = {ABX_BROWSER_DOWNLOAD_FIELDS, {0}};
 static const abx_param create_result[] = {
@@ -626,9 +643,9 @@ static const abx_op_def browser_ops[] = {
     {.id = "browser.close", .result = close_result, .effects = ABX_EFF_EXEC, .summary = "End a browser and its processes.",
      .http = {"DELETE /browser/{id}"}, .params = id_params, .since = "0.3", .errors = "browser.not_found",
      .handler = browser_close},
-    {.id = "browser.tabs", .result = tabs_result, .effects = ABX_EFF_READ, .summary = "The browser's tabs (popups included).",
-     .http = {"GET /browser/{id}/tabs"}, .params = id_params, .since = "0.3",
-     .errors = "browser.not_found browser.died browser.failed", .handler = browser_tabs, .untrusted_result = true},
+    {.id = "browser.tabs", .result = tabs_result, .effects = ABX_EFF_READ, .summary = "The browser's tabs (popups included); activate one to act on it.",
+     .http = {"GET /browser/{id}/tabs"}, .params = tabs_params, .since = "0.3",
+     .errors = "browser.not_found browser.died browser.failed browser.tab_not_found", .handler = browser_tabs, .untrusted_result = true},
     {0},
 };
 

@@ -62,6 +62,12 @@ static void resume(browser *b, char *sid)
     bool page = t && strcmp(t->type, "page") == 0;
     pthread_mutex_unlock(&b->mu);
     if (page) { /* lifecycle events tell navigate when a load is done */
+        /* every tab — the first, a popup, a target=_blank link — gets the viewport before it
+         * runs (the headless window's frame would take its height otherwise) */
+        abx_cdp_send(b->cdp, sid, "Emulation.setDeviceMetricsOverride",
+                     json_pack("{s:i, s:i, s:i, s:b}", "width", b->width, "height", b->height, "deviceScaleFactor", 1,
+                               "mobile", 0),
+                     NULL, NULL);
         abx_cdp_send(b->cdp, sid, "Page.enable", NULL, NULL, NULL);
         abx_cdp_send(b->cdp, sid, "Page.setLifecycleEventsEnabled", json_pack("{s:b}", "enabled", 1), NULL, NULL);
         abx_cdp_send(b->cdp, sid, "Network.enable", json_pack("{s:i}", "maxTotalBufferSize", 0), NULL, NULL);

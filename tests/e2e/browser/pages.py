@@ -34,6 +34,11 @@ PAGES = {
     "/ok/sw.html": "<html><head><title>SW</title></head><body><script>"
                    "navigator.serviceWorker.register('/ok/sw.js', {scope: '/ok/'})</script></body></html>",
     "/ok/sw.js": "self.addEventListener('install', e => e.waitUntil(fetch('{SECRET}/from-sw').catch(x => 0)))",
+    "/ok/opener.html": "<html><head><title>Opener</title></head><body>"
+                       "<button onclick=\"window.open('/ok/size.html?popup')\">Pop</button>"
+                       "<a href='/ok/size.html?blank' target=_blank>Blank</a></body></html>",
+    "/ok/size.html": "<html><head><title>size</title></head><body><script>"
+                     "document.title = innerWidth + 'x' + innerHeight + ' ' + location.search</script></body></html>",
     "/ok/file.html": "<html><body><h1>File</h1><iframe src='file:///etc/passwd'></iframe></body></html>",
 }
 
