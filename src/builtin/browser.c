@@ -68,6 +68,7 @@ static void browser_free(browser *b)
     for (size_t i = 0; i < b->n_urls; i++)
         abx_free(b->urls[i]);
     abx_free(b->urls);
+    abx_free(b->ws_pairs);
     abx_free(b->ref_nodes);
     json_decref(b->blocked);
     json_decref(b->downloads);
@@ -207,6 +208,14 @@ browser *abx_browser_enter(abx_ctx *ctx, const json_t *args, abx_reply *r)
     pthread_mutex_lock(&b->op);
     set_scope(b, ctx);
     json_decref(record_blocked(ctx, b)); /* what happened before this call was its cause's */
+    if (!abx_browser_ws_covered(b)) { /* its WebSocket gate was set at start: fail closed */
+        pthread_mutex_unlock(&b->op);
+        browser_unref(state_of(ctx), b);
+        abx_reply_error(r, ABX_E_BROWSER_SCOPE_CHANGED, NULL,
+                        "the urls scope no longer admits a WebSocket host:port this browser started with; "
+                        "close it and create another");
+        return NULL;
+    }
     if (abx_cdp_closed(b->cdp) || !abx_proc_running(b->proc)) {
         pthread_mutex_unlock(&b->op);
         browser_unref(state_of(ctx), b);
@@ -246,6 +255,7 @@ abx_err abx_browser_screen(abx_ctx *ctx, json_t *out, abx_reply *r)
 
 typedef struct bargv {
     char *v[32];
+    char *bypass; /* owned: --proxy-bypass-list=... */
     char buf[8][600];
     size_t n, nb;
 } bargv;
@@ -285,15 +295,18 @@ static void build_argv(bargv *a, const browser *b, const json_t *args, int cmd_r
     const char *ua = json_string_value(json_object_get(args, "user_agent"));
     if (ua)
         arg_fmt(a, "--user-agent=%.500s", ua);
-    /* WebSocket handshakes never reach the Fetch domain, so abx cannot hold the url scope
-     * on them: ws: and wss: go to a SOCKS proxy on the discard port (nothing answers) and
-     * fail; http: and https: bypass it (direct, or the egress proxy) and meet Fetch. */
+    /* WebSocket handshakes never reach the Fetch domain: ws: and wss: go to a SOCKS proxy
+     * on the discard port (nothing answers) and fail, but for the scheme://host:port pairs
+     * the scope admits on every path (browser_ws.c), which bypass it like http: and https:
+     * (direct, or the egress box's transparent ports; those two meet Fetch). */
     if (proxy) /* the egress proxy in the process's namespace; loopback goes through it too */
         arg_fmt(a, "--proxy-server=http=127.0.0.1:%d;https=127.0.0.1:%d;socks=socks5://127.0.0.1:9", ABX_EGRESS_PORT,
                 ABX_EGRESS_PORT);
     else
         arg_add(a, "--proxy-server=socks5://127.0.0.1:9");
-    arg_add(a, proxy ? "--proxy-bypass-list=<-loopback>" : "--proxy-bypass-list=<-loopback>;http://*;https://*");
+    a->bypass = abx_asprintf("--proxy-bypass-list=<-loopback>%s%s", proxy ? "" : ";http://*;https://*",
+                             b->ws_pairs ? b->ws_pairs : "");
+    arg_add(a, a->bypass ? a->bypass : "--proxy-bypass-list=<-loopback>"); /* out of memory: no pairs */
     arg_add(a, "about:blank");
     a->v[a->n] = NULL;
 }
@@ -328,6 +341,7 @@ static abx_err spawn(abx_ctx *ctx, browser *b, const json_t *args, abx_reply *r)
     json_t *no_args = json_object();
     b->proc = cr >= 0 && ow >= 0 ? abx_exec_start(ctx, no_args, &o, r) : NULL;
     json_decref(no_args);
+    abx_free(a.bypass);
     if (cr >= 0)
         close(cr);
     if (ow >= 0)
@@ -468,6 +482,7 @@ static abx_err browser_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
     pthread_cond_init(&b->cv, NULL);
     b->refs = 1;
     set_scope(b, ctx);
+    b->ws_pairs = abx_browser_ws_pairs(b->urls, b->n_urls);
     int64_t t0 = abx_now_ms();
     if (admit(ctx, st, b, r) != ABX_OK) {
         browser_free(b);
@@ -645,7 +660,7 @@ static const abx_op_def browser_ops[] = {
      .handler = browser_close},
     {.id = "browser.tabs", .result = tabs_result, .effects = ABX_EFF_READ, .summary = "The browser's tabs (popups included); activate one to act on it.",
      .http = {"GET /browser/{id}/tabs"}, .params = tabs_params, .since = "0.3",
-     .errors = "browser.not_found browser.died browser.failed browser.tab_not_found", .handler = browser_tabs, .untrusted_result = true},
+     .errors = "browser.not_found browser.died browser.scope_changed browser.failed browser.tab_not_found", .handler = browser_tabs, .untrusted_result = true},
     {0},
 };
 
