@@ -154,6 +154,7 @@ set(ABX_SRC_BUILTIN
   src/builtin/agents_turn.c
   src/builtin/dyntools.c
   src/builtin/dyntools_run.c
+  src/builtin/browser_ws.c
 )
 set(ABX_SRC_EXT
   src/ext/custom.c

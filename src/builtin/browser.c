@@ -54,7 +54,9 @@ static void browser_free(browser *b)
 {
     if (b->proc) { /* the pipe's far end closes with the process: the reader ends */
         abx_proc_kill(b->proc, SIGKILL, false);
-        abx_proc_wait(b->proc, abx_now_ms() + 3000, NULL, NULL);
+        /* the profile goes now, not when the exited record leaves the process table */
+        if (abx_proc_wait(b->proc, abx_now_ms() + 3000, NULL, NULL) == 1 && b->tmpdir[0])
+            abx_rm_tree(b->tmpdir);
     }
     abx_cdp_free(b->cdp);
     abx_proc_unref(b->proc); /* its record removes the private TMPDIR (the profile) */
@@ -66,6 +68,7 @@ static void browser_free(browser *b)
     for (size_t i = 0; i < b->n_urls; i++)
         abx_free(b->urls[i]);
     abx_free(b->urls);
+    abx_free(b->ws_pairs);
     abx_free(b->ref_nodes);
     json_decref(b->blocked);
     json_decref(b->downloads);
@@ -79,6 +82,7 @@ static void browser_free(browser *b)
 static void browser_unref(bstate *st, browser *b)
 {
     pthread_mutex_lock(&st->mu);
+    b->last_used = abx_now_ms();
     bool last = --b->refs == 0;
     pthread_mutex_unlock(&st->mu);
     if (last)
@@ -100,14 +104,59 @@ static void bstate_free(void *p)
     abx_free(st);
 }
 
+static void reaped_event(abx_ctx *ctx, browser *b, int64_t idle_ms)
+{
+    abx_ledger *l = abx_ctx_ledger(ctx);
+    pthread_mutex_lock(&b->mu);
+    uint64_t g = b->group ? b->group : abx_ctx_ledger_group(ctx); /* its last call's, else this one's */
+    pthread_mutex_unlock(&b->mu);
+    if (!l || !g)
+        return;
+    json_t *events = json_pack("[{s:s, s:s, s:I}]", "kind", "browser.reaped", "browser", b->id, "idle_ms",
+                               (json_int_t)idle_ms);
+    abx_ledger_append(l, g, events, true);
+    json_decref(events);
+}
+
+/* Close browsers no call used for limits.browser_idle (each call of the namespace reaps,
+ * as kernels do: no thread outlives the process manager). A browser in a call holds a
+ * reference besides the list's and is never taken. */
+static void reap_idle(abx_ctx *ctx, bstate *st)
+{
+    abx_server_facts f;
+    abx_ctx_server_facts(ctx, &f);
+    int64_t now = abx_now_ms(), idle_ms = f.browser_idle_ms > 0 ? f.browser_idle_ms : 10LL * 60 * 1000;
+    browser *gone = NULL;
+    pthread_mutex_lock(&st->mu);
+    for (browser **pp = &st->list; *pp;) {
+        browser *b = *pp;
+        if (!b->starting && b->refs == 1 && now - b->last_used > idle_ms) {
+            *pp = b->next;
+            b->next = gone;
+            gone = b;
+        } else {
+            pp = &b->next;
+        }
+    }
+    pthread_mutex_unlock(&st->mu);
+    while (gone) {
+        browser *b = gone;
+        gone = b->next;
+        reaped_event(ctx, b, idle_ms);
+        abx_ctx_log(ctx, "info", "browser %s closed after %lld ms idle", b->id, (long long)idle_ms);
+        browser_unref(st, b); /* the list's reference: the process is killed, its TMPDIR removed */
+    }
+}
+
 static browser *find(abx_ctx *ctx, const json_t *args, abx_reply *r, bool unlink)
 {
     bstate *st = state_of(ctx);
+    reap_idle(ctx, st);
     const char *id = json_string_value(json_object_get(args, "id"));
     browser *found = NULL;
     pthread_mutex_lock(&st->mu);
     for (browser **pp = &st->list; *pp; pp = &(*pp)->next)
-        if (id && strcmp((*pp)->id, id) == 0 && strcmp((*pp)->owner, abx_ctx_principal(ctx)) == 0) {
+        if (id && !(*pp)->starting && strcmp((*pp)->id, id) == 0 && strcmp((*pp)->owner, abx_ctx_principal(ctx)) == 0) {
             found = *pp;
             if (unlink)
                 *pp = found->next;
@@ -159,6 +208,14 @@ browser *abx_browser_enter(abx_ctx *ctx, const json_t *args, abx_reply *r)
     pthread_mutex_lock(&b->op);
     set_scope(b, ctx);
     json_decref(record_blocked(ctx, b)); /* what happened before this call was its cause's */
+    if (!abx_browser_ws_covered(b)) { /* its WebSocket gate was set at start: fail closed */
+        pthread_mutex_unlock(&b->op);
+        browser_unref(state_of(ctx), b);
+        abx_reply_error(r, ABX_E_BROWSER_SCOPE_CHANGED, NULL,
+                        "the urls scope no longer admits a WebSocket host:port this browser started with; "
+                        "close it and create another");
+        return NULL;
+    }
     if (abx_cdp_closed(b->cdp) || !abx_proc_running(b->proc)) {
         pthread_mutex_unlock(&b->op);
         browser_unref(state_of(ctx), b);
@@ -198,6 +255,7 @@ abx_err abx_browser_screen(abx_ctx *ctx, json_t *out, abx_reply *r)
 
 typedef struct bargv {
     char *v[32];
+    char *bypass; /* owned: --proxy-bypass-list=... */
     char buf[8][600];
     size_t n, nb;
 } bargv;
@@ -237,15 +295,18 @@ static void build_argv(bargv *a, const browser *b, const json_t *args, int cmd_r
     const char *ua = json_string_value(json_object_get(args, "user_agent"));
     if (ua)
         arg_fmt(a, "--user-agent=%.500s", ua);
-    /* WebSocket handshakes never reach the Fetch domain, so abx cannot hold the url scope
-     * on them: ws: and wss: go to a SOCKS proxy on the discard port (nothing answers) and
-     * fail; http: and https: bypass it (direct, or the egress proxy) and meet Fetch. */
+    /* WebSocket handshakes never reach the Fetch domain: ws: and wss: go to a SOCKS proxy
+     * on the discard port (nothing answers) and fail, but for the scheme://host:port pairs
+     * the scope admits on every path (browser_ws.c), which bypass it like http: and https:
+     * (direct, or the egress box's transparent ports; those two meet Fetch). */
     if (proxy) /* the egress proxy in the process's namespace; loopback goes through it too */
         arg_fmt(a, "--proxy-server=http=127.0.0.1:%d;https=127.0.0.1:%d;socks=socks5://127.0.0.1:9", ABX_EGRESS_PORT,
                 ABX_EGRESS_PORT);
     else
         arg_add(a, "--proxy-server=socks5://127.0.0.1:9");
-    arg_add(a, proxy ? "--proxy-bypass-list=<-loopback>" : "--proxy-bypass-list=<-loopback>;http://*;https://*");
+    a->bypass = abx_asprintf("--proxy-bypass-list=<-loopback>%s%s", proxy ? "" : ";http://*;https://*",
+                             b->ws_pairs ? b->ws_pairs : "");
+    arg_add(a, a->bypass ? a->bypass : "--proxy-bypass-list=<-loopback>"); /* out of memory: no pairs */
     arg_add(a, "about:blank");
     a->v[a->n] = NULL;
 }
@@ -280,6 +341,7 @@ static abx_err spawn(abx_ctx *ctx, browser *b, const json_t *args, abx_reply *r)
     json_t *no_args = json_object();
     b->proc = cr >= 0 && ow >= 0 ? abx_exec_start(ctx, no_args, &o, r) : NULL;
     json_decref(no_args);
+    abx_free(a.bypass);
     if (cr >= 0)
         close(cr);
     if (ow >= 0)
@@ -375,6 +437,29 @@ static abx_err first_page(browser *b, const json_t *args, abx_reply *r)
     return ABX_OK;
 }
 
+/* limits.browsers: count the caller's (starting ones too) and hold a place in the list. */
+static abx_err admit(abx_ctx *ctx, bstate *st, browser *b, abx_reply *r)
+{
+    reap_idle(ctx, st);
+    abx_server_facts f;
+    abx_ctx_server_facts(ctx, &f);
+    int max = f.browsers > 0 ? f.browsers : 4, n = 0;
+    pthread_mutex_lock(&st->mu);
+    for (browser *x = st->list; x; x = x->next)
+        n += strcmp(x->owner, b->owner) == 0;
+    if (n < max) {
+        b->starting = true;
+        b->last_used = abx_now_ms();
+        b->next = st->list;
+        st->list = b;
+    }
+    pthread_mutex_unlock(&st->mu);
+    if (n >= max)
+        return abx_reply_error(r, ABX_E_BROWSER_TOO_MANY, json_pack("{s:i}", "limit", max),
+                               "this caller holds %d browsers (limits.browsers); close one first", n);
+    return ABX_OK;
+}
+
 static abx_err browser_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     bstate *st = state_of(ctx);
@@ -397,7 +482,12 @@ static abx_err browser_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
     pthread_cond_init(&b->cv, NULL);
     b->refs = 1;
     set_scope(b, ctx);
+    b->ws_pairs = abx_browser_ws_pairs(b->urls, b->n_urls);
     int64_t t0 = abx_now_ms();
+    if (admit(ctx, st, b, r) != ABX_OK) {
+        browser_free(b);
+        return abx_reply_err(r);
+    }
     abx_err e = spawn(ctx, b, args, r);
     if (e == ABX_OK)
         e = open_first_tab(b, r);
@@ -411,12 +501,19 @@ static abx_err browser_create(abx_ctx *ctx, const json_t *args, abx_reply *r)
         if (n)
             abx_ctx_log(ctx, "warn", "browser start failed; stderr: %.*s", (int)n, err);
         abx_free(err);
+        pthread_mutex_lock(&st->mu);
+        for (browser **pp = &st->list; *pp; pp = &(*pp)->next)
+            if (*pp == b) {
+                *pp = b->next;
+                break;
+            }
+        pthread_mutex_unlock(&st->mu);
         browser_free(b);
         return e;
     }
     pthread_mutex_lock(&st->mu);
-    b->next = st->list;
-    st->list = b;
+    b->starting = false;
+    b->last_used = abx_now_ms();
     pthread_mutex_unlock(&st->mu);
     json_t *out = json_pack("{s:s, s:i, s:I}", "id", b->id, "pid", abx_proc_pid(b->proc), "start_ms",
                             (json_int_t)(abx_now_ms() - t0));
@@ -463,12 +560,24 @@ static abx_err browser_tabs(abx_ctx *ctx, const json_t *args, abx_reply *r)
         abx_browser_leave(ctx, b, NULL);
         return abx_reply_error(r, ABX_E_BROWSER_FAILED, NULL, "%s", err);
     }
+    const char *want = json_string_value(json_object_get(args, "activate"));
     char active[BROWSER_SID_LEN] = "";
+    bool found = !want;
     pthread_mutex_lock(&b->mu);
+    for (btarget *t = b->targets; t && want && !found; t = t->next)
+        if (strcmp(t->target, want) == 0 && strcmp(t->type, "page") == 0 && t->guarded) {
+            snprintf(b->active, sizeof b->active, "%s", t->session);
+            found = true;
+        }
     for (btarget *t = b->targets; t; t = t->next)
         if (strcmp(t->session, b->active) == 0)
             snprintf(active, sizeof active, "%s", t->target);
     pthread_mutex_unlock(&b->mu);
+    if (!found) {
+        json_decref(got);
+        abx_browser_leave(ctx, b, NULL);
+        return abx_reply_error(r, ABX_E_BROWSER_TAB_NOT_FOUND, NULL, "no tab %.60s in this browser", want);
+    }
     json_t *tabs = json_array();
     size_t i;
     json_t *ti;
@@ -504,6 +613,11 @@ static const abx_param create_params[] = {
     {0},
 };
 static const abx_param id_params[] = {{"id", ABX_T_STRING, .required = true, .doc = "Browser id"}, {0}};
+static const abx_param tabs_params[] = {
+    {"id", ABX_T_STRING, .required = true, .doc = "Browser id"},
+    {"activate", ABX_T_STRING, .doc = "A tab (its id from browser.tabs) to make the one the other ops act on"},
+    {0},
+};
 
 static const abx_param download_fields[] = {ABX_BROWSER_DOWNLOAD_FIELDS, {0}};
 static const abx_param create_result[] = {
@@ -540,13 +654,13 @@ static const abx_op_def browser_ops[] = {
      .summary = "Start a confined headless Chromium spoken to over CDP on a pipe; every request it makes is "
                 "checked against the statement's urls scope.",
      .http = {"POST /browser"}, .params = create_params, .limits = BLIMITS, .since = "0.3",
-     .errors = "browser.start_failed process.spawn_failed sandbox.unavailable", .handler = browser_create},
+     .errors = "browser.start_failed browser.too_many process.spawn_failed sandbox.unavailable", .handler = browser_create},
     {.id = "browser.close", .result = close_result, .effects = ABX_EFF_EXEC, .summary = "End a browser and its processes.",
      .http = {"DELETE /browser/{id}"}, .params = id_params, .since = "0.3", .errors = "browser.not_found",
      .handler = browser_close},
-    {.id = "browser.tabs", .result = tabs_result, .effects = ABX_EFF_READ, .summary = "The browser's tabs (popups included).",
-     .http = {"GET /browser/{id}/tabs"}, .params = id_params, .since = "0.3",
-     .errors = "browser.not_found browser.died browser.failed", .handler = browser_tabs, .untrusted_result = true},
+    {.id = "browser.tabs", .result = tabs_result, .effects = ABX_EFF_READ, .summary = "The browser's tabs (popups included); activate one to act on it.",
+     .http = {"GET /browser/{id}/tabs"}, .params = tabs_params, .since = "0.3",
+     .errors = "browser.not_found browser.died browser.scope_changed browser.failed browser.tab_not_found", .handler = browser_tabs, .untrusted_result = true},
     {0},
 };
 

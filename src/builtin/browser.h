@@ -40,7 +40,10 @@ typedef struct browser {
     json_t *downloads;        /* guid → {name, url, done}: browser_download.c */
     int64_t *ref_nodes;       /* the last snapshot's refs: e<N> → backend DOM node id */
     size_t n_refs;
-    int refs;
+    int refs;                 /* the list's and each call's (bstate.mu) */
+    int64_t last_used;        /* when a call last held it (bstate.mu): limits.browser_idle */
+    bool starting;            /* counted for limits.browsers, not yet reapable (bstate.mu) */
+    char *ws_pairs;           /* ";ws://host:port;wss://..." on --proxy-bypass-list (browser_ws.c) */
     struct browser *next;
 } browser;
 
@@ -83,6 +86,13 @@ int abx_browser_call(browser *b, const char *method, json_t *params, json_t **re
 int abx_browser_downloads_start(browser *b, char *err, size_t errlen);
 void abx_browser_on_download(browser *b, const char *method, json_t *params);
 void abx_browser_deliver(abx_ctx *ctx, browser *b, json_t *out);
+
+/* browser_ws.c: WebSockets. The ";scheme://host:port" pairs the urls patterns admit on
+ * every path (owned; NULL when out of memory); whether every pair the browser was started
+ * with is still admitted by its scope; whether a ws:/wss: URL is admitted by both. */
+char *abx_browser_ws_pairs(char *const *urls, size_t n);
+bool abx_browser_ws_covered(browser *b);
+bool abx_browser_ws_admitted(browser *b, const char *url);
 
 /* browser_page.c / browser_input.c: the ops. */
 extern const abx_op_def abx_browser_page_ops[];

@@ -62,10 +62,18 @@ static void resume(browser *b, char *sid)
     bool page = t && strcmp(t->type, "page") == 0;
     pthread_mutex_unlock(&b->mu);
     if (page) { /* lifecycle events tell navigate when a load is done */
+        /* every tab — the first, a popup, a target=_blank link — gets the viewport before it
+         * runs (the headless window's frame would take its height otherwise) */
+        abx_cdp_send(b->cdp, sid, "Emulation.setDeviceMetricsOverride",
+                     json_pack("{s:i, s:i, s:i, s:b}", "width", b->width, "height", b->height, "deviceScaleFactor", 1,
+                               "mobile", 0),
+                     NULL, NULL);
         abx_cdp_send(b->cdp, sid, "Page.enable", NULL, NULL, NULL);
         abx_cdp_send(b->cdp, sid, "Page.setLifecycleEventsEnabled", json_pack("{s:b}", "enabled", 1), NULL, NULL);
-        abx_cdp_send(b->cdp, sid, "Network.enable", json_pack("{s:i}", "maxTotalBufferSize", 0), NULL, NULL);
     }
+    /* every target: a page's, an iframe's or a worker's WebSockets are named in its own
+     * Network.webSocketCreated (browser_ws.c) */
+    abx_cdp_send(b->cdp, sid, "Network.enable", json_pack("{s:i}", "maxTotalBufferSize", 0), NULL, NULL);
     if (abx_cdp_send(b->cdp, sid, "Runtime.runIfWaitingForDebugger", NULL, step_resumed, sid) != 0)
         abx_free(sid);
 }
@@ -208,8 +216,11 @@ void abx_browser_on_event(void *ud, const char *method, const char *session, jso
         on_detached(b, params);
     else if (strncmp(method, "Browser.download", 16) == 0 && !session)
         abx_browser_on_download(b, method, params);
-    else if (strcmp(method, "Network.webSocketCreated") == 0) /* refused by the proxy rule (browser.c) */
-        add_blocked(b, json_string_value(json_object_get(params, "url")), "WebSocket");
+    else if (strcmp(method, "Network.webSocketCreated") == 0) { /* the gate is the proxy rule (browser_ws.c) */
+        const char *url = json_string_value(json_object_get(params, "url"));
+        if (!abx_browser_ws_admitted(b, url))
+            add_blocked(b, url, "WebSocket");
+    }
     else if (strcmp(method, "Page.lifecycleEvent") == 0)
         on_lifecycle(b, session, params);
     else if (strcmp(method, "Fetch.authRequired") == 0) /* never answer a server's credential prompt */

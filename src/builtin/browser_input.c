@@ -216,7 +216,7 @@ static const abx_param scroll_result[] = {
     {"y", ABX_T_NUMBER, .required = true, .nullable = true, .doc = "scrollY after it"},
     ABX_BROWSER_LEAVE_ROWS(download_fields), {0}};
 
-#define INPUT_ERRORS "browser.not_found browser.died browser.failed browser.ref_not_found"
+#define INPUT_ERRORS "browser.not_found browser.died browser.scope_changed browser.failed browser.ref_not_found"
 
 const abx_op_def abx_browser_input_ops[] = {
     {.id = "browser.click", .result = click_result, .effects = ABX_EFF_NET | ABX_EFF_WRITE, .summary = "Click an element (a snapshot ref).",
@@ -227,9 +227,9 @@ const abx_op_def abx_browser_input_ops[] = {
      .params = type_params, .since = "0.3", .errors = INPUT_ERRORS, .handler = browser_type},
     {.id = "browser.press", .result = press_result, .effects = ABX_EFF_NET | ABX_EFF_WRITE, .summary = "Press a key in the active tab.",
      .http = {"POST /browser/{id}/press"}, .params = press_params, .since = "0.3",
-     .errors = "browser.not_found browser.died browser.failed", .handler = browser_press},
+     .errors = "browser.not_found browser.died browser.scope_changed browser.failed", .handler = browser_press},
     {.id = "browser.scroll", .result = scroll_result, .effects = ABX_EFF_NET | ABX_EFF_WRITE, .summary = "Scroll the active tab by dx, dy pixels.",
      .http = {"POST /browser/{id}/scroll"}, .params = scroll_params, .since = "0.3",
-     .errors = "browser.not_found browser.died browser.failed", .handler = browser_scroll},
+     .errors = "browser.not_found browser.died browser.scope_changed browser.failed", .handler = browser_scroll},
     {0},
 };

@@ -382,7 +382,7 @@ static const abx_param evaluate_result[] = {
     {0},
 };
 
-#define PAGE_ERRORS "browser.not_found browser.died browser.failed"
+#define PAGE_ERRORS "browser.not_found browser.died browser.scope_changed browser.failed"
 
 const abx_op_def abx_browser_page_ops[] = {
     {.id = "browser.navigate", .result = navigate_result, .effects = ABX_EFF_NET | ABX_EFF_WRITE,

@@ -57,6 +57,8 @@ typedef struct abx_config {
     bool extends_default;                /* extends: default */
     int64_t homes_ttl_ms;                /* 0 = private HOMEs are kept until system.home.delete */
     int64_t dynamic_tool_ttl_ms;         /* limits.dynamic_tool_ttl: the longest a dynamic tool lives (1 h) */
+    int64_t browser_idle_ms;             /* limits.browser_idle: an unused browser is closed (10 min) */
+    int browsers;                        /* limits.browsers: open browsers per principal (4) */
     const json_t *auth;         /* borrowed from root */
     const json_t *policy;       /* borrowed from root */
     const json_t *egress;       /* borrowed from root: the egress proxy's settings */

@@ -109,6 +109,8 @@ void abx_ctx_server_facts(const abx_ctx *ctx, abx_server_facts *out)
         .system_env = s->cfg.system_env,
         .n_system_env = s->cfg.n_system_env,
         .dynamic_tool_ttl_ms = s->cfg.dynamic_tool_ttl_ms,
+        .browser_idle_ms = s->cfg.browser_idle_ms,
+        .browsers = s->cfg.browsers,
     };
 }
 

@@ -109,6 +109,8 @@ typedef struct abx_server_facts {
     char *const *system_env;      /* variables system.env.get may reveal */
     size_t n_system_env;
     int64_t dynamic_tool_ttl_ms;  /* limits.dynamic_tool_ttl */
+    int64_t browser_idle_ms;      /* limits.browser_idle */
+    int browsers;                 /* limits.browsers (per principal) */
 } abx_server_facts;
 void abx_ctx_server_facts(const abx_ctx *ctx, abx_server_facts *out);
 

@@ -187,7 +187,7 @@ static void test_unknown_keys(void **state)
             "unknown key 'limits.bytes' (request_max_bytes, upload_max_bytes, header_bytes, headers, connections, "
             "connections_per_address, workers, "
             "read_timeout, approval_ttl, kernel_idle, auth_failures, tool_soft_timeout, progress_interval, "
-            "tool_stream_duration, tool_stream_events, ticket_ttl, shutdown_grace, dynamic_tool_ttl)");
+            "tool_stream_duration, tool_stream_events, ticket_ttl, shutdown_grace, dynamic_tool_ttl, browser_idle, browsers)");
     refused("ledger:\n  rotate: 1d\n", "config.unknown_key", 2,
             "unknown key 'ledger.rotate' (path, synchronous, enabled, retention, max_size)");
     refused("system:\n  envs: []\n", "config.unknown_key", 2, "unknown key 'system.envs' (env)");

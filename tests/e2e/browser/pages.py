@@ -34,6 +34,20 @@ PAGES = {
     "/ok/sw.html": "<html><head><title>SW</title></head><body><script>"
                    "navigator.serviceWorker.register('/ok/sw.js', {scope: '/ok/'})</script></body></html>",
     "/ok/sw.js": "self.addEventListener('install', e => e.waitUntil(fetch('{SECRET}/from-sw').catch(x => 0)))",
+    "/ok/opener.html": "<html><head><title>Opener</title></head><body>"
+                       "<button onclick=\"window.open('/ok/size.html?popup')\">Pop</button>"
+                       "<a href='/ok/size.html?blank' target=_blank>Blank</a></body></html>",
+    "/ok/size.html": "<html><head><title>size</title></head><body><script>"
+                     "document.title = innerWidth + 'x' + innerHeight + ' ' + location.search</script></body></html>",
+    "/ok/wsecho.html": "<html><head><title>WS echo</title></head><body><script>const u = new URLSearchParams(location.search).get('u'); const wsres = new Promise(r => { try { const w = new WebSocket(u); w.onopen = () => w.send('hi'); w.onmessage = m => r('echo:' + m.data); w.onerror = () => r('error') } catch (e) { r('throw') } }); window.wsres = wsres"
+                       "</script></body></html>",
+    "/ok/wsworker.js": "const u = new URLSearchParams(location.search).get('u'); const wsres = new Promise(r => { try { const w = new WebSocket(u); w.onopen = () => w.send('hi'); w.onmessage = m => r('echo:' + m.data); w.onerror = () => r('error') } catch (e) { r('throw') } }); wsres.then(v => postMessage(v))",
+    "/ok/wsworker.html": "<html><body><script>window.wsres = new Promise(r => {"
+                         " new Worker('/ok/wsworker.js' + location.search).onmessage = m => r(m.data) })</script></body></html>",
+    "/ok/wsframe.html": "<html><body><script>const f = document.createElement('iframe');"
+                        " f.src = new URLSearchParams(location.search).get('f'); document.body.appendChild(f);"
+                        " window.wsres = new Promise(r => addEventListener('message', m => r(m.data)))</script></body></html>",
+    "/ok/wschild.html": "<html><body><script>const u = new URLSearchParams(location.search).get('u'); const wsres = new Promise(r => { try { const w = new WebSocket(u); w.onopen = () => w.send('hi'); w.onmessage = m => r('echo:' + m.data); w.onerror = () => r('error') } catch (e) { r('throw') } }); wsres.then(v => parent.postMessage(v, '*'))</script></body></html>",
     "/ok/file.html": "<html><body><h1>File</h1><iframe src='file:///etc/passwd'></iframe></body></html>",
 }
 

@@ -326,8 +326,9 @@ def test_no_port_cgroup_and_death(abx, workspace, tmp_path, site):
 
 
 def test_websocket_is_refused(brw):
-    """The Fetch domain never sees a WebSocket handshake: every ws:/wss: connection is
-    routed to a dead proxy, and each is listed as blocked."""
+    """The Fetch domain never sees a WebSocket handshake: a ws: URL no all-paths urls
+    pattern admits is routed to a dead proxy and listed as blocked (test_browser_ws.py
+    has the admitted ones)."""
     s, bid, ledger, site = brw
     r = op(s, "browser.navigate", {"id": bid, "url": site.url("/ok/ws.html")})
     blocked = ok(r)["blocked"]
