@@ -401,7 +401,9 @@ static bool scan_client(conn *c)
             return false;
         consume(c, (size_t)h);
         c->body_left = r.content_length > 0 ? r.content_length : 0;
-        c->opaque = r.chunked;
+        /* past a chunked body or an upgrade (a WebSocket's frames after its 101), the rest
+         * of the connection is relayed as it is: still only to the host it is bound to */
+        c->opaque = r.chunked || r.upgrade;
     }
     return true;
 }

@@ -127,6 +127,7 @@ typedef struct abx_http_req {
     size_t line_len;                   /* the request line with its CRLF */
     int64_t content_length;            /* -1 when absent */
     bool chunked;                      /* a Transfer-Encoding other than identity */
+    bool upgrade;                      /* an Upgrade header (WebSocket, h2c): raw bytes may follow */
 } abx_http_req;
 
 /* An HTTP/1.x proxy request head (through the blank line, at most ABX_EGRESS_HEAD_MAX). */

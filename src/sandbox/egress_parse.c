@@ -143,6 +143,8 @@ static bool parse_header(const char *h, size_t n, abx_http_req *r)
         return parse_length(v, vl, &r->content_length);
     if (nl == 17 && strncasecmp(h, "transfer-encoding", 17) == 0)
         r->chunked = r->chunked || !(vl == 8 && strncasecmp(v, "identity", 8) == 0);
+    if (nl == 7 && strncasecmp(h, "upgrade", 7) == 0)
+        r->upgrade = true;
     return true;
 }
 

@@ -191,3 +191,56 @@ def test_inject_on_a_transparent_connection(abx, workspace, tls_upstream, tmp_pa
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+UPGRADE = r"""
+import socket, sys
+s = socket.create_connection((socket.gethostbyname("up.test"), int(sys.argv[1])), timeout=5)
+s.sendall(b"GET /ws HTTP/1.1\r\nHost: up.test:%s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n" % sys.argv[1].encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+print(head.split(b"\r\n")[0].decode())
+for frame in (b"\x81\x02hi", b"GET /x HTTP/1.1\r\nHost: evil.test\r\n\r\n"):  # not HTTP any more: passed as it is
+    s.sendall(frame)
+    got = b""
+    while len(got) < len(frame):
+        got += s.recv(4096)
+    print(got == frame)
+"""
+
+
+def test_upgrade_relays_the_frames_to_the_same_host(abx, workspace):
+    """A WebSocket-style upgrade through the transparent listener: the 101 comes back and
+    the bytes after it are relayed untouched, to the upstream the connection is bound to
+    (a browser's ws: under net: {allow}, docs/browser.md)."""
+    import socket
+    import threading
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    port, seen = srv.getsockname()[1], []
+
+    def serve():
+        c, _ = srv.accept()
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += c.recv(1)
+        seen.append(head.split(b"\r\n")[0])
+        c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+        while True:
+            k = c.recv(4096)
+            if not k:
+                break
+            c.sendall(k)
+        c.close()
+    threading.Thread(target=serve, daemon=True).start()
+    s = abx(allow_config(workspace, port))
+    with open(os.path.join(workspace, "up.py"), "w") as f:
+        f.write(UPGRADE)
+    j = run(s, "/usr/bin/python3 up.py %d" % port)
+    srv.close()
+    assert j["stdout"].split("\n")[:3] == ["HTTP/1.1 101 Switching Protocols", "True", "True"], j
+    assert seen == [b"GET /ws HTTP/1.1"], seen
+    ev = [e for e in egress(s) if e["proto"] == "transparent"]
+    assert [(e["host"], e["port"], e["decision"], e["path"]) for e in ev] == [("up.test", port, "allow", "/ws")], ev

@@ -108,10 +108,9 @@ def test_a_narrowed_scope_refuses_a_browser_started_with_a_websocket_host(abx, w
 def test_websocket_under_an_egress_allowlist_never_exceeds_it(abx, workspace, tmp_path, site, echo):
     """Under net: {allow} a pair on the bypass list connects the way any connection made
     without the proxy does: a name goes to the egress box's transparent listener, the
-    allowlist holding; an IP literal reaches only the process's own loopback. So a pair
-    the scope admits but the allowlist does not list never reaches its server. (The
-    transparent listener does not relay an upgrade on a plain connection, so even an
-    allowed ws: fails there today: docs/browser.md.)"""
+    allowlist holding (it relays the upgrade, then the frames); an IP literal reaches only
+    the process's own loopback. So a pair the scope admits but the allowlist does not list
+    never reaches its server."""
     good, bad = echo
     ledger = str(tmp_path / "l.db")
     urls = [site.base + "/ok/**", "http://echo.test:%d/**" % good.port, "http://other.test:%d/**" % bad.port,
@@ -123,8 +122,8 @@ def test_websocket_under_an_egress_allowlist_never_exceeds_it(abx, workspace, tm
     bid = ok(op(s, "browser.create", {}))["id"]
     try:
         page = lambda u: site.url("/ok/wsecho.html" + q(u=u))
-        result(s, bid, ledger, page("ws://echo.test:%d/in" % good.port), None)  # allowed: reaches the server
-        assert wait_for(lambda: good.handshakes == ["/in"], timeout=5), good.handshakes
+        got, _, _ = result(s, bid, ledger, page("ws://echo.test:%d/in" % good.port), None)
+        assert got == "echo:hi" and good.handshakes == ["/in"], (got, good.handshakes)
         got, _, _ = result(s, bid, ledger, page("ws://other.test:%d/out" % bad.port), None)
         assert got == "error", got
         got, _, _ = result(s, bid, ledger, page(bad.url("/literal")), None)
