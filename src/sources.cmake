@@ -48,7 +48,6 @@ set(ABX_SRC_LEDGER
   src/ledger/ledger.c
   src/ledger/read.c
   src/ledger/verify.c
-  src/ledger/write.c
 )
 set(ABX_SRC_HTTP
   src/http/offload.c

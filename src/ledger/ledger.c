@@ -183,6 +183,95 @@ static bool item_events_raw(item *it, abx_ledger_raw *raw, size_t n)
     return ok;
 }
 
+/* Write a batch of items in one transaction; false on any failure (rolled back). */
+static bool write_items(abx_ledger *l, item *first)
+{
+    sqlite3 *db = l->db;
+    sqlite3_stmt *g = NULL, *e = NULL, *a = NULL, *q = NULL;
+    bool ok = exec_sql(db, "BEGIN IMMEDIATE") == SQLITE_OK;
+    ok = ok && sqlite3_prepare_v2(db,
+                                  "INSERT INTO action_groups(group_id, request_id, principal, op, door, client,"
+                                  " created_at, batch_group) VALUES(?,?,?,?,?,?,?,?)",
+                                  -1, &g, NULL) == SQLITE_OK;
+    ok = ok && sqlite3_prepare_v2(db,
+                                  "INSERT INTO action_events(ordinal, group_id, seq, kind, at, data, prev_hash, hash)"
+                                  " VALUES(?,?,?,?,?,?,?,?)",
+                                  -1, &e, NULL) == SQLITE_OK;
+    ok = ok && sqlite3_prepare_v2(db, "INSERT INTO execution_attempts(group_id, started_at) VALUES(?,?)", -1, &a,
+                                  NULL) == SQLITE_OK;
+    ok = ok && sqlite3_prepare_v2(db, "SELECT COALESCE(MAX(seq), -1) + 1 FROM action_events WHERE group_id = ?", -1,
+                                  &q, NULL) == SQLITE_OK;
+    int64_t ordinal = (int64_t)l->next_ordinal;
+    char hash[65];
+    snprintf(hash, sizeof hash, "%s", l->last_hash);
+    for (item *it = first; ok && it; it = it->next) {
+        if (it->request_id) { /* a new group (appends to existing groups carry none) */
+            sqlite3_bind_int64(g, 1, (sqlite3_int64)it->group_id);
+            sqlite3_bind_text(g, 2, it->request_id, -1, SQLITE_STATIC);
+            sqlite3_bind_text(g, 3, it->principal, -1, SQLITE_STATIC);
+            sqlite3_bind_text(g, 4, it->op, -1, SQLITE_STATIC);
+            sqlite3_bind_text(g, 5, it->door, -1, SQLITE_STATIC);
+            sqlite3_bind_text(g, 6, it->client, -1, SQLITE_STATIC);
+            /* the group's time is its "received" event's, so verify can hold them together */
+            sqlite3_bind_text(g, 7, it->n_ev ? it->ev_at[0] : it->at, -1, SQLITE_TRANSIENT);
+            if (it->batch_group)
+                sqlite3_bind_int64(g, 8, (sqlite3_int64)it->batch_group);
+            else
+                sqlite3_bind_null(g, 8);
+            ok = sqlite3_step(g) == SQLITE_DONE;
+            sqlite3_reset(g);
+        }
+        sqlite3_int64 attempt_id = 0;
+        if (ok && it->attempt) {
+            sqlite3_bind_int64(a, 1, (sqlite3_int64)it->group_id);
+            sqlite3_bind_text(a, 2, it->n_ev ? it->ev_at[0] : it->at, -1, SQLITE_STATIC);
+            ok = sqlite3_step(a) == SQLITE_DONE;
+            sqlite3_reset(a);
+            attempt_id = sqlite3_last_insert_rowid(db);
+        }
+        int64_t seq0 = 0; /* events appended to an existing group continue its sequence */
+        if (ok && !it->request_id) {
+            sqlite3_bind_int64(q, 1, (sqlite3_int64)it->group_id);
+            if (sqlite3_step(q) == SQLITE_ROW)
+                seq0 = sqlite3_column_int64(q, 0);
+            sqlite3_reset(q);
+        }
+        for (size_t k = 0; ok && k < it->n_ev; k++) {
+            const char *kind = it->ev_kind[k], *at = it->ev_at[k], *dj = it->ev_data[k];
+            char started[64];
+            if (attempt_id && strcmp(kind, "started") == 0) { /* the attempt id is chained too */
+                snprintf(started, sizeof started, "{\"attempt_id\":%lld}", (long long)attempt_id);
+                dj = started;
+            }
+            char h[65];
+            abx__ledger_event_hash(hash, ordinal, it->group_id, seq0 + (int64_t)k, kind, at, dj, h);
+            sqlite3_bind_int64(e, 1, ordinal);
+            sqlite3_bind_int64(e, 2, (sqlite3_int64)it->group_id);
+            sqlite3_bind_int64(e, 3, (sqlite3_int64)(seq0 + (int64_t)k));
+            sqlite3_bind_text(e, 4, kind, -1, SQLITE_STATIC);
+            sqlite3_bind_text(e, 5, at, -1, SQLITE_STATIC);
+            sqlite3_bind_text(e, 6, dj, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(e, 7, hash, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(e, 8, h, -1, SQLITE_TRANSIENT);
+            ok = sqlite3_step(e) == SQLITE_DONE;
+            sqlite3_reset(e);
+            memcpy(hash, h, sizeof hash);
+            ordinal++;
+        }
+    }
+    sqlite3_finalize(g);
+    sqlite3_finalize(e);
+    sqlite3_finalize(a);
+    sqlite3_finalize(q);
+    if (ok && exec_sql(db, "COMMIT") == SQLITE_OK) {
+        l->next_ordinal = (uint64_t)ordinal;
+        memcpy(l->last_hash, hash, sizeof hash);
+        return true;
+    }
+    exec_sql(db, "ROLLBACK");
+    return false;
+}
+
 static bool rotation_due(abx_ledger *l);
 static bool rotate(abx_ledger *l);
 
@@ -211,7 +300,7 @@ static void *writer_main(void *arg)
         pthread_cond_broadcast(&l->cond); /* room again for waiting callers */
         pthread_mutex_unlock(&l->mu);
         pthread_mutex_lock(&l->db_mu);
-        bool ok = l->db && abx__ledger_write_items(l, batch);
+        bool ok = l->db && write_items(l, batch);
         if (ok)
             abx__ledger_head_write(l);
         if (ok && rotation_due(l))
@@ -432,7 +521,7 @@ static int open_segment(abx_ledger *l, char *err, size_t errlen)
     l->seg_created_ms = created_ms;
     return 0;
 fail:
-    abx__ledger_close_db(l);
+    sqlite3_close(l->db);
     l->db = NULL;
     return -1;
 }
@@ -483,7 +572,7 @@ static bool rotate(abx_ledger *l)
      * file that readers open without creating -wal/-shm files beside it */
     exec_sql(l->db, "PRAGMA wal_checkpoint(TRUNCATE)");
     exec_sql(l->db, "PRAGMA journal_mode=DELETE");
-    abx__ledger_close_db(l);
+    sqlite3_close(l->db);
     l->db = NULL;
     bool moved = rename(l->path, dst) == 0;
     if (moved) {
@@ -565,7 +654,7 @@ abx_ledger *abx_ledger_open(const abx_ledger_opts *o, char *err, size_t errlen)
     if (open_segment(l, err, errlen) != 0)
         goto fail;
     if (o->head_path && abx__ledger_head_open(l, o->head_path, err, errlen) != 0) {
-        abx__ledger_close_db(l);
+        sqlite3_close(l->db);
         goto fail;
     }
     l->healthy = true;
@@ -580,7 +669,7 @@ abx_ledger *abx_ledger_open(const abx_ledger_opts *o, char *err, size_t errlen)
     pthread_condattr_destroy(&ca);
     if (pthread_create(&l->thread, NULL, writer_main, l) != 0) {
         snprintf(err, errlen, "cannot start the ledger writer");
-        abx__ledger_close_db(l);
+        sqlite3_close(l->db);
         goto fail;
     }
     return l;
@@ -604,7 +693,7 @@ void abx_ledger_close(abx_ledger *l)
     pthread_cond_signal(&l->wake);
     pthread_mutex_unlock(&l->mu);
     pthread_join(l->thread, NULL);
-    abx__ledger_close_db(l);
+    sqlite3_close(l->db);
     close(l->lock_fd);
     if (l->head_fd >= 0)
         close(l->head_fd);

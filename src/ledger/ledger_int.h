@@ -54,14 +54,7 @@ struct abx_ledger {
     int head_fd;                 /* the chain head file (two slots, written alternately), -1 none */
     unsigned head_writes;
     uint64_t head_count;         /* the count last written there */
-    sqlite3_stmt *ws[6];         /* the writer's statements, prepared once per connection */
-    sqlite3 *ws_db;              /* the connection ws[] belong to */
 };
-
-/* write.c: append a batch in one transaction (false: rolled back); close the live
- * connection with the statements made on it. */
-bool abx__ledger_write_items(abx_ledger *l, item *first);
-void abx__ledger_close_db(abx_ledger *l);
 
 /* The hash before the first event of a chain. */
 extern const char abx__ledger_genesis[];
