@@ -18,6 +18,7 @@ set(ABX_SRC_CORE
   src/core/resultschema.c
   src/core/dyndef.c
   src/core/overlay.c
+  src/core/lazylib.c
 )
 set(ABX_SRC_SANDBOX
   src/sandbox/egress.c
@@ -153,6 +154,7 @@ set(ABX_SRC_BUILTIN
   src/builtin/agents_turn.c
   src/builtin/dyntools.c
   src/builtin/dyntools_run.c
+  src/builtin/zmq_lazy.c
 )
 set(ABX_SRC_EXT
   src/ext/custom.c
