@@ -49,6 +49,7 @@ set(ABX_SRC_LEDGER
   src/ledger/ledger.c
   src/ledger/read.c
   src/ledger/verify.c
+  src/ledger/stmt.c
 )
 set(ABX_SRC_HTTP
   src/http/offload.c
