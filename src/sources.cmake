@@ -43,6 +43,7 @@ set(ABX_SRC_SANDBOX
   src/sandbox/egress_transp.c
   src/sandbox/view.c
   src/sandbox/install.c
+  src/sandbox/ossl_lazy.c
 )
 set(ABX_SRC_LEDGER
   src/ledger/head.c

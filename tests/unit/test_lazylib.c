@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "builtin/zmq_lazy.h"
+#include "sandbox/ossl_lazy.h"
 #include "core/lazylib.h"
 
 static void test_loads_every_symbol(void **state)
@@ -68,6 +69,26 @@ static void test_zmq_table(void **state)
     assert_int_equal(zmq_ctx_term(ctx), 0);
 }
 
+static void test_ossl_table(void **state)
+{
+    (void)state;
+    char why[200] = "";
+    assert_int_equal(abx_ossl_load(why, sizeof why), 0);
+    for (int i = 0; i < ABX_OSSL_N; i++)
+        assert_non_null(abx_ossl_slot[i]);
+    EVP_MD_CTX *md = EVP_MD_CTX_new(); /* through the slots: SHA-256 of "abc" */
+    unsigned char dg[32];
+    unsigned int dl = 0;
+    assert_non_null(md);
+    assert_int_equal(EVP_DigestInit_ex(md, EVP_sha256(), NULL), 1);
+    assert_int_equal(EVP_DigestUpdate(md, "abc", 3), 1);
+    assert_int_equal(EVP_DigestFinal_ex(md, dg, &dl), 1);
+    EVP_MD_CTX_free(md);
+    assert_int_equal(dl, 32);
+    assert_int_equal(dg[0], 0xba);
+    assert_int_equal(dg[31], 0xad);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -75,6 +96,7 @@ int main(void)
         cmocka_unit_test(test_missing_library_fails_each_time),
         cmocka_unit_test(test_missing_symbol_leaves_no_slot),
         cmocka_unit_test(test_zmq_table),
+        cmocka_unit_test(test_ossl_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
