@@ -177,7 +177,7 @@ bench_cc_libabx() {
         read -ra libs < <(pkg-config --libs libmicrohttpd jansson yaml-0.1 sqlite3 zlib openssl)
         libs+=(-lwslay -ldl)
     fi
-    libs+=(-lpthread)
+    libs+=(-lssl -lcrypto -lpthread) # abx opens OpenSSL itself (dlopen); a helper may call it directly
     local jansson_cflags=()
     read -ra jansson_cflags < <(pkg-config --cflags jansson)
     local name

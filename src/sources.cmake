@@ -18,6 +18,7 @@ set(ABX_SRC_CORE
   src/core/resultschema.c
   src/core/dyndef.c
   src/core/overlay.c
+  src/core/lazylib.c
 )
 set(ABX_SRC_SANDBOX
   src/sandbox/egress.c
@@ -42,12 +43,14 @@ set(ABX_SRC_SANDBOX
   src/sandbox/egress_transp.c
   src/sandbox/view.c
   src/sandbox/install.c
+  src/sandbox/ossl_lazy.c
 )
 set(ABX_SRC_LEDGER
   src/ledger/head.c
   src/ledger/ledger.c
   src/ledger/read.c
   src/ledger/verify.c
+  src/ledger/stmt.c
 )
 set(ABX_SRC_HTTP
   src/http/offload.c
@@ -154,6 +157,7 @@ set(ABX_SRC_BUILTIN
   src/builtin/dyntools.c
   src/builtin/dyntools_run.c
   src/builtin/browser_ws.c
+  src/builtin/zmq_lazy.c
 )
 set(ABX_SRC_EXT
   src/ext/custom.c

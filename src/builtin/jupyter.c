@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include <zmq.h>
+#include "builtin/zmq_lazy.h"
 
 #define DELIM "<IDS|MSG>"
 
@@ -228,6 +228,8 @@ json_t *abx_jconn_fd_map(const abx_jconn *c)
 int abx_jconn_connect(abx_jconn *c, char *why, size_t whylen)
 {
     static const int types[ABX_J_N] = {ZMQ_DEALER, ZMQ_SUB, ZMQ_DEALER, ZMQ_DEALER, ZMQ_REQ, ZMQ_REP};
+    if (abx_zmq_load(why, whylen) != 0) /* libzmq is opened on the first kernel */
+        return -1;
     c->zctx = zmq_ctx_new();
     if (!c->zctx) {
         snprintf(why, whylen, "zmq_ctx_new: %s", zmq_strerror(errno));

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
-#include <zmq.h>
+#include "builtin/zmq_lazy.h"
 
 static int read_text(const char *path, char *buf, size_t len)
 {

@@ -129,30 +129,35 @@ int abx_edit_distance(const char *a, const char *b, int max)
         return max + 1;
     if ((int)(la > lb ? la - lb : lb - la) > max)
         return max + 1;
-    static _Thread_local int d[129][129];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = (int)i;
+    /* three rows (i-2, i-1, i) are all the recurrence reads: 1.5 KiB on the stack, not
+     * a 65 KiB thread-local matrix that glibc clears in every new thread */
+    int rows[3][129];
+    int *r2 = rows[0], *r1 = rows[1], *r0 = rows[2];
     for (size_t j = 0; j <= lb; j++)
-        d[0][j] = (int)j;
+        r1[j] = (int)j;
     for (size_t i = 1; i <= la; i++) {
-        int best = d[i][0] = (int)i;
+        int best = r0[0] = (int)i;
         for (size_t j = 1; j <= lb; j++) {
             int cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            int v = d[i - 1][j - 1] + cost;
-            if (d[i - 1][j] + 1 < v)
-                v = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < v)
-                v = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
-                v = d[i - 2][j - 2] + 1;
-            d[i][j] = v;
+            int v = r1[j - 1] + cost;
+            if (r1[j] + 1 < v)
+                v = r1[j] + 1;
+            if (r0[j - 1] + 1 < v)
+                v = r0[j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && r2[j - 2] + 1 < v)
+                v = r2[j - 2] + 1;
+            r0[j] = v;
             if (v < best)
                 best = v;
         }
         if (best > max + 1) /* rows never decrease below their minimum by more than the swap */
             return max + 1;
+        int *t = r2;
+        r2 = r1;
+        r1 = r0;
+        r0 = t;
     }
-    return d[la][lb] > max ? max + 1 : d[la][lb];
+    return r1[lb] > max ? max + 1 : r1[lb]; /* the last row computed */
 }
 
 bool abx_id_tool_name(const char *id, char *out, size_t outlen)

@@ -187,20 +187,12 @@ static bool item_events_raw(item *it, abx_ledger_raw *raw, size_t n)
 static bool write_items(abx_ledger *l, item *first)
 {
     sqlite3 *db = l->db;
-    sqlite3_stmt *g = NULL, *e = NULL, *a = NULL, *q = NULL;
-    bool ok = exec_sql(db, "BEGIN IMMEDIATE") == SQLITE_OK;
-    ok = ok && sqlite3_prepare_v2(db,
-                                  "INSERT INTO action_groups(group_id, request_id, principal, op, door, client,"
-                                  " created_at, batch_group) VALUES(?,?,?,?,?,?,?,?)",
-                                  -1, &g, NULL) == SQLITE_OK;
-    ok = ok && sqlite3_prepare_v2(db,
-                                  "INSERT INTO action_events(ordinal, group_id, seq, kind, at, data, prev_hash, hash)"
-                                  " VALUES(?,?,?,?,?,?,?,?)",
-                                  -1, &e, NULL) == SQLITE_OK;
-    ok = ok && sqlite3_prepare_v2(db, "INSERT INTO execution_attempts(group_id, started_at) VALUES(?,?)", -1, &a,
-                                  NULL) == SQLITE_OK;
-    ok = ok && sqlite3_prepare_v2(db, "SELECT COALESCE(MAX(seq), -1) + 1 FROM action_events WHERE group_id = ?", -1,
-                                  &q, NULL) == SQLITE_OK;
+    sqlite3_stmt *b = abx__ledger_stmt(l, ABX_LST_BEGIN), *g = abx__ledger_stmt(l, ABX_LST_GROUP),
+                 *e = abx__ledger_stmt(l, ABX_LST_EVENT), *a = abx__ledger_stmt(l, ABX_LST_ATTEMPT),
+                 *q = abx__ledger_stmt(l, ABX_LST_SEQ), *c = abx__ledger_stmt(l, ABX_LST_COMMIT);
+    bool ok = b && g && e && a && q && c && sqlite3_step(b) == SQLITE_DONE;
+    if (b)
+        sqlite3_reset(b);
     int64_t ordinal = (int64_t)l->next_ordinal;
     char hash[65];
     snprintf(hash, sizeof hash, "%s", l->last_hash);
@@ -259,11 +251,10 @@ static bool write_items(abx_ledger *l, item *first)
             ordinal++;
         }
     }
-    sqlite3_finalize(g);
-    sqlite3_finalize(e);
-    sqlite3_finalize(a);
-    sqlite3_finalize(q);
-    if (ok && exec_sql(db, "COMMIT") == SQLITE_OK) {
+    int rc = ok ? sqlite3_step(c) : SQLITE_ERROR;
+    if (c)
+        sqlite3_reset(c);
+    if (rc == SQLITE_DONE) {
         l->next_ordinal = (uint64_t)ordinal;
         memcpy(l->last_hash, hash, sizeof hash);
         return true;
@@ -521,8 +512,7 @@ static int open_segment(abx_ledger *l, char *err, size_t errlen)
     l->seg_created_ms = created_ms;
     return 0;
 fail:
-    sqlite3_close(l->db);
-    l->db = NULL;
+    abx__ledger_close_db(l);
     return -1;
 }
 
@@ -570,10 +560,10 @@ static bool rotate(abx_ledger *l)
         return false;
     /* fold the WAL in and leave WAL mode, so an archived segment is one self-contained
      * file that readers open without creating -wal/-shm files beside it */
+    abx__ledger_stmts_drop(l);
     exec_sql(l->db, "PRAGMA wal_checkpoint(TRUNCATE)");
     exec_sql(l->db, "PRAGMA journal_mode=DELETE");
-    sqlite3_close(l->db);
-    l->db = NULL;
+    abx__ledger_close_db(l);
     bool moved = rename(l->path, dst) == 0;
     if (moved) {
         fsync_dir(l->archive_dir);
@@ -654,7 +644,7 @@ abx_ledger *abx_ledger_open(const abx_ledger_opts *o, char *err, size_t errlen)
     if (open_segment(l, err, errlen) != 0)
         goto fail;
     if (o->head_path && abx__ledger_head_open(l, o->head_path, err, errlen) != 0) {
-        sqlite3_close(l->db);
+        abx__ledger_close_db(l);
         goto fail;
     }
     l->healthy = true;
@@ -669,7 +659,7 @@ abx_ledger *abx_ledger_open(const abx_ledger_opts *o, char *err, size_t errlen)
     pthread_condattr_destroy(&ca);
     if (pthread_create(&l->thread, NULL, writer_main, l) != 0) {
         snprintf(err, errlen, "cannot start the ledger writer");
-        sqlite3_close(l->db);
+        abx__ledger_close_db(l);
         goto fail;
     }
     return l;
@@ -693,7 +683,7 @@ void abx_ledger_close(abx_ledger *l)
     pthread_cond_signal(&l->wake);
     pthread_mutex_unlock(&l->mu);
     pthread_join(l->thread, NULL);
-    sqlite3_close(l->db);
+    abx__ledger_close_db(l);
     close(l->lock_fd);
     if (l->head_fd >= 0)
         close(l->head_fd);

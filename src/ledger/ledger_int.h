@@ -54,6 +54,7 @@ struct abx_ledger {
     int head_fd;                 /* the chain head file (two slots, written alternately), -1 none */
     unsigned head_writes;
     uint64_t head_count;         /* the count last written there */
+    sqlite3_stmt *stmt[6];       /* the writer's statements, prepared once per connection (stmt.c) */
 };
 
 /* The hash before the first event of a chain. */
@@ -67,6 +68,14 @@ void abx__ledger_free_list(char **v, size_t n);
 /* A segment's ledger_segment row: where its chain starts. */
 void abx__ledger_read_segment_row(sqlite3 *db, int64_t *first_ordinal, char prev[65], int64_t *first_group,
                                   int64_t *created_ms, bool *present);
+/* The writer's statements (stmt.c), prepared on first use and kept for the connection:
+ * a batch no longer parses its SQL again. NULL when it cannot be prepared. */
+enum { ABX_LST_BEGIN, ABX_LST_COMMIT, ABX_LST_GROUP, ABX_LST_EVENT, ABX_LST_ATTEMPT, ABX_LST_SEQ };
+sqlite3_stmt *abx__ledger_stmt(abx_ledger *l, int which);
+/* Finalize them (before the connection's journal mode changes or it closes). */
+void abx__ledger_stmts_drop(abx_ledger *l);
+/* Finalize them, close l->db and set it to NULL. */
+void abx__ledger_close_db(abx_ledger *l);
 /* A read-only connection to a ledger file; NULL with err. */
 sqlite3 *abx__ledger_open_ro(const char *path, char *err, size_t errlen);
 

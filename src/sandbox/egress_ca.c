@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "sandbox/ossl_lazy.h" /* last: OpenSSL, opened on first use */
 
 #define LEAF_CACHE 64
 
@@ -178,6 +179,8 @@ static bool load_existing(abx_egress_ca *ca, const char *keyp, char *err, size_t
 
 abx_egress_ca *abx_egress_ca_open(const char *dir, char *err, size_t errlen)
 {
+    if (abx_ossl_load(err, errlen) != 0)
+        return NULL;
     abx_egress_ca *ca = abx_calloc(1, sizeof *ca);
     if (!ca) {
         snprintf(err, errlen, "out of memory");

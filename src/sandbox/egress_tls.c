@@ -23,6 +23,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include "sandbox/ossl_lazy.h" /* last: OpenSSL, opened on first use */
 
 #define SIDE_CAP (ABX_EGRESS_HEAD_MAX + 4096)
 #define WORK_CAP 32768
@@ -60,6 +61,8 @@ typedef struct sess {
 abx_egress_tls *abx_egress_tls_new(abx_egress_ca *ca, const abx_egress_injects *inj, const char *upstream_ca,
                                    char *err, size_t errlen)
 {
+    if (abx_ossl_load(err, errlen) != 0)
+        return NULL;
     abx_egress_tls *t = abx_calloc(1, sizeof *t);
     if (!t || !ca || !inj) {
         abx_free(t);

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include "sandbox/ossl_lazy.h" /* last: OpenSSL, opened on first use */
 
 #define MAX_CONNS 64          /* connections at once; more are closed at accept */
 #define MAX_CALLS 256         /* calls running at once (all connections); more: RESOURCE_EXHAUSTED */
@@ -117,6 +118,8 @@ static int alpn_h2(SSL *ssl, const unsigned char **out, unsigned char *outlen, c
 
 static SSL_CTX *tls_context(const abx_config *cfg, char *errbuf, size_t errlen)
 {
+    if (abx_ossl_load(errbuf, errlen) != 0)
+        return NULL;
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (!ctx || SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
         SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert) != 1 ||
@@ -708,7 +711,8 @@ int abx_sbx_grpc_start(abx_server *s, char *errbuf, size_t errlen)
                  s->cfg.sandboxd_grpc_port, strerror(errno ? errno : EADDRINUSE));
         if (srv->lfd >= 0)
             close(srv->lfd);
-        SSL_CTX_free(srv->tls);
+        if (srv->tls) /* without TLS, OpenSSL was never loaded */
+            SSL_CTX_free(srv->tls);
         close(srv->stop[0]);
         close(srv->stop[1]);
         abx_free(srv);
@@ -738,6 +742,7 @@ void abx_sbx_grpc_stop(abx_server *s)
     }
     close(srv->stop[0]);
     close(srv->stop[1]);
-    SSL_CTX_free(srv->tls);
+    if (srv->tls)
+        SSL_CTX_free(srv->tls);
     abx_free(srv);
 }

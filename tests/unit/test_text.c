@@ -141,6 +141,31 @@ static void test_every_single_byte(void **state)
     }
 }
 
+/* The ASCII fast path reads eight bytes at a time: a bad byte, a NUL or a character at
+ * every offset of a long ASCII run, and a sequence split across an eight-byte boundary,
+ * give the same answers as byte by byte. */
+static void test_ascii_runs_every_offset(void **state)
+{
+    (void)state;
+    char buf[80];
+    for (size_t off = 0; off < 72; off++) {
+        memset(buf, 'a', sizeof buf);
+        assert_true(abx_utf8_valid(buf, sizeof buf));
+        buf[off] = (char)0x80; /* a stray continuation byte */
+        assert_false(abx_utf8_valid(buf, sizeof buf));
+        buf[off] = (char)0xff;
+        assert_false(abx_utf8_valid(buf, sizeof buf));
+        buf[off] = 0;
+        assert_true(abx_utf8_valid(buf, sizeof buf));
+        assert_false(abx_text_valid(buf, sizeof buf));
+        memcpy(buf + off, "\xe2\x82\xac", 3); /* U+20AC, across a word boundary for some off */
+        assert_true(abx_text_valid(buf, sizeof buf));
+        assert_false(abx_utf8_valid(buf, off + 2)); /* cut inside the character */
+        buf[off + 2] = 'a';
+        assert_false(abx_utf8_valid(buf, sizeof buf));
+    }
+}
+
 static void test_complete_prefix(void **state)
 {
     (void)state;
@@ -164,6 +189,7 @@ int main(void)
         cmocka_unit_test(test_truncated_sequences),
         cmocka_unit_test(test_every_single_byte),
         cmocka_unit_test(test_complete_prefix),
+        cmocka_unit_test(test_ascii_runs_every_offset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
