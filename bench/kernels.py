@@ -9,7 +9,9 @@ then measures in the same run, side by side:
   - kernels.create (a confined ipykernel, until it answered kernel_info and iopub), p50;
   - kernels.get, the same HTTP call path without the kernel (the call floor), p50;
   - kernels.execute of `1+1`, client-side round trip p50/p99 over BENCH_K_N cells
-    (target: p50 <= 3 ms);
+    (target: p50 <= 3 ms), interleaved cell by cell with the same `1+1` sent straight to
+    a stock ipykernel (Debian's, its default command line, no abx) by jupyter_client:
+    the reference the shared machine's load moves the same way;
   - host.files.stat from inside a cell, per call, timed in the cell over BENCH_K_N calls.
 Environment: BENCH_K_N (default 200), BENCH_K_START (default 5)."""
 import hashlib
@@ -49,6 +51,46 @@ def cpu_of(pid):
     except OSError:
         pass
     return ms, cs
+
+
+class StockKernel:
+    """A stock ipykernel started by jupyter_client (kernel spec python3, nothing of abx):
+    the same `1+1`, execute_request to execute_reply and iopub idle, as a reference."""
+
+    def __init__(self):
+        import zmq
+        from jupyter_client import KernelManager
+        os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"  # debugpy's start-up warning
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel(stderr=subprocess.DEVNULL)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(60)
+        self.poller = zmq.Poller()
+        self.poller.register(self.kc.shell_channel.socket, zmq.POLLIN)
+        self.poller.register(self.kc.iopub_channel.socket, zmq.POLLIN)
+
+    def run(self, code):
+        mid = self.kc.execute(code)
+        replied = idle = False
+        while not (replied and idle):
+            ev = dict(self.poller.poll(10000))
+            if not ev:
+                raise RuntimeError("the stock kernel did not answer")
+            if self.kc.shell_channel.socket in ev:
+                replied = replied or self.kc.get_shell_msg(timeout=0)["parent_header"].get("msg_id") == mid
+            if self.kc.iopub_channel.socket in ev:
+                while True:
+                    try:
+                        m = self.kc.get_iopub_msg(timeout=0)
+                    except Exception:
+                        break
+                    idle = idle or (m["parent_header"].get("msg_id") == mid and m["msg_type"] == "status"
+                                    and m["content"]["execution_state"] == "idle")
+
+    def stop(self):
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
 
 
 def main():
@@ -105,14 +147,21 @@ def main():
             floor_call.append((time.perf_counter() - t) * 1000)
         g1 = cpu_of(srv.pid)
         kpid = sess.post(url + "kernels.get", json={"id": kid}, headers=h).json()["pid"]
+        stock = StockKernel()
+        for _ in range(20):
+            stock.run("1+1")
         k0, a0 = cpu_of(kpid), cpu_of(srv.pid)
-        rt = []
+        rt, ref = [], []
         for _ in range(N):
             t = time.perf_counter()
             r = sess.post(url + "kernels.execute", json={"id": kid, "code": "1+1"}, headers=h, timeout=30)
             rt.append((time.perf_counter() - t) * 1000)
             assert r.json()["results"][0]["text/plain"] == "2", r.text
+            t = time.perf_counter()
+            stock.run("1+1")
+            ref.append((time.perf_counter() - t) * 1000)
         k1, a1 = cpu_of(kpid), cpu_of(srv.pid)
+        stock.stop()
         code = ("import time\nts = []\nfor _ in range(%d):\n    t = time.perf_counter()\n"
                 "    assert host.files.stat(path='a.txt')['size'] == 2\n"
                 "    ts.append((time.perf_counter() - t) * 1000)\nts.sort()\n(ts[len(ts)//2], ts[int(len(ts)*0.99)])" % N)
@@ -125,6 +174,9 @@ def main():
         print("  kernels.get (no kernel) p50 %8.2f ms   p99 %.2f ms   (the call floor)" % (pct(floor_call, 0.5),
                                                                                       pct(floor_call, 0.99)))
         print("  execute 1+1 round trip  p50 %8.2f ms   p99 %.2f ms   (target p50 <= 3 ms)" % (pct(rt, 0.5), pct(rt, 0.99)))
+        print("  stock ipykernel 1+1     p50 %8.2f ms   p99 %.2f ms   (jupyter_client, no abx, interleaved)"
+              % (pct(ref, 0.5), pct(ref, 0.99)))
+        print("  abx / stock ipykernel   p50 ratio %.2f" % (pct(rt, 0.5) / pct(ref, 0.5)))
         print("  per 1+1 cell: kernel cpu %.2f ms, %.1f context switches; abx cpu %.2f ms, %.1f context switches"
               % ((k1[0] - k0[0]) / N, (k1[1] - k0[1]) / N, (a1[0] - a0[0]) / N, (a1[1] - a0[1]) / N))
         print("  per kernels.get:  abx cpu %.2f ms, %.1f context switches" % ((g1[0] - g0[0]) / N, (g1[1] - g0[1]) / N))
