@@ -28,7 +28,8 @@ static size_t read_name(const unsigned char *b, size_t len, size_t off, abx_dns_
         unsigned l = b[off++];
         if (l == 0)
             break;
-        if (l > 63 || off + l > len || n + l + 1 >= ABX_EGRESS_HOST_MAX || n + l > 253)
+        size_t grown = n + (n ? 1 : 0) + l; /* the dot before this label counts too */
+        if (l > 63 || off + l > len || grown >= ABX_EGRESS_HOST_MAX || grown > 253)
             return 0; /* a pointer (0xc0) or an extended label type lands here too */
         if (n)
             q->name[n++] = '.';
