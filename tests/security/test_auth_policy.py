@@ -157,7 +157,11 @@ def test_malformed_credentials_do_not_crash_or_leak(multi):
             r = multi.get("/capabilities", headers=h)
         except requests.RequestException:
             continue
-        if sum(len(k) + len(v) for k, v in h.items()) > 16 * 1024:  # over limits.header_bytes
+        size = sum(len(k) + len(v) for k, v in h.items())
+        if size > 40 * 1024:  # over libmicrohttpd's pool: its own 431, without abx's JSON
+            assert r.status_code == 431, (size, r.status_code, r.text[:200])
+            continue
+        if size > 16 * 1024:  # over limits.header_bytes
             assert_error(r, 431, "request.headers_too_large")
             continue
         assert r.status_code in (200, 400, 401, 429), (h, r.status_code, r.text[:200])
