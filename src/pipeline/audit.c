@@ -101,13 +101,14 @@ abx_err abx_audit_admission(abx_request *r)
     return ABX_OK;
 }
 
-/* Floods of unauthenticated or unmounted calls are recorded once per client, code and
- * minute; the rest are counted and the count recorded when the minute turns. */
+/* Floods of unauthenticated or unmounted calls, and anonymous health probes, are
+ * recorded once per client, status and minute; the rest are counted and the count
+ * recorded when the minute turns. */
 static bool flood_first(abx_request *r, int status, uint64_t *summary)
 {
     abx_server *s = r->server;
     char key[80];
-    snprintf(key, sizeof key, "%d|%s", status, r->client ? r->client : "-");
+    snprintf(key, sizeof key, "%d|%s", status, r->client ? r->client : "-"); /* 200: health probes only */
     int64_t minute = abx_wall_ms() / 60000;
     bool first = true;
     *summary = 0;
@@ -357,12 +358,24 @@ size_t abx__audit_hot_texts(const abx_request *r, int status, int64_t dur_us, ch
     return n;
 }
 
+/* An anonymous GET /health from the network that answered: a liveness probe (a load
+ * balancer's, the kubelet's every few seconds) touches nothing and names no one, so it
+ * is summed per client and minute like a flood instead of costing a ledger row each. */
+static bool health_probe(const abx_request *r, int status)
+{
+    return status == 200 && !r->trusted_principal && r->door == ABX_DOOR_HTTP && r->op && r->policy &&
+           r->slot == (int)r->policy->n_principals && strcmp(r->op->id, "core.health") == 0;
+}
+
 static void ledger_audit(abx_request *r, int status, int64_t dur_us)
 {
     abx_ledger *l = r->server->ledger;
     if (!l)
         return;
-    if (!r->group_id && !r->reply.err && !(!r->trusted_principal && status == 401) &&
+    uint64_t counted = 0;
+    if (health_probe(r, status) && !flood_first(r, status, &counted))
+        return;
+    if (!counted && !r->group_id && !r->reply.err && !(!r->trusted_principal && status == 401) &&
         ledger_audit_direct(r, l, status, dur_us))
         return;
     json_t *fin = ev("finished");
@@ -373,7 +386,6 @@ static void ledger_audit(abx_request *r, int status, int64_t dur_us)
         json_decref(events);
         return;
     }
-    uint64_t counted = 0;
     /* only what arrives from the network is aggregated: a call inside a batch, a tool-call
      * or MCP request (whose front door was authenticated and recorded) or an in-process
      * call gets its own group */

@@ -155,8 +155,11 @@ def flood(tmp_path_factory):
         sess = requests.Session()
         s401 = [sess.get(s.url + "/files/list", params={"path": ws}, timeout=5) for _ in range(30)]
         s404 = [sess.post(s.url + "/ops/nosuch.op", headers=H(BOB_TOKEN), json={}, timeout=5) for _ in range(30)]
+        health = [sess.get(s.url + "/health", timeout=5) for _ in range(30)]
+        authed = [sess.get(s.url + "/health", headers=H(ALICE_TOKEN), timeout=5) for _ in range(3)]
         assert _wall_minute() == minute, "the flood straddled a minute boundary"
-        yield {"server": s, "path": path, "minute": minute, "r401": s401, "r404": s404, "ws": ws}
+        yield {"server": s, "path": path, "minute": minute, "r401": s401, "r404": s404, "health": health,
+               "authed_health": authed, "ws": ws}
     finally:
         try:
             s.stop()
@@ -189,6 +192,27 @@ def test_flood_of_401_and_404_is_one_group_per_minute(flood):
     # the recorded one is the first of the flood
     assert g401[0][1] == rid(flood["r401"][0])
     assert g404[0][1] == rid(flood["r404"][0])
+
+
+def _health_groups(path, principal="anonymous"):
+    sql = "SELECT request_id FROM action_groups WHERE op = 'core.health' AND principal = ?"
+    return [rq for (rq,) in q(path, sql, (principal,))]
+
+
+def test_anonymous_health_probes_are_summed_per_minute(flood):
+    """A liveness probe names no one and touches nothing: 30 anonymous GET /health in one
+    minute from one client are at most one group per minute (the server's own start-up
+    probes may sit in the minute before); a principal's GET /health is recorded each time."""
+    for r in flood["health"] + flood["authed_health"]:
+        assert r.status_code == 200, r.text
+    path = flood["path"]
+    settle(path)
+    recorded = set(_health_groups(path))
+    assert recorded, "no anonymous probe recorded at all"
+    assert len(recorded) <= 2, "30 probes in one minute: want at most 2 groups, got %d" % len(recorded)
+    assert sum(rid(r) in recorded for r in flood["health"]) <= 1
+    mine = _health_groups(path, "alice")
+    assert sorted(mine) == sorted(rid(r) for r in flood["authed_health"]), mine
 
 
 # -- the file ------------------------------------------------------------------------------------
@@ -1079,6 +1103,11 @@ def test_flood_later_group_carries_aggregated_count(flood):
     assert_error(r1, 401, "auth.required")
     r2 = s.post("/ops/nosuch.op", token=BOB_TOKEN, json_body={})
     assert_error(r2, 404, "op.not_enabled")
+    r3 = s.get("/health")
+    assert r3.status_code == 200
+    _, e = group_of(path, rid(r3))
+    agg = [x["data"] for x in e if x["kind"] == "aggregated"]
+    assert agg and agg[0].get("previous_minute_count", 0) >= 29, "the probes counted are not in %r" % e
     for r in (r1, r2):
         _, e = group_of(path, rid(r))
         agg = [x["data"] for x in e if x["kind"] == "aggregated"]
