@@ -148,6 +148,24 @@ void abx_buf_release(abx_buf *b)
     b->failed = false;
 }
 
+void abx_sse_take(abx_buf *b, bool (*fn)(void *ud, const char *ev, size_t len), void *ud)
+{
+    size_t off = 0;
+    const char *end;
+    while (off < b->len && (end = memmem(b->data + off, b->len - off, "\n\n", 2)) != NULL) {
+        size_t evlen = (size_t)(end - (b->data + off));
+        bool go = fn(ud, b->data + off, evlen);
+        off += evlen + 2;
+        if (!go)
+            break;
+    }
+    if (off) { /* one move for all the events taken, not one per event */
+        memmove(b->data, b->data + off, b->len - off);
+        b->len -= off;
+        b->data[b->len] = '\0';
+    }
+}
+
 bool abx_buf_append(abx_buf *b, const void *p, size_t n)
 {
     if (!b)

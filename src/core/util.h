@@ -42,6 +42,11 @@ bool abx_buf_putc(abx_buf *b, char c);
 bool abx_buf_printf(abx_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool abx_buf_vprintf(abx_buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 char *abx_buf_detach(abx_buf *b);           /* caller frees; buffer is emptied */
+/* Server-sent events read back (the doors that relay a stream): hand each whole event
+ * at the front of b — the text before a blank line, without it — to fn in order, then
+ * drop what was handed; an incomplete rest stays for the next read. An event fn
+ * answers false to is consumed and ends the loop. */
+void abx_sse_take(abx_buf *b, bool (*fn)(void *ud, const char *ev, size_t len), void *ud);
 
 /* ---- arena: per-request memory, freed at once; cleanup hooks run in reverse ---- */
 typedef struct abx_arena abx_arena;

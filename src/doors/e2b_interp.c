@@ -202,6 +202,13 @@ static void one_event(cell_relay *w, const char *ev, size_t len)
     json_decref(d);
 }
 
+static bool take_event(void *ud, const char *ev, size_t len)
+{
+    cell_relay *w = ud;
+    one_event(w, ev, len);
+    return !w->done;
+}
+
 static long relay_read(void *p, char *buf, size_t max)
 {
     cell_relay *w = p;
@@ -218,13 +225,7 @@ static long relay_read(void *p, char *buf, size_t max)
             return 0;
         }
         abx_buf_append(&w->sse, in, (size_t)n);
-        char *end;
-        while (!w->done && w->sse.len && (end = memmem(w->sse.data, w->sse.len, "\n\n", 2))) {
-            size_t evlen = (size_t)(end - w->sse.data);
-            one_event(w, w->sse.data, evlen); /* a ": keepalive" comment: a keepalive line */
-            memmove(w->sse.data, end + 2, w->sse.len - evlen - 2);
-            w->sse.len -= evlen + 2;
-        }
+        abx_sse_take(&w->sse, take_event, w); /* a ": keepalive" comment: a keepalive line */
     }
     size_t n = w->pending.len - w->sent;
     if (n > max)

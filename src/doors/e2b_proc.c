@@ -93,6 +93,13 @@ static void one_event(proc_stream *s, const char *ev, size_t len)
     json_decref(d);
 }
 
+static bool take_event(void *ud, const char *ev, size_t len)
+{
+    proc_stream *s = ud;
+    one_event(s, ev, len);
+    return !s->done;
+}
+
 static long stream_read(void *p, char *buf, size_t max)
 {
     proc_stream *s = p;
@@ -110,13 +117,7 @@ static long stream_read(void *p, char *buf, size_t max)
             continue;
         }
         abx_buf_append(&s->sse, in, (size_t)n);
-        char *end;
-        while (!s->done && s->sse.len && (end = memmem(s->sse.data, s->sse.len, "\n\n", 2))) {
-            size_t evlen = (size_t)(end - s->sse.data);
-            one_event(s, s->sse.data, evlen);
-            memmove(s->sse.data, end + 2, s->sse.len - evlen - 2);
-            s->sse.len -= evlen + 2;
-        }
+        abx_sse_take(&s->sse, take_event, s);
     }
     size_t n = s->pending.len - s->sent;
     if (n > max)

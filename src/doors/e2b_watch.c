@@ -76,19 +76,26 @@ static json_t *fs_event(const char *ev, size_t len, bool *keepalive)
     return e;
 }
 
+typedef struct split_to {
+    void (*fn)(void *ud, json_t *event, bool keepalive);
+    void *ud;
+} split_to;
+
+static bool split_one(void *ud, const char *ev, size_t len)
+{
+    split_to *t = ud;
+    bool ka;
+    json_t *e = fs_event(ev, len, &ka);
+    if (e || ka)
+        t->fn(t->ud, e, ka);
+    return true;
+}
+
 /* Whole events at the front of sse, each handed to fn; the rest stays. */
 static void split_events(abx_buf *sse, void (*fn)(void *ud, json_t *event, bool keepalive), void *ud)
 {
-    char *end;
-    while (sse->len && (end = memmem(sse->data, sse->len, "\n\n", 2))) {
-        size_t evlen = (size_t)(end - sse->data);
-        bool ka;
-        json_t *e = fs_event(sse->data, evlen, &ka);
-        if (e || ka)
-            fn(ud, e, ka);
-        memmove(sse->data, end + 2, sse->len - evlen - 2);
-        sse->len -= evlen + 2;
-    }
+    split_to t = {fn, ud};
+    abx_sse_take(sse, split_one, &t);
 }
 
 static void to_frame(void *ud, json_t *event, bool keepalive)

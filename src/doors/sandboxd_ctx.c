@@ -185,6 +185,17 @@ static bool watch_event(const sbx_sink *out, const char *ev, size_t len)
     return ok;
 }
 
+typedef struct watch_take {
+    const sbx_sink *out;
+    bool live;
+} watch_take;
+
+static bool take_event(void *ud, const char *ev, size_t len)
+{
+    watch_take *wt = ud;
+    return wt->live = watch_event(wt->out, ev, len);
+}
+
 static void watch(const sbx_caller *c, const uint8_t *req, size_t len, const sbx_sink *out, sbx_status *st)
 {
     UNPACK(Abx__Sandboxd__V1__WatchRequest, abx__sandboxd__v1__watch_request__unpack)
@@ -212,13 +223,9 @@ static void watch(const sbx_caller *c, const uint8_t *req, size_t len, const sbx
         if (n <= 0)
             break;
         abx_buf_append(&sse, buf, (size_t)n);
-        char *end;
-        while (live && sse.len && (end = memmem(sse.data, sse.len, "\n\n", 2))) {
-            size_t evlen = (size_t)(end - sse.data);
-            live = watch_event(out, sse.data, evlen);
-            memmove(sse.data, end + 2, sse.len - evlen - 2);
-            sse.len -= evlen + 2;
-        }
+        watch_take wt = {out, true};
+        abx_sse_take(&sse, take_event, &wt);
+        live = wt.live;
     }
     abx_buf_release(&sse);
     abx_request_free(x); /* the watch ends with its call (duration, or the client left) */

@@ -150,6 +150,13 @@ static void relay_event(relay *rl, const char *ev, size_t len)
     json_decref(d);
 }
 
+static bool take_event(void *ud, const char *ev, size_t len)
+{
+    relay *rl = ud;
+    relay_event(rl, ev, len);
+    return !rl->done;
+}
+
 static void relay_stream(const sbx_caller *c, int pid, const sbx_sink *out, sbx_status *st)
 {
     json_t *args = json_pack("{s:i, s:s}", "pid", pid, "encoding", "base64");
@@ -174,13 +181,7 @@ static void relay_stream(const sbx_caller *c, int pid, const sbx_sink *out, sbx_
         if (n <= 0)
             break;
         abx_buf_append(&rl.sse, buf, (size_t)n);
-        char *end;
-        while (!rl.done && rl.sse.len && (end = memmem(rl.sse.data, rl.sse.len, "\n\n", 2))) {
-            size_t evlen = (size_t)(end - rl.sse.data);
-            relay_event(&rl, rl.sse.data, evlen);
-            memmove(rl.sse.data, end + 2, rl.sse.len - evlen - 2);
-            rl.sse.len -= evlen + 2;
-        }
+        abx_sse_take(&rl.sse, take_event, &rl);
     }
     abx_buf_release(&rl.sse);
     abx_request_free(x); /* the process goes on if the client left: SendSignal ends it */

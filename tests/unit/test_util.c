@@ -193,6 +193,54 @@ static void test_buf_basic(void **state)
     assert_null(b.data);
 }
 
+typedef struct sse_seen {
+    char ev[8][32];
+    size_t n, stop_after;
+} sse_seen;
+
+static bool sse_collect(void *ud, const char *ev, size_t len)
+{
+    sse_seen *s = ud;
+    assert_true(len < sizeof s->ev[0]);
+    memcpy(s->ev[s->n], ev, len);
+    s->ev[s->n][len] = '\0';
+    return ++s->n != s->stop_after;
+}
+
+/* abx_sse_take: whole events in order, split reads joined, the rest kept, an early stop
+ * consuming the event it stopped on */
+static void test_sse_take(void **state)
+{
+    (void)state;
+    abx_buf b;
+    abx_buf_init(&b, 0);
+    sse_seen s = {.stop_after = 0};
+    assert_true(abx_buf_puts(&b, "data: a\n\n: keepalive\n\nevent: x\nda"));
+    abx_sse_take(&b, sse_collect, &s);
+    assert_int_equal(s.n, 2);
+    assert_string_equal(s.ev[0], "data: a");
+    assert_string_equal(s.ev[1], ": keepalive");
+    assert_int_equal(b.len, strlen("event: x\nda"));
+    assert_string_equal(b.data, "event: x\nda"); /* still NUL-terminated */
+    assert_true(abx_buf_puts(&b, "ta: b\n"));
+    abx_sse_take(&b, sse_collect, &s); /* no blank line yet: nothing */
+    assert_int_equal(s.n, 2);
+    assert_true(abx_buf_puts(&b, "\n\n\ndata: c\n\ndata: d\n\n"));
+    s.stop_after = 4;
+    abx_sse_take(&b, sse_collect, &s);
+    assert_int_equal(s.n, 4);
+    assert_string_equal(s.ev[2], "event: x\ndata: b");
+    assert_string_equal(s.ev[3], ""); /* "\n\n\n\n": an empty event after it */
+    assert_string_equal(b.data, "data: c\n\ndata: d\n\n"); /* stopped: the rest stays */
+    s.stop_after = 0;
+    abx_sse_take(&b, sse_collect, &s);
+    assert_int_equal(s.n, 6);
+    assert_string_equal(s.ev[4], "data: c");
+    assert_string_equal(s.ev[5], "data: d");
+    assert_int_equal(b.len, 0);
+    abx_buf_release(&b);
+}
+
 static void test_buf_empty_append_terminates(void **state)
 {
     (void)state;
@@ -1372,6 +1420,7 @@ int main(void)
         cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_fault_hooks_are_callable),
         cmocka_unit_test(test_sha256_ni_matches_portable),
+        cmocka_unit_test(test_sse_take),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
