@@ -199,10 +199,20 @@ abx_conn *abx_conns_open(abx_conns *t, const struct sockaddr *a, int fd)
     c->fd = fd;
     c->slot = -1;
     c->since_ms = mono_ms();
+    bool over = false;
     pthread_mutex_lock(&t->mu);
     if (addr_key(a, key) && (c->slot = slot_find(t, key, true)) >= 0) {
-        t->slots[c->slot].count++;
-        t->unauth++;
+        /* the accept-time check (abx_conns_admit) and this count are not one step: two I/O
+         * threads accepting from one address at once could both pass it. The firm check is
+         * here; a connection past the cap is shut down at once (libmicrohttpd then closes
+         * it) and counted as refused. */
+        if (t->per_address > 0 && t->slots[c->slot].count >= t->per_address) {
+            c->slot = -1;
+            over = true;
+        } else {
+            t->slots[c->slot].count++;
+            t->unauth++;
+        }
     }
     c->next = t->list;
     if (t->list)
@@ -210,6 +220,11 @@ abx_conn *abx_conns_open(abx_conns *t, const struct sockaddr *a, int fd)
     t->list = c;
     pthread_mutex_unlock(&t->mu);
     atomic_fetch_add_explicit(&t->opened, 1, memory_order_relaxed);
+    if (over) {
+        atomic_fetch_add_explicit(&t->refused_address, 1, memory_order_relaxed);
+        if (fd >= 0)
+            shutdown(fd, SHUT_RDWR);
+    }
     return c;
 }
 

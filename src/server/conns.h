@@ -24,7 +24,8 @@ void abx_conns_free(abx_conns *t); /* stops the sweeper; every connection must b
 /* At accept: false when the address already holds its cap of unauthenticated
  * connections (the connection is refused and counted). */
 bool abx_conns_admit(abx_conns *t, const struct sockaddr *a);
-/* A connection started / closed (libmicrohttpd's notify callback). */
+/* A connection started / closed (libmicrohttpd's notify callback). One that finds its
+ * address at the cap (another I/O thread admitted one at the same time) is shut down. */
 abx_conn *abx_conns_open(abx_conns *t, const struct sockaddr *a, int fd);
 void abx_conns_close(abx_conns *t, abx_conn *c);
 /* Its header section is complete (the deadline stops) / its reply is done (it waits for

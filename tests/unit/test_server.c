@@ -9,6 +9,9 @@
 #include <cmocka.h>
 
 #include "pipeline/pipeline.h"
+#include "server/conns.h"
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,6 +254,45 @@ static void test_declarative_command_in_process(void **state)
     abx_server_free(s);
 }
 
+/* The per-address cap holds when two I/O threads admit connections from one address at
+ * once: admit said yes to all three here, the third one to start is shut down. */
+static void test_conns_cap_is_firm_when_admits_race(void **state)
+{
+    (void)state;
+    abx_conns *t = abx_conns_new(2, 60000);
+    assert_non_null(t);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+    int sp[3][2];
+    abx_conn *c[3];
+    for (int i = 0; i < 3; i++) {
+        assert_true(abx_conns_admit(t, (struct sockaddr *)&a) || i == 2);
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        c[i] = abx_conns_open(t, (struct sockaddr *)&a, sp[i][0]);
+        assert_non_null(c[i]);
+    }
+    abx_conns_stats st;
+    abx_conns_stats_get(t, &st);
+    assert_int_equal(st.unauthenticated, 2);
+    assert_int_equal(st.refused_address, 1);
+    char ch;
+    assert_int_equal(recv(sp[2][1], &ch, 1, MSG_DONTWAIT), 0); /* the third: shut down */
+    assert_int_equal(recv(sp[0][1], &ch, 1, MSG_DONTWAIT), -1); /* the first two: open */
+    assert_int_equal(recv(sp[1][1], &ch, 1, MSG_DONTWAIT), -1);
+    assert_false(abx_conns_admit(t, (struct sockaddr *)&a));
+    abx_conns_close(t, c[2]); /* the refused one never counted: closing it frees nothing */
+    assert_false(abx_conns_admit(t, (struct sockaddr *)&a));
+    abx_conns_close(t, c[0]);
+    assert_true(abx_conns_admit(t, (struct sockaddr *)&a));
+    abx_conns_close(t, c[1]);
+    for (int i = 0; i < 3; i++) {
+        close(sp[i][0]);
+        close(sp[i][1]);
+    }
+    abx_conns_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +303,7 @@ int main(void)
         cmocka_unit_test(test_policy_hooks_veto_and_narrow),
         cmocka_unit_test(test_registry_frozen_after_start),
         cmocka_unit_test(test_declarative_command_in_process),
+        cmocka_unit_test(test_conns_cap_is_firm_when_admits_race),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
