@@ -216,16 +216,14 @@ static void watch(const sbx_caller *c, const uint8_t *req, size_t len, const sbx
     abx_buf sse;
     abx_buf_init(&sse, 4 << 20);
     abx_reply *r = &x->reply;
-    bool live = true;
-    while (live && !atomic_load(out->cancelled)) {
+    watch_take wt = {out, true};
+    while (wt.live && !atomic_load(out->cancelled)) {
         char buf[8192];
         long n = r->stream_read(r->stream_state, buf, sizeof buf);
         if (n <= 0)
             break;
         abx_buf_append(&sse, buf, (size_t)n);
-        watch_take wt = {out, true};
         abx_sse_take(&sse, take_event, &wt);
-        live = wt.live;
     }
     abx_buf_release(&sse);
     abx_request_free(x); /* the watch ends with its call (duration, or the client left) */
