@@ -78,11 +78,29 @@ static bool build_mount_table(cctx *c)
     return true;
 }
 
-/* One piece of abx's own state, canonical, with what it is (for the layout check). */
+static bool no_lookup(const char *prefix, void *arg)
+{
+    (void)prefix;
+    (void)arg;
+    return false;
+}
+
+/* One piece of abx's own state, canonical, with what it is (for the layout check and
+ * the protected areas). A relative name is where abx itself opens it: below abx's
+ * working folder, not the workspace (a config started as `--config abx.yaml` from a
+ * folder a statement can write is in that folder). A name whose symlinks cannot be
+ * resolved (a loop) is kept as written, folded, rather than dropped. Without a working
+ * folder (deleted), a relative name cannot be reached by any path a statement names. */
 void abx_pol_add_protected(abx_policy *p, const char *path, const char *what)
 {
-    char *cp;
-    if (abx_path_canon(p->workspace, path, &cp) != 0)
+    char cwd[PATH_MAX], *cp;
+    const char *anchor = "/";
+    if (path[0] != '/') {
+        if (!getcwd(cwd, sizeof cwd) || cwd[0] != '/')
+            return;
+        anchor = cwd;
+    }
+    if (abx_path_canon(anchor, path, &cp) != 0 && abx_path_canon_gated(anchor, path, no_lookup, NULL, &cp) != 0)
         return;
     for (size_t i = 0; i < p->n_protected; i++)
         if (strcmp(p->protected_files[i], cp) == 0) {

@@ -77,6 +77,42 @@ def test_config_inside_a_writable_root_is_refused(abx, workspace, tmp_path):
     assert rc == 1 and "config.state_writable" in out and "the config file" in out, out
 
 
+def test_relative_config_is_where_abx_opens_it_not_in_the_workspace(abx, workspace, tmp_path):
+    """`--config abx.yaml` names the file in abx's working folder. The layout rule once
+    joined it to the workspace instead: a config in a writable folder other than the
+    workspace, started by a relative name from there, passed (a process could then plant
+    the config the next SIGHUP reads); and a config beside a writable workspace was
+    refused for a file that does not exist."""
+    shared = tmp_path / "shared"
+    _write(str(shared / "abx.yaml"), _cfg(workspace, '["%s/**", "%s/**"]' % (workspace, shared)))
+    r = abxtest.run_abx(["check-config", "abx.yaml"], cwd=str(shared))
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "config.state_writable" in out, out
+    assert os.path.join(str(shared), "abx.yaml") in out and "the config file" in out, out
+    r = abxtest.run_abx(["serve", "--listen", "127.0.0.1:0", "--config", "abx.yaml"], home=tmp_path / "home",
+                        cwd=str(shared), timeout=15)
+    assert r.returncode != 0 and "config.state_writable" in r.stderr, r.stdout + r.stderr
+    # beside the workspace, outside every writable root: accepted, and no file in the
+    # workspace is named
+    etc = tmp_path / "etc"
+    _write(str(etc / "abx.yaml"), _cfg(workspace, '["%s/**"]' % workspace))
+    r = abxtest.run_abx(["check-config", "abx.yaml"], cwd=str(etc))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert os.path.join(workspace, "abx.yaml") not in r.stdout + r.stderr
+
+
+def test_relative_token_file_is_protected_where_it_is_read(abx, workspace, tmp_path):
+    shared = tmp_path / "shared"
+    _write(str(shared / "alice.token"), abxtest.ALICE_TOKEN + "\n")
+    cfg = _write(str(tmp_path / "etc" / "abx.yaml"),
+                 _cfg(workspace, '["%s/**", "%s/**"]' % (workspace, shared),
+                      token_line="    - {principal: alice, roles: [agent], token_file: alice.token}"))
+    r = abxtest.run_abx(["check-config", cfg], cwd=str(shared))
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "config.state_writable" in out and "token_file" in out, out
+    assert os.path.join(str(shared), "alice.token") in out, out
+
+
 def test_token_file_inside_a_writable_root_is_refused(abx, workspace, tmp_path):
     tf = _write(os.path.join(workspace, "secrets", "alice.token"), abxtest.ALICE_TOKEN + "\n")
     cfg = _write(str(tmp_path / "etc" / "abx.yaml"),
