@@ -85,23 +85,9 @@ static bool no_lookup(const char *prefix, void *arg)
     return false;
 }
 
-/* One piece of abx's own state, canonical, with what it is (for the layout check and
- * the protected areas). A relative name is where abx itself opens it: below abx's
- * working folder, not the workspace (a config started as `--config abx.yaml` from a
- * folder a statement can write is in that folder). A name whose symlinks cannot be
- * resolved (a loop) is kept as written, folded, rather than dropped. Without a working
- * folder (deleted), a relative name cannot be reached by any path a statement names. */
-void abx_pol_add_protected(abx_policy *p, const char *path, const char *what)
+/* cp (owned) joins the list unless it is there already. */
+static void protect_one(abx_policy *p, char *cp, const char *what)
 {
-    char cwd[PATH_MAX], *cp;
-    const char *anchor = "/";
-    if (path[0] != '/') {
-        if (!getcwd(cwd, sizeof cwd) || cwd[0] != '/')
-            return;
-        anchor = cwd;
-    }
-    if (abx_path_canon(anchor, path, &cp) != 0 && abx_path_canon_gated(anchor, path, no_lookup, NULL, &cp) != 0)
-        return;
     for (size_t i = 0; i < p->n_protected; i++)
         if (strcmp(p->protected_files[i], cp) == 0) {
             abx_free(cp);
@@ -118,6 +104,48 @@ void abx_pol_add_protected(abx_policy *p, const char *path, const char *what)
     p->protected_what = w;
     p->protected_files[p->n_protected] = cp;
     p->protected_what[p->n_protected++] = what;
+}
+
+typedef struct link_walk {
+    abx_policy *p;
+    const char *what;
+} link_walk;
+
+/* The canonicalizer's gate, used to see every name it looks up: each symlink on the way
+ * to a piece of state is part of how abx reaches it (a link in a writable folder can be
+ * pointed at a planted config). Nothing is gated. */
+static bool protect_links(const char *prefix, void *arg)
+{
+    link_walk *lw = arg;
+    struct stat st;
+    char *copy;
+    if (lstat(prefix, &st) == 0 && S_ISLNK(st.st_mode) && (copy = abx_strdup(prefix)))
+        protect_one(lw->p, copy, lw->what);
+    return true;
+}
+
+/* One piece of abx's own state, with what it is (for the layout check and the
+ * protected areas): where it really is (symlinks resolved) and every symlink met on the
+ * way there, since replacing any of them redirects abx. A relative name is where abx
+ * itself opens it: below abx's working folder, not the workspace (a config started as
+ * `--config abx.yaml` from a folder a statement can write is in that folder). A name
+ * whose symlinks cannot be resolved (a loop) is kept as written, folded, rather than
+ * dropped. Without a working folder (deleted), a relative name cannot be reached by any
+ * path a statement names. */
+void abx_pol_add_protected(abx_policy *p, const char *path, const char *what)
+{
+    char cwd[PATH_MAX], *cp;
+    const char *anchor = "/";
+    if (path[0] != '/') {
+        if (!getcwd(cwd, sizeof cwd) || cwd[0] != '/')
+            return;
+        anchor = cwd;
+    }
+    link_walk lw = {p, what};
+    if (abx_path_canon_gated(anchor, path, protect_links, &lw, &cp) != 0 &&
+        abx_path_canon_gated(anchor, path, no_lookup, NULL, &cp) != 0)
+        return;
+    protect_one(p, cp, what);
 }
 
 static bool add_ident(abx_policy *p, const char *path, bool subtree_pattern, int stmt)

@@ -101,6 +101,34 @@ def test_relative_config_is_where_abx_opens_it_not_in_the_workspace(abx, workspa
     assert os.path.join(workspace, "abx.yaml") not in r.stdout + r.stderr
 
 
+def test_symlinks_on_the_way_to_the_config_are_state(abx, workspace, tmp_path):
+    """The config itself outside every writable root, but reached through a symlink in the
+    workspace: the agent can point the link at a config of its own, which the next SIGHUP
+    or restart reads. The canonical path alone hid that."""
+    etc = tmp_path / "etc"
+    real = _write(str(etc / "real.yaml"), _cfg(workspace, '["%s/**"]' % workspace,
+                                              extra_top="ledger: {path: %s/ledger.db}" % etc))
+    assert abxtest.run_abx(["check-config", real]).returncode == 0
+    link = os.path.join(workspace, "abx.yaml")
+    os.symlink(real, link)
+    rc, out = _check_config(link)
+    assert rc == 1 and "config.state_writable" in out and link in out, out
+    assert "config.state_writable" in _serve_fails(abx, link, tmp_path / "home")
+    # a symlinked folder on the way
+    os.symlink(str(etc), os.path.join(workspace, "etc-link"))
+    via = os.path.join(workspace, "etc-link", "real.yaml")
+    rc, out = _check_config(via)
+    assert rc == 1 and "config.state_writable" in out and os.path.join(workspace, "etc-link") in out, out
+    # a token_file through a link in the workspace
+    _write(str(etc / "alice.token"), abxtest.ALICE_TOKEN + "\n")
+    cfg = _write(str(etc / "tok.yaml"),
+                 _cfg(workspace, '["%s/**"]' % workspace, extra_top="ledger: {path: %s/ledger.db}" % etc,
+                      token_line="    - {principal: alice, roles: [agent], token_file: %s}"
+                      % os.path.join(workspace, "etc-link", "alice.token")))
+    rc, out = _check_config(cfg)
+    assert rc == 1 and "config.state_writable" in out and "token_file" in out, out
+
+
 def test_relative_token_file_is_protected_where_it_is_read(abx, workspace, tmp_path):
     shared = tmp_path / "shared"
     _write(str(shared / "alice.token"), abxtest.ALICE_TOKEN + "\n")
