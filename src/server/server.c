@@ -236,7 +236,7 @@ abx_policy *abx_server_compile(abx_server *s, const abx_config *cfg, abx_diags *
             abx_diag_add(diags, "warning", lints[i].code, abx_ext_line_of(s->ext, lints[i].id), "%s",
                          lints[i].message); /* the line of the config entry that declared the op */
     }
-    abx_policy *p = abx_policy_compile(&in, diags);
+    abx_policy *p = abx_state_list_complete(&st, diags) ? abx_policy_compile(&in, diags) : NULL;
     abx_state_list_release(&st);
     if (p && cfg->tests) {
         size_t before = diags->errors;

@@ -22,14 +22,17 @@ char *abx_server_egress_ca_dir(const abx_config *cfg);
  * write where any of it lies) and the protected areas (masked from processes, refused
  * to abx's own file ops) are both built from this one list. */
 typedef struct abx_state_list {
-    const char *path[32];
-    const char *what[32];
-    char *owned[32];
-    size_t n, n_owned;
+    const char **path;
+    const char **what;
+    char **owned;
+    size_t n, n_owned, cap;
+    bool failed; /* out of memory: the list is incomplete, and the caller must refuse */
 } abx_state_list;
 
 void abx_state_list_build(abx_server *s, const abx_config *cfg, abx_state_list *l);
 void abx_state_list_release(abx_state_list *l);
+/* An error diagnostic when the list could not be built whole (checked by both users). */
+bool abx_state_list_complete(const abx_state_list *l, abx_diags *d);
 /* The layout rule on the config as loaded, before plugins and Python modules run code. */
 void abx_server_state_precheck(abx_server *s, abx_diags *d);
 /* Tell `abx call` where this server listens: $ABX_HOME/url, replaced whole. */

@@ -127,20 +127,53 @@ char *abx_ledger_default_path(const abx_config *cfg, bool mcp) { return abx_serv
 
 static void state_add(abx_state_list *l, const char *path, const char *what)
 {
-    if (path && l->n < ABX_ARRAY_LEN(l->path)) {
-        l->path[l->n] = path;
-        l->what[l->n++] = what;
+    if (!path)
+        return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 32;
+        const char **p = abx_realloc(l->path, cap * sizeof *p);
+        if (p)
+            l->path = p;
+        const char **w = p ? abx_realloc(l->what, cap * sizeof *w) : NULL;
+        if (w)
+            l->what = w;
+        char **o = w ? abx_realloc(l->owned, cap * sizeof *o) : NULL;
+        if (!o) {
+            l->failed = true;
+            return;
+        }
+        l->owned = o;
+        l->cap = cap;
     }
+    l->path[l->n] = path;
+    l->what[l->n++] = what;
 }
 
+/* path: allocated for the list (NULL = out of memory, which fails the list) */
 static void state_add_owned(abx_state_list *l, char *path, const char *what)
 {
-    if (!path || l->n_owned >= ABX_ARRAY_LEN(l->owned) || l->n >= ABX_ARRAY_LEN(l->path)) {
+    size_t before = l->n;
+    if (path)
+        state_add(l, path, what);
+    if (l->n == before) {
         abx_free(path);
+        l->failed = true;
         return;
     }
-    l->owned[l->n_owned++] = path;
-    state_add(l, path, what);
+    l->owned[l->n_owned++] = path; /* n_owned <= n <= cap */
+}
+
+/* Each `secrets:` entry read from a file: the agent must neither read nor replace it. */
+static void state_add_secret_files(abx_state_list *l, const abx_config *cfg)
+{
+    const char *name;
+    json_t *v;
+    json_object_foreach(json_object_get(cfg->root, "secrets"), name, v)
+    {
+        const char *file = json_string_value(json_object_get(v, "file"));
+        if (file)
+            state_add(l, file, "a secret's file");
+    }
 }
 
 void abx_state_list_build(abx_server *s, const abx_config *cfg, abx_state_list *l)
@@ -154,14 +187,18 @@ void abx_state_list_build(abx_server *s, const abx_config *cfg, abx_state_list *
         char *ledger = s->ledger_path ? abx_strdup(s->ledger_path) : abx_server_ledger_path(s->no_listen, cfg, false);
         for (size_t i = 0; ledger && i < ABX_ARRAY_LEN(suffix); i++)
             state_add_owned(l, abx_asprintf("%s%s", ledger, suffix[i]), "the ledger");
+        l->failed |= !ledger;
         abx_free(ledger);
     }
     char *cadir = abx_server_egress_ca_dir(cfg);
-    if (cadir)
-        state_add_owned(l, abx_asprintf("%s/egress-ca.key", cadir), "the egress CA key");
+    state_add_owned(l, cadir ? abx_asprintf("%s/egress-ca.key", cadir) : NULL, "the egress CA key");
     abx_free(cadir);
     state_add(l, cfg->tls_cert, "the TLS certificate");
     state_add(l, cfg->tls_key, "the TLS key");
+    state_add(l, cfg->sandboxd_token_file, "sandboxd's token_file");
+    state_add(l, cfg->egress_upstream_ca, "egress.upstream_ca");
+    state_add(l, cfg->install_dir, "the install folder (install.dir)");
+    state_add_secret_files(l, cfg);
     size_t i;
     json_t *it;
     bool plugins = false;
@@ -188,6 +225,18 @@ void abx_state_list_release(abx_state_list *l)
 {
     for (size_t i = 0; i < l->n_owned; i++)
         abx_free(l->owned[i]);
+    abx_free(l->owned);
+    abx_free(l->path);
+    abx_free(l->what);
+    memset(l, 0, sizeof *l);
+}
+
+bool abx_state_list_complete(const abx_state_list *l, abx_diags *d)
+{
+    if (!l->failed)
+        return true;
+    abx_diag_add(d, "error", "config.invalid", 0, "out of memory while listing abx's own state");
+    return false;
 }
 
 void abx_server_state_precheck(abx_server *s, abx_diags *d)
@@ -198,7 +247,8 @@ void abx_server_state_precheck(abx_server *s, abx_diags *d)
                            .extends_default = s->cfg.path && s->cfg.extends_default,
                            .config_path = s->cfg.path, .workspace = s->workspace, .runtime_dir = "/tmp/abx-0-0",
                            .protected_files = st.path, .protected_what = st.what, .n_protected = st.n};
-    abx_policy_state_precheck(&in, d);
+    if (abx_state_list_complete(&st, d))
+        abx_policy_state_precheck(&in, d);
     abx_state_list_release(&st);
 }
 

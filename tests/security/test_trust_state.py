@@ -129,6 +129,55 @@ def test_symlinks_on_the_way_to_the_config_are_state(abx, workspace, tmp_path):
     assert rc == 1 and "config.state_writable" in out and "token_file" in out, out
 
 
+def test_secrets_and_trust_files_are_state(abx, workspace, tmp_path):
+    """A secret's file, sandboxd's token_file, egress.upstream_ca and install.dir decide
+    what abx injects, who a caller is, which upstreams it trusts and which programs it
+    runs: in a writable root the agent could replace them (and read a secret it must
+    only ever have injected for it)."""
+    etc = tmp_path / "etc"
+    _write(str(etc / "x"), "x\n")
+    cases = [
+        ("secrets: {KEY: {file: %s}}", "a secret's file"),
+        ("listen: 127.0.0.1:7070\nsandboxd: {token_file: %s, principal: alice}", "sandboxd's token_file"),
+        ("egress: {upstream_ca: %s}", "egress.upstream_ca"),
+        ("install: {dir: %s}", "install.dir"),
+    ]
+    for top, what in cases:
+        inside = _write(os.path.join(workspace, "state", "f"), "secret-value-1234567890123456789\n")
+        cfg = _write(str(etc / "abx.yaml"), _cfg(workspace, '["%s/**"]' % workspace,
+                                                 extra_top="ledger: {path: %s/ledger.db}\n" % etc + top % inside))
+        rc, out = _check_config(cfg)
+        assert rc == 1 and "config.state_writable" in out and what in out and inside in out, (top, out)
+        # the same file outside every root is fine
+        outside = _write(str(etc / "f"), "secret-value-1234567890123456789\n")
+        _write(cfg, _cfg(workspace, '["%s/**"]' % workspace,
+                         extra_top="ledger: {path: %s/ledger.db}\n" % etc + top % outside))
+        rc, out = _check_config(cfg)
+        assert "config.state_writable" not in out, (top, out)
+
+
+def test_a_secret_file_under_a_read_root_is_never_served(abx, workspace, tmp_path):
+    sdir = tmp_path / "secrets"
+    sf = _write(str(sdir / "gh"), "ghp_file_secret_4b1d2c3e\n")
+    cfg = """workspace: %s
+terminal_listen: "off"
+ledger: {enabled: false}
+secrets: {GH: {file: %s}}
+auth:
+  tokens:
+    - {principal: alice, roles: [agent], token_sha256: %s}
+policy:
+  allow:
+    - ops: ["files.read", "files.list", "files.stat"]
+      principals: [alice]
+      paths: {read: ["%s/**", "%s/**"]}
+""" % (workspace, sf, abxtest.sha256_hex(abxtest.ALICE_TOKEN), workspace, sdir)
+    s = abx(cfg)
+    r = s.op("files.read", {"path": sf}, token=abxtest.ALICE_TOKEN)
+    abxtest.assert_error(r, 403, "policy.path_denied")
+    assert "ghp_file_secret" not in r.text
+
+
 def test_relative_token_file_is_protected_where_it_is_read(abx, workspace, tmp_path):
     shared = tmp_path / "shared"
     _write(str(shared / "alice.token"), abxtest.ALICE_TOKEN + "\n")
