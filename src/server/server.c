@@ -101,9 +101,10 @@ abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char 
     }
     char cwd[4096];
     const char *ws = o.workspace ? o.workspace : s->cfg.workspace;
+    const char *here = getcwd(cwd, sizeof cwd); /* a relative --workspace is below it */
     if (!ws)
-        ws = getcwd(cwd, sizeof cwd);
-    if (!ws || abx_path_canon("/", ws, &s->workspace) != 0) {
+        ws = here;
+    if (!ws || (ws[0] != '/' && !here) || abx_path_canon(here ? here : "/", ws, &s->workspace) != 0) {
         snprintf(errbuf, errlen, "cannot resolve the workspace");
         abx_server_free(s);
         return NULL;

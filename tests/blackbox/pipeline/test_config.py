@@ -493,3 +493,18 @@ def test_explicit_only_ops_mounted_by_exact_id(abx):
                                       '      paths: ["{ws}/**"]\n' % ns)
              .replace("policy:\n", "policy:\n  strict: false\n"))
     assert op not in _mounted(s2, BOB_TOKEN)
+
+
+def test_serve_relative_workspace_is_below_the_working_folder(tmp_path):
+    """`abx serve --workspace w` serves ./w, not /w (it was joined to "/")."""
+    (tmp_path / "w").mkdir()
+    e = dict(os.environ, ABX_HOME=str(tmp_path / "home"))
+    p = subprocess.Popen([abxtest.ABX_BIN, "serve", "--listen", "127.0.0.1:0", "--workspace", "w"], cwd=str(tmp_path),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, text=True)
+    try:
+        line = p.stdout.readline()
+    finally:
+        p.terminate()
+        out, err = p.communicate(timeout=10)
+    assert abxtest.sanitizer_report(err) is None, err[-4000:]
+    assert "(workspace %s)" % (tmp_path / "w") in line, line + out + err
