@@ -168,14 +168,21 @@ auth:
     - {principal: alice, roles: [agent], token_sha256: %s}
 policy:
   allow:
-    - ops: ["files.read", "files.list", "files.stat"]
+    - ops: ["files.read", "files.list", "files.stat", "commands.run"]
       principals: [alice]
       paths: {read: ["%s/**", "%s/**"]}
+      commands: ["cat *"]
 """ % (workspace, sf, abxtest.sha256_hex(abxtest.ALICE_TOKEN), workspace, sdir)
+    _write(str(sdir / "other.txt"), "visible\n")
     s = abx(cfg)
     r = s.op("files.read", {"path": sf}, token=abxtest.ALICE_TOKEN)
     abxtest.assert_error(r, 403, "policy.path_denied")
     assert "ghp_file_secret" not in r.text
+    # a process sees the folder but not the secret
+    r = s.op("commands.run", {"argv": ["cat", str(sdir / "other.txt")]}, token=abxtest.ALICE_TOKEN)
+    assert r.status_code == 200 and r.json()["stdout"] == "visible\n", r.text
+    r = s.op("commands.run", {"argv": ["cat", sf]}, token=abxtest.ALICE_TOKEN)
+    assert r.status_code == 200 and r.json()["exit_code"] != 0 and "ghp_file_secret" not in r.text, r.text
 
 
 def test_relative_token_file_is_protected_where_it_is_read(abx, workspace, tmp_path):
