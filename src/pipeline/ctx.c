@@ -1,7 +1,10 @@
 /* ctx.c — the accessors of ctx.h: what a handler may ask of its context. Each reads
  * the request or its server here, inside the pipeline, so handlers never see either. */
 #include "pipeline/pipeline.h"
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static abx_request *req_of(const abx_ctx *ctx) { return ctx->req; }
 static abx_server *server_of(const abx_ctx *ctx) { return ctx->req->server; }
@@ -204,3 +207,90 @@ int abx_host_call_kernel(abx_host *h, const char *principal, const char *op, con
 }
 
 void *abx_host_ns_state(abx_host *h, const abx_namespace *ns) { return abx_ns_state((abx_server *)h, ns); }
+
+/* ---- the admitted paths, and opening them through the jail ---- */
+
+static const abx_path_value *ctx_pv(const abx_ctx *ctx, const char *param)
+{
+    for (size_t i = 0; i < ctx->req->decision.n_paths; i++)
+        if (strcmp(ctx->req->decision.paths[i].param, param) == 0)
+            return &ctx->req->decision.paths[i];
+    return NULL;
+}
+
+const char *abx_ctx_path(const abx_ctx *ctx, const char *param)
+{
+    const abx_path_value *pv = ctx_pv(ctx, param);
+    return pv ? pv->canonical : NULL;
+}
+
+const char *abx_ctx_path_at(const abx_ctx *ctx, const char *param, size_t index)
+{
+    for (size_t i = 0; i < ctx->req->decision.n_paths; i++)
+        if (strcmp(ctx->req->decision.paths[i].param, param) == 0 && ctx->req->decision.paths[i].index == index)
+            return ctx->req->decision.paths[i].canonical;
+    return NULL;
+}
+
+char *const *abx_ctx_argv(const abx_ctx *ctx, size_t *n)
+{
+    const abx_argv *a = &ctx->req->decision.argv;
+    if (n)
+        *n = a->n;
+    return a->n ? a->v : NULL;
+}
+
+int abx_ctx_open_stat(abx_ctx *ctx, const char *param, int flags, unsigned mode, struct stat *st)
+{
+    abx_path_value *pv = (abx_path_value *)ctx_pv(ctx, param);
+    if (!pv)
+        return -EINVAL;
+    if (pv->rootfd < 0) { /* a root that appeared after the policy was compiled */
+        int fd = pv->root ? abx_jail_open_root(pv->root) : -ENOENT;
+        if (fd < 0)
+            return -ENOENT;
+        pv->rootfd = fd;
+        pv->own_fd = true;
+    }
+    int fd = abx_jail_open(pv->rootfd, pv->rel, flags, (mode_t)mode);
+    if (fd < 0)
+        return fd;
+    if (!ctx->req->policy->n_idents) {
+        if (st && fstat(fd, st) != 0) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+        return fd;
+    }
+    /* the name was admitted; the file it now leads to must not be one a deny rule or
+     * protected area binds (renamed there, or a hard link to it) */
+    int dirfd = -1;
+    bool own_dir = false; /* a name right in the root: its folder is the root, borrowed */
+    if (ctx->req->policy->has_subtree_idents && strcmp(pv->rel, ".") != 0) {
+        const char *name;
+        own_dir = strchr(pv->rel, '/') != NULL;
+        dirfd = own_dir ? abx_jail_open_parent(pv->rootfd, pv->rel, &name) : pv->rootfd;
+        if (dirfd < 0) {
+            close(fd);
+            return dirfd;
+        }
+    }
+    struct stat mine;
+    int rc = abx_policy_fd_check_st(ctx->req->policy, ctx->req->slot, ctx->req->op, &ctx->req->decision, fd, dirfd,
+                                    st ? st : &mine);
+    if (own_dir)
+        close(dirfd);
+    if (rc == 0 && st && fstat(fd, st) != 0) /* the check did not need it */
+        rc = -errno;
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+int abx_ctx_open(abx_ctx *ctx, const char *param, int flags, unsigned mode)
+{
+    return abx_ctx_open_stat(ctx, param, flags, mode, NULL);
+}

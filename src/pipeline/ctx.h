@@ -51,6 +51,8 @@ int abx_ctx_fs_view(const abx_ctx *ctx, abx_fs_view *v);
 /* Identity checks (policy.h) for what a handler meets beyond abx_ctx_open: is a file
  * found while walking denied by identity, and may fd (in dirfd) be used (0, or -errno)? */
 bool abx_ctx_ident_denied(abx_ctx *ctx, const struct stat *st);
+/* abx_ctx_open, and the opened file's fstat in *st (taken once: the identity check's). */
+int abx_ctx_open_stat(abx_ctx *ctx, const char *param, int flags, unsigned mode, struct stat *st);
 int abx_ctx_fd_check(abx_ctx *ctx, int fd, int dirfd);
 /* Does the policy know any identity rule (else the checks above are no-ops)? */
 bool abx_ctx_has_idents(const abx_ctx *ctx);

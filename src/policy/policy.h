@@ -270,6 +270,10 @@ bool abx_policy_path_hidden(const abx_policy *p, int slot, const abx_op *op, con
 bool abx_policy_ident_denied(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d,
                              const struct stat *st);
 int abx_policy_fd_check(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int fd, int dirfd);
+/* The same; *fst gets fd's fstat when the check took one (returns 1 then, 0 when it did
+ * not need it, -ABX_EIDENT when denied), so a handler need not ask again. */
+int abx_policy_fd_check_st(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int fd, int dirfd,
+                           struct stat *fst);
 
 /* The filesystem a process started by an admitted call may see: read-only and
  * read-write roots (the chosen statement's pattern roots), paths to hide (the deny

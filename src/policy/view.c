@@ -21,20 +21,31 @@ bool abx_policy_ident_denied(const abx_policy *p, int slot, const abx_op *op, co
     return p->n_idents && abx_pol_ident_lookup(p, slot, op, d, st, false, NULL);
 }
 
-int abx_policy_fd_check(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int fd, int dirfd)
+int abx_policy_fd_check_st(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int fd, int dirfd,
+                           struct stat *fst)
 {
     if (!p->n_idents)
         return 0;
     struct stat st;
+    bool have = false;
     if (fd >= 0 && fstat(fd, &st) == 0) {
         if (abx_pol_ident_lookup(p, slot, op, d, &st, false, NULL))
             return -ABX_EIDENT;
         if (S_ISDIR(st.st_mode))
             dirfd = fd;
+        have = true;
     }
     if (p->has_subtree_idents && dirfd >= 0 && abx_pol_under_denied_dir(p, slot, op, d, dirfd))
         return -ABX_EIDENT;
-    return 0;
+    if (have && fst)
+        *fst = st;
+    return have;
+}
+
+int abx_policy_fd_check(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int fd, int dirfd)
+{
+    int rc = abx_policy_fd_check_st(p, slot, op, d, fd, dirfd, NULL);
+    return rc < 0 ? rc : 0;
 }
 
 bool abx_policy_path_visible(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d,

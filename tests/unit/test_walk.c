@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,6 +254,50 @@ static void test_iterator_and_prefix(void **state)
     close(fd);
 }
 
+/* files_pread, the reader of files.read's descriptors (O_NONBLOCK left set): a read that
+ * answers EAGAIN clears the flag and waits instead of failing. A pipe stands in for the
+ * rare regular file that honours O_NONBLOCK (FUSE); its writer comes 50 ms late. */
+static void *late_writer(void *arg)
+{
+    usleep(50 * 1000);
+    ssize_t w = write(*(int *)arg, "late", 4);
+    (void)w;
+    return NULL;
+}
+
+static void test_pread_waits_instead_of_eagain(void **state)
+{
+    (void)state;
+    int p[2];
+    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+    char buf[8];
+    errno = 0;
+    assert_int_equal(read(p[0], buf, sizeof buf), -1); /* the flag is in force */
+    assert_int_equal(errno, EAGAIN);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, late_writer, &p[1]), 0);
+    ssize_t g = files_pread(p[0], buf, sizeof buf, -1);
+    pthread_join(t, NULL);
+    assert_int_equal(g, 4);
+    assert_memory_equal(buf, "late", 4);
+    assert_int_equal(fcntl(p[0], F_GETFL) & O_NONBLOCK, 0);
+    close(p[1]);
+    assert_int_equal(files_pread(p[0], buf, sizeof buf, -1), 0); /* end of file */
+    close(p[0]);
+    /* a positioned read on a regular file with the flag set reads as usual */
+    char path[] = "/tmp/abx-pread-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "0123456789", 10), 10);
+    int ro = open(path, O_RDONLY | O_NONBLOCK);
+    unlink(path);
+    close(fd);
+    assert_true(ro >= 0);
+    assert_int_equal(files_pread(ro, buf, 4, 3), 4);
+    assert_memory_equal(buf, "3456", 4);
+    close(ro);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -262,6 +307,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_entry_and_byte_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prune_and_post_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_iterator_and_prefix, setup, teardown),
+        cmocka_unit_test(test_pread_waits_instead_of_eagain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

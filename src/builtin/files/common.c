@@ -262,19 +262,16 @@ int files_rename_noreplace(int odir, const char *oname, int ndir, const char *nn
 
 /* ---- reading ---- */
 
-/* Open the admitted "path" for reading: a regular file, blocking reads; a directory or
- * anything else is refused. */
-abx_err files_open_regular(abx_ctx *ctx, abx_reply *r, int *fdout, struct stat *st)
+/* Open the admitted "path" for reading: a regular file; a directory or anything else is
+ * refused. O_NONBLOCK: opening a FIFO must not wait for a writer. keep_nonblock leaves
+ * it set, for a caller that reads through files_pread: it has no effect on a regular
+ * file (open(2)), and a read that answers EAGAIN anyway (a FUSE file system may) clears
+ * it there and is retried. Otherwise reads block as usual. */
+static abx_err open_regular(abx_ctx *ctx, abx_reply *r, int *fdout, struct stat *st, bool keep_nonblock)
 {
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer */
-    int fd = abx_ctx_open(ctx, "path", O_RDONLY | O_NONBLOCK, 0);
+    int fd = abx_ctx_open_stat(ctx, "path", O_RDONLY | O_NONBLOCK, 0, st);
     if (fd < 0)
         return files_path_errno(ctx, r, -fd, "path");
-    if (fstat(fd, st) != 0) {
-        int e = errno;
-        close(fd);
-        return files_path_errno(ctx, r, e, "path");
-    }
     if (S_ISDIR(st->st_mode)) {
         close(fd);
         return abx_reply_error(r, ABX_E_FILES_IS_A_DIRECTORY, NULL, "path '%s' is a directory; use files.list",
@@ -285,11 +282,37 @@ abx_err files_open_regular(abx_ctx *ctx, abx_reply *r, int *fdout, struct stat *
         return abx_reply_error(r, ABX_E_FILES_NOT_REGULAR, NULL, "path '%s' is a %s, not a regular file",
                                abx_ctx_path(ctx, "path"), files_type_name(st->st_mode));
     }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0)
+    int fl = keep_nonblock ? 0 : fcntl(fd, F_GETFL);
+    if (fl > 0)
         fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     *fdout = fd;
     return ABX_OK;
+}
+
+abx_err files_open_regular(abx_ctx *ctx, abx_reply *r, int *fdout, struct stat *st)
+{
+    return open_regular(ctx, r, fdout, st, false);
+}
+
+abx_err files_open_regular_nb(abx_ctx *ctx, abx_reply *r, int *fdout, struct stat *st)
+{
+    return open_regular(ctx, r, fdout, st, true);
+}
+
+ssize_t files_pread(int fd, void *buf, size_t n, off_t off)
+{
+    for (;;) {
+        ssize_t g = off < 0 ? read(fd, buf, n) : pread(fd, buf, n, off);
+        if (g >= 0)
+            return g;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -1;
+        int fl = fcntl(fd, F_GETFL); /* errno stays EAGAIN when the flag was clear already */
+        if (fl < 0 || !(fl & O_NONBLOCK) || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+            return -1;
+    }
 }
 
 /* ---- text for results: names and lines need not be UTF-8 ---- */

@@ -59,6 +59,10 @@ int files_rename_noreplace(int odir, const char *oname, int ndir, const char *nn
 
 /* Open the admitted "path" for reading: a regular file (directory, FIFO, device refused). */
 abx_err files_open_regular(abx_ctx *ctx, abx_reply *r, int *fdout, struct stat *st);
+/* The same, O_NONBLOCK left set: read it with files_pread only. */
+abx_err files_open_regular_nb(abx_ctx *ctx, abx_reply *r, int *fdout, struct stat *st);
+/* pread (read when off < 0) that retries EINTR, and EAGAIN once O_NONBLOCK is cleared. */
+ssize_t files_pread(int fd, void *buf, size_t n, off_t off);
 
 /* ---- text for results: names and lines need not be UTF-8 (core/text.h: abx_text_json,
  * abx_utf8_complete_prefix) ---- */

@@ -124,7 +124,7 @@ static abx_err read_lines(abx_ctx *ctx, abx_reply *r, int fd, const json_t *args
     int64_t line = 1, taken = 0;
     bool at_line_start = true, truncated = false, stop = false;
     ssize_t got;
-    while (!stop && (got = read(fd, chunk, sizeof chunk)) > 0) {
+    while (!stop && (got = files_pread(fd, chunk, sizeof chunk, -1)) > 0) {
         for (ssize_t i = 0; i < got; i++) {
             char c = chunk[i];
             if (line >= start) {
@@ -179,7 +179,7 @@ static abx_err files_read(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     int fd = -1;
     struct stat st;
-    abx_err e = files_open_regular(ctx, r, &fd, &st);
+    abx_err e = files_open_regular_nb(ctx, r, &fd, &st);
     if (e)
         return e;
     bool b64 = strcmp(json_string_value(json_object_get(args, "encoding")), "base64") == 0;
@@ -222,9 +222,7 @@ static abx_err files_read(abx_ctx *ctx, const json_t *args, abx_reply *r)
     }
     size_t have = 0;
     while ((int64_t)have < want) {
-        ssize_t g = pread(fd, buf + have, (size_t)want - have, (off_t)(off + (int64_t)have));
-        if (g < 0 && errno == EINTR)
-            continue;
+        ssize_t g = files_pread(fd, buf + have, (size_t)want - have, (off_t)(off + (int64_t)have));
         if (g < 0) {
             int err = errno;
             abx_free(buf);
