@@ -195,7 +195,8 @@ typedef struct watcher {
     char id[32];
     char *principal;
     const abx_server *server;
-    abx_request *inner;          /* files.watch */
+    json_t *args;                /* CreateWatcher's request: a renewal asks for the same watch */
+    abx_request *inner;          /* files.watch, admitted under inner->policy */
     pthread_t thread;
     atomic_bool stop;
     pthread_mutex_t mu;          /* guards events */
@@ -243,6 +244,7 @@ static void watcher_free(watcher *w)
     pthread_join(w->thread, NULL);
     abx_request_free(w->inner);
     json_decref(w->events);
+    json_decref(w->args);
     pthread_mutex_destroy(&w->mu);
     abx_free(w->principal);
     abx_free(w);
@@ -254,7 +256,9 @@ static void create_watcher(e2b_call *c, const json_t *req)
     if (!x)
         return;
     watcher *w = abx_calloc(1, sizeof *w);
-    if (!w || !(w->principal = abx_strdup(c->principal))) {
+    if (!w || !(w->principal = abx_strdup(c->principal)) || !(w->args = json_deep_copy(req))) {
+        if (w)
+            abx_free(w->principal);
         abx_free(w);
         abx_request_free(x);
         abx_e2b_fail_msg(c, ABX_E_SERVER_UNAVAILABLE, "out of memory");
@@ -277,6 +281,7 @@ static void create_watcher(e2b_call *c, const json_t *req)
     if (!ok) {
         abx_request_free(x);
         json_decref(w->events);
+        json_decref(w->args);
         pthread_mutex_destroy(&w->mu);
         abx_free(w->principal);
         abx_free(w);
@@ -298,19 +303,91 @@ static int find_watcher(e2b_call *c, const json_t *req)
     return -1;
 }
 
+/* Events still queued that the renewed watch's caller may see (its ctx decides, as
+ * files.watch's own events are decided). */
+static void refilter(watcher *w)
+{
+    abx_ctx *ctx = &w->inner->ctx;
+    const char *root = abx_ctx_path(ctx, "path");
+    json_t *kept = json_array();
+    size_t i;
+    json_t *e;
+    json_array_foreach(w->events, i, e) {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        char *canon = root && name ? abx_asprintf("%s/%s", strcmp(root, "/") == 0 ? "" : root, name) : NULL;
+        if (canon && abx_ctx_path_visible(ctx, canon))
+            json_array_append(kept, e);
+        abx_free(canon);
+    }
+    json_decref(w->events);
+    w->events = kept;
+}
+
+/* The policy was reloaded since the watch was admitted: the same files.watch again, as
+ * the caller, under the policy in force (refused: the watcher ends with that answer).
+ * w is out of the table meanwhile; false when the call failed and w is gone. */
+static bool renew(e2b_call *c, watcher *w)
+{
+    abx_request *x = start_watch(c, w->args); /* fails the call itself */
+    atomic_store(&w->stop, true);
+    pthread_join(w->thread, NULL);
+    abx_request_free(w->inner);
+    w->inner = x;
+    atomic_store(&w->stop, false);
+    bool ok = x != NULL;
+    if (ok) {
+        refilter(w);
+        ok = pthread_create(&w->thread, NULL, watcher_main, w) == 0;
+        if (!ok)
+            abx_e2b_fail_msg(c, ABX_E_SERVER_UNAVAILABLE, "cannot restart the watcher");
+    }
+    if (ok) {
+        pthread_mutex_lock(&watchers_mu);
+        size_t slot = WATCHERS;
+        for (size_t i = 0; i < WATCHERS && slot == WATCHERS; i++)
+            if (!watchers[i])
+                slot = i;
+        if (slot < WATCHERS)
+            watchers[slot] = w;
+        pthread_mutex_unlock(&watchers_mu);
+        if (slot < WATCHERS)
+            return true;
+        abx_e2b_fail_msg(c, ABX_E_LIMIT_CONCURRENCY, "too many watchers (at most 64): remove one first");
+        watcher_free(w);
+        return false;
+    }
+    abx_request_free(w->inner);
+    json_decref(w->events);
+    json_decref(w->args);
+    pthread_mutex_destroy(&w->mu);
+    abx_free(w->principal);
+    abx_free(w);
+    return false;
+}
+
 static void get_watcher_events(e2b_call *c, const json_t *req)
 {
     pthread_mutex_lock(&watchers_mu);
     int i = find_watcher(c, req);
-    json_t *events = NULL;
-    if (i >= 0) {
-        watcher *w = watchers[i];
-        pthread_mutex_lock(&w->mu);
-        events = w->events;
-        w->events = json_array();
-        pthread_mutex_unlock(&w->mu);
+    watcher *w = i >= 0 ? watchers[i] : NULL;
+    bool stale = false;
+    if (w) {
+        /* each poll is a call of its own: under the policy in force, not the one that
+         * admitted the watch (a reload may have taken files.* away or denied a name) */
+        abx_policy *now = abx_server_snapshot(c->server);
+        stale = now != w->inner->policy;
+        if (now)
+            abx_policy_unref(now);
+        if (stale)
+            watchers[i] = NULL;
     }
     pthread_mutex_unlock(&watchers_mu);
+    if (!w || (stale && !renew(c, w)))
+        return;
+    pthread_mutex_lock(&w->mu);
+    json_t *events = w->events;
+    w->events = json_array();
+    pthread_mutex_unlock(&w->mu);
     if (events)
         abx_e2b_unary(c, &filesystem__get_watcher_events_response__descriptor, json_pack("{s:o}", "events", events));
 }

@@ -252,7 +252,11 @@ static abx_step redeem_ticket(abx_request *r, int64_t now)
     }
     int target = -1;
     char *principal = abx_tickets_redeem(r->server->tickets, q.value, q.len, &target);
-    r->slot = principal ? abx_policy_principal_slot(r->policy, principal) : -1;
+    /* a terminal's ticket only: a port's (target -port, ports.ticket) signs a browser in on
+     * that port's own origin and nowhere else (port_origin.c) */
+    r->slot = principal && target >= 0 ? abx_policy_principal_slot(r->policy, principal) : -1;
+    if (abx_policy_principal_expired(r->policy, r->slot, abx_wall_ms()))
+        r->slot = -1; /* the token it was made with has expired */
     abx_free(principal);
     if (r->slot < 0) {
         abx_auth_failed(r->server->limiter, fp, r->client, now);

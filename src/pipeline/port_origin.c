@@ -81,6 +81,9 @@ static abx_step sign_in(abx_request *r, const qticket *q, int64_t now)
     fp[16] = '\0';
     int target = 0;
     char *principal = abx_tickets_redeem(r->server->tickets, q->value, q->len, &target);
+    if (principal && abx_policy_principal_expired(r->policy, abx_policy_principal_slot(r->policy, principal),
+                                                  abx_wall_ms()))
+        target = 0; /* the token it was made with has expired */
     if (!principal || target != -r->port_origin) {
         abx_free(principal);
         return fail_auth(r, fp, now, "the ticket is unknown, already used, expired or for another port");
@@ -133,6 +136,8 @@ abx_step abx_port_origin_auth(abx_request *r, int64_t now)
     char *principal = abx_tickets_session_check(r->server->tickets, s, len, -r->port_origin);
     r->slot = principal ? abx_policy_principal_slot(r->policy, principal) : -1;
     abx_free(principal);
+    if (abx_policy_principal_expired(r->policy, r->slot, abx_wall_ms()))
+        r->slot = -1; /* the session stands for the token: it ends when the token does */
     if (r->slot < 0)
         return fail_auth(r, fp, now, "the port session is unknown or expired; open a new ports.ticket URL");
     abx_auth_succeeded(r->server->limiter, r->client, now);

@@ -205,6 +205,9 @@ int abx_policy_auth(const abx_policy *p, const char *token, size_t len, int64_t 
 int abx_policy_signed(const abx_policy *p, const char *prefix, size_t plen, const char *suffix, size_t slen,
                       const unsigned char want[32], int64_t now_wall_ms);
 int abx_policy_principal_slot(const abx_policy *p, const char *id); /* -1 unknown; n_principals = anonymous */
+/* Whether principal `slot`'s token has expired (expires_at): a session or ticket it
+ * made stands for the token and ends with it. */
+bool abx_policy_principal_expired(const abx_policy *p, int slot, int64_t now_wall_ms);
 const char *abx_policy_principal_id(const abx_policy *p, int slot);
 
 /* Step 5 */

@@ -152,6 +152,12 @@ int abx_policy_principal_slot(const abx_policy *p, const char *id)
     return -1;
 }
 
+bool abx_policy_principal_expired(const abx_policy *p, int slot, int64_t now_wall_ms)
+{
+    return slot >= 0 && slot < (int)p->n_principals && p->principals[slot].expires_at_ms &&
+           now_wall_ms >= p->principals[slot].expires_at_ms;
+}
+
 const char *abx_policy_principal_id(const abx_policy *p, int slot)
 {
     if (slot < 0 || slot > (int)p->n_principals)

@@ -180,6 +180,27 @@ static bool abx_temp_path(const char *rel)
     return false;
 }
 
+/* Whether the caller may see rel (below the watched root) at all. */
+static bool rel_visible(const watch *w, abx_ctx *ctx, const char *rel)
+{
+    char *canon = abx_asprintf("%s/%s", strcmp(w->canonical, "/") == 0 ? "" : w->canonical, rel);
+    bool visible = canon && abx_ctx_path_visible(ctx, canon);
+    abx_free(canon);
+    return visible;
+}
+
+/* Whether the directory rel (below the watched root) is denied by identity: a denied
+ * folder the host renamed, or one below it (policy.h, the fd check abx_ctx_open makes). */
+static bool dir_denied(const watch *w, abx_ctx *ctx, const char *rel)
+{
+    int fd = abx_jail_open(w->rootfd, rel, O_RDONLY | O_DIRECTORY, 0);
+    if (fd < 0)
+        return false; /* gone (or not a directory): nothing of it to show or watch */
+    bool denied = builtin_fd_check(ctx, fd, -1) != 0;
+    close(fd);
+    return denied;
+}
+
 static void watch_push(watch *w, abx_ctx *ctx, const char *kind, const char *rel, const char *from, bool dir)
 {
     if (abx_temp_path(rel))
@@ -188,10 +209,9 @@ static void watch_push(watch *w, abx_ctx *ctx, const char *kind, const char *rel
         return;
     if (glob_list_match(w->exclude, rel))
         return;
-    char *canon = abx_asprintf("%s/%s", strcmp(w->canonical, "/") == 0 ? "" : w->canonical, rel);
-    bool visible = canon && abx_ctx_path_visible(ctx, canon);
-    abx_free(canon);
-    if (!visible)
+    if (!rel_visible(w, ctx, rel))
+        return;
+    if (dir && strcmp(kind, "delete") != 0 && dir_denied(w, ctx, rel))
         return;
     if (w->next_seq) { /* a write and its close, or several writes in a row, are one change */
         const watch_ev *last = &w->ring[(w->next_seq - 1) % WATCH_RING];
@@ -219,10 +239,10 @@ static void watch_new_dir(watch *w, abx_ctx *ctx, const char *rel)
         return;
     }
     int fd = abx_jail_open(w->rootfd, rel, O_RDONLY | O_DIRECTORY, 0);
-    if (fd >= 0) {
+    if (fd >= 0 && builtin_fd_check(ctx, fd, -1) == 0) /* not a denied folder under a new name */
         watch_tree(w, ctx, fd, rel, canon);
+    if (fd >= 0)
         close(fd);
-    }
     abx_free(canon);
 }
 
@@ -260,6 +280,16 @@ static void watch_moved_to(watch *w, abx_ctx *ctx, const struct inotify_event *e
 {
     bool paired = w->move_from && w->move_cookie == ev->cookie;
     bool from_temp = paired && abx_temp_path(w->move_from);
+    /* out of a name the caller may not see (a deny statement, a protected area): as if
+     * from outside the tree, so the hidden name is never shown */
+    bool from_hidden = paired && !from_temp && !rel_visible(w, ctx, w->move_from);
+    if (from_hidden) {
+        if (dir && w->recursive) /* what was watched below it follows; new_dir adds the rest */
+            watch_rename_dirs(w, w->move_from, rel);
+        paired = false;
+        abx_free(w->move_from);
+        w->move_from = NULL;
+    }
     if (paired && !from_temp)
         watch_push(w, ctx, "move", rel, w->move_from, dir);
     else
