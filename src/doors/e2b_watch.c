@@ -238,16 +238,22 @@ static void *watcher_main(void *p)
     return NULL;
 }
 
-static void watcher_free(watcher *w)
+/* Everything a watcher holds, its thread already gone (or never started). */
+static void watcher_release(watcher *w)
 {
-    atomic_store(&w->stop, true);
-    pthread_join(w->thread, NULL);
     abx_request_free(w->inner);
     json_decref(w->events);
     json_decref(w->args);
     pthread_mutex_destroy(&w->mu);
     abx_free(w->principal);
     abx_free(w);
+}
+
+static void watcher_free(watcher *w)
+{
+    atomic_store(&w->stop, true);
+    pthread_join(w->thread, NULL);
+    watcher_release(w);
 }
 
 static void create_watcher(e2b_call *c, const json_t *req)
@@ -279,12 +285,7 @@ static void create_watcher(e2b_call *c, const json_t *req)
         watchers[slot] = w;
     pthread_mutex_unlock(&watchers_mu);
     if (!ok) {
-        abx_request_free(x);
-        json_decref(w->events);
-        json_decref(w->args);
-        pthread_mutex_destroy(&w->mu);
-        abx_free(w->principal);
-        abx_free(w);
+        watcher_release(w); /* x with it */
         abx_e2b_fail_msg(c, ABX_E_LIMIT_CONCURRENCY, "too many watchers (at most 64): remove one first");
         return;
     }
@@ -356,12 +357,7 @@ static bool renew(e2b_call *c, watcher *w)
         watcher_free(w);
         return false;
     }
-    abx_request_free(w->inner);
-    json_decref(w->events);
-    json_decref(w->args);
-    pthread_mutex_destroy(&w->mu);
-    abx_free(w->principal);
-    abx_free(w);
+    watcher_release(w); /* its thread was joined above */
     return false;
 }
 
