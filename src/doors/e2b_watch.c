@@ -256,6 +256,15 @@ static void watcher_free(watcher *w)
     watcher_release(w);
 }
 
+/* The first free slot of the table (WATCHERS: none); watchers_mu held. */
+static size_t free_slot(void)
+{
+    size_t slot = 0;
+    while (slot < WATCHERS && watchers[slot])
+        slot++;
+    return slot;
+}
+
 static void create_watcher(e2b_call *c, const json_t *req)
 {
     abx_request *x = start_watch(c, req);
@@ -276,10 +285,7 @@ static void create_watcher(e2b_call *c, const json_t *req)
     w->events = json_array();
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_lock(&watchers_mu);
-    size_t slot = WATCHERS;
-    for (size_t i = 0; i < WATCHERS && slot == WATCHERS; i++)
-        if (!watchers[i])
-            slot = i;
+    size_t slot = free_slot();
     bool ok = slot < WATCHERS && pthread_create(&w->thread, NULL, watcher_main, w) == 0;
     if (ok)
         watchers[slot] = w;
@@ -344,10 +350,7 @@ static bool renew(e2b_call *c, watcher *w)
     }
     if (ok) {
         pthread_mutex_lock(&watchers_mu);
-        size_t slot = WATCHERS;
-        for (size_t i = 0; i < WATCHERS && slot == WATCHERS; i++)
-            if (!watchers[i])
-                slot = i;
+        size_t slot = free_slot();
         if (slot < WATCHERS)
             watchers[slot] = w;
         pthread_mutex_unlock(&watchers_mu);

@@ -276,9 +276,8 @@ int abx_ctx_open_stat(abx_ctx *ctx, const char *param, int flags, unsigned mode,
             return dirfd;
         }
     }
-    struct stat mine;
     int rc = abx_policy_fd_check_st(ctx->req->policy, ctx->req->slot, ctx->req->op, &ctx->req->decision, fd, dirfd,
-                                    st ? st : &mine);
+                                    st);
     if (own_dir)
         close(dirfd);
     if (rc == 0 && st && fstat(fd, st) != 0) /* the check did not need it */

@@ -267,7 +267,7 @@ static void *late_writer(void *arg)
 
 static void test_pread_waits_instead_of_eagain(void **state)
 {
-    (void)state;
+    fixture *f = *state;
     int p[2];
     assert_int_equal(pipe2(p, O_NONBLOCK), 0);
     char buf[8];
@@ -285,13 +285,13 @@ static void test_pread_waits_instead_of_eagain(void **state)
     assert_int_equal(files_pread(p[0], buf, sizeof buf, -1), 0); /* end of file */
     close(p[0]);
     /* a positioned read on a regular file with the flag set reads as usual */
-    char path[] = "/tmp/abx-pread-XXXXXX";
-    int fd = mkstemp(path);
+    char path[300];
+    snprintf(path, sizeof path, "%s/digits", f->base);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "0123456789", 10), 10);
-    int ro = open(path, O_RDONLY | O_NONBLOCK);
-    unlink(path);
     close(fd);
+    int ro = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     assert_true(ro >= 0);
     assert_int_equal(files_pread(ro, buf, 4, 3), 4);
     assert_memory_equal(buf, "3456", 4);
@@ -307,7 +307,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_entry_and_byte_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prune_and_post_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_iterator_and_prefix, setup, teardown),
-        cmocka_unit_test(test_pread_waits_instead_of_eagain),
+        cmocka_unit_test_setup_teardown(test_pread_waits_instead_of_eagain, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
