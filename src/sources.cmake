@@ -47,6 +47,7 @@ set(ABX_SRC_SANDBOX
 )
 set(ABX_SRC_LEDGER
   src/ledger/head.c
+  src/ledger/item.c
   src/ledger/ledger.c
   src/ledger/read.c
   src/ledger/verify.c

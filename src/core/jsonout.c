@@ -14,6 +14,9 @@
 #include "core/jsonout.h"
 #include "core/text.h"
 #include <math.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +67,30 @@ static bool put_string(obuf *b, const char *s, size_t n)
     size_t i = 0;
     while (i < n) {
         size_t run = i;
+#if defined(__SSE2__)
+        /* sixteen bytes at a time while none is a control character, '"' or '\\' */
+        {
+            const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
+                          below = _mm_set1_epi8(0x1f);
+            int hi = 0;
+            while (run + 16 <= n) {
+                __m128i w = _mm_loadu_si128((const __m128i *)(const void *)(s + run));
+                /* w <= 0x1f (unsigned): max(w, 0x1f) == 0x1f */
+                __m128i ctl = _mm_cmpeq_epi8(_mm_max_epu8(w, below), below);
+                __m128i hit = _mm_or_si128(ctl, _mm_or_si128(_mm_cmpeq_epi8(w, quote), _mm_cmpeq_epi8(w, bslash)));
+                int m = _mm_movemask_epi8(hit);
+                if (m) {
+                    unsigned k = (unsigned)__builtin_ctz((unsigned)m);
+                    hi |= _mm_movemask_epi8(w) & (int)((1u << k) - 1u);
+                    run += k;
+                    break;
+                }
+                hi |= _mm_movemask_epi8(w);
+                run += 16;
+            }
+            high |= hi != 0;
+        }
+#endif
         /* eight bytes at a time while none is a control character, '"' or '\\' */
         uint64_t seen = 0;
         while (run + 8 <= n) {

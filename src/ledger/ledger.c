@@ -34,7 +34,10 @@ static const char *const schema[] = {
     " seq INTEGER NOT NULL, kind TEXT NOT NULL, at TEXT NOT NULL, data TEXT NOT NULL, prev_hash TEXT NOT NULL,"
     " hash TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS action_events_group ON action_events(group_id, seq)",
-    "CREATE INDEX IF NOT EXISTS action_groups_principal ON action_groups(principal, group_id)",
+    /* no index on principal: every query of the ledger reaches a group by its id (the
+     * timeline walks events by ordinal and filters), and an index the reads never use cost
+     * each call a fourth B-tree insert; ledgers that have it lose it on open */
+    "DROP INDEX IF EXISTS action_groups_principal",
     "CREATE TABLE IF NOT EXISTS execution_attempts(attempt_id INTEGER PRIMARY KEY, group_id INTEGER NOT NULL,"
     " started_at TEXT NOT NULL)",
     /* append-only: old rows are never updated or deleted; a retry is a new attempt */
@@ -122,67 +125,6 @@ fail:
 #define QUEUE_MAX 8192
 #define WAKE_BATCH 512 /* queued non-durable items that make the writer commit before flush_ms */
 
-static void item_free(item *it)
-{
-    abx_free(it->request_id);
-    abx_free(it->principal);
-    abx_free(it->op);
-    abx_free(it->door);
-    abx_free(it->client);
-    abx_free(it->at);
-    for (size_t i = 0; i < it->n_ev; i++) {
-        abx_free(it->ev_kind[i]);
-        abx_free(it->ev_at[i]);
-        free(it->ev_data[i]);
-    }
-    abx_free(it->ev_kind);
-    abx_free(it->ev_at);
-    abx_free(it->ev_data);
-    abx_free(it);
-}
-
-/* Serialize events ({"kind", "at", ...data}) on the caller's thread. */
-static bool item_events(item *it, const json_t *events)
-{
-    size_t n = json_array_size(events);
-    it->ev_kind = abx_calloc(n + 1, sizeof(char *));
-    it->ev_at = abx_calloc(n + 1, sizeof(char *));
-    it->ev_data = abx_calloc(n + 1, sizeof(char *));
-    if (!it->ev_kind || !it->ev_at || !it->ev_data)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *ev = json_array_get(events, i);
-        /* the event without kind and at, as json_dumps(COMPACT | SORT_KEYS) of such a copy */
-        static const char *const outside[] = {"kind", "at", NULL};
-        it->ev_kind[i] = abx_strdup(json_string_value(json_object_get(ev, "kind")) ?: "?");
-        it->ev_at[i] = abx_strdup(json_string_value(json_object_get(ev, "at")) ?: it->at);
-        it->ev_data[i] = json_is_object(ev) ? abx_json_compact_except(ev, true, outside, NULL) : strdup("{}");
-        it->n_ev++;
-        if (!it->ev_kind[i] || !it->ev_at[i] || !it->ev_data[i])
-            return false;
-    }
-    return true;
-}
-
-/* The same from events serialized by the caller: their data moves into the item (or is freed). */
-static bool item_events_raw(item *it, abx_ledger_raw *raw, size_t n)
-{
-    bool ok = (it->ev_kind = abx_calloc(n + 1, sizeof(char *))) && (it->ev_at = abx_calloc(n + 1, sizeof(char *))) &&
-              (it->ev_data = abx_calloc(n + 1, sizeof(char *)));
-    for (size_t i = 0; i < n; raw[i++].data = NULL) {
-        if (ok) {
-            it->ev_kind[i] = abx_strdup(raw[i].kind);
-            it->ev_at[i] = abx_strdup(raw[i].at ? raw[i].at : it->at);
-            it->ev_data[i] = raw[i].data;
-            it->n_ev++;
-            ok = it->ev_kind[i] && it->ev_at[i] && it->ev_data[i];
-        } else {
-            free(raw[i].data);
-        }
-    }
-    return ok;
-}
-
 /* Write a batch of items in one transaction; false on any failure (rolled back). */
 static bool write_items(abx_ledger *l, item *first)
 {
@@ -205,7 +147,7 @@ static bool write_items(abx_ledger *l, item *first)
             sqlite3_bind_text(g, 5, it->door, -1, SQLITE_STATIC);
             sqlite3_bind_text(g, 6, it->client, -1, SQLITE_STATIC);
             /* the group's time is its "received" event's, so verify can hold them together */
-            sqlite3_bind_text(g, 7, it->n_ev ? it->ev_at[0] : it->at, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(g, 7, it->n_ev ? it->ev_at[0] : it->at, -1, SQLITE_STATIC);
             if (it->batch_group)
                 sqlite3_bind_int64(g, 8, (sqlite3_int64)it->batch_group);
             else
@@ -242,9 +184,11 @@ static bool write_items(abx_ledger *l, item *first)
             sqlite3_bind_int64(e, 3, (sqlite3_int64)(seq0 + (int64_t)k));
             sqlite3_bind_text(e, 4, kind, -1, SQLITE_STATIC);
             sqlite3_bind_text(e, 5, at, -1, SQLITE_STATIC);
-            sqlite3_bind_text(e, 6, dj, -1, SQLITE_TRANSIENT);
-            sqlite3_bind_text(e, 7, hash, -1, SQLITE_TRANSIENT);
-            sqlite3_bind_text(e, 8, h, -1, SQLITE_TRANSIENT);
+            /* SQLITE_STATIC (no copy): every buffer outlives the step and the reset below,
+             * and every parameter is bound again before the next step */
+            sqlite3_bind_text(e, 6, dj, -1, SQLITE_STATIC);
+            sqlite3_bind_text(e, 7, hash, -1, SQLITE_STATIC);
+            sqlite3_bind_text(e, 8, h, -1, SQLITE_STATIC);
             ok = sqlite3_step(e) == SQLITE_DONE;
             sqlite3_reset(e);
             memcpy(hash, h, sizeof hash);
@@ -319,7 +263,7 @@ static void *writer_main(void *arg)
         pthread_mutex_unlock(&l->mu);
         for (item *nx; done; done = nx) {
             nx = done->next;
-            item_free(done);
+            abx__ledger_item_free(done);
         }
         pthread_mutex_lock(&l->mu);
     }
@@ -705,12 +649,12 @@ bool abx_ledger_healthy(abx_ledger *l)
 }
 
 /* Enqueue; with durable, wait for the commit. Returns the group id or 0 on failure. */
-static uint64_t enqueue(abx_ledger *l, item *it)
+uint64_t abx__ledger_enqueue(abx_ledger *l, item *it)
 {
     pthread_mutex_lock(&l->mu);
     if (l->stop) {
         pthread_mutex_unlock(&l->mu);
-        item_free(it);
+        abx__ledger_item_free(it);
         return 0;
     }
     while (l->queued >= QUEUE_MAX && !l->stop) /* backpressure: memory stays bounded */
@@ -741,50 +685,7 @@ static uint64_t enqueue(abx_ledger *l, item *it)
         pthread_cond_wait(&l->cond, &l->mu);
     bool ok = it->ok;
     pthread_mutex_unlock(&l->mu);
-    item_free(it);
+    abx__ledger_item_free(it);
     return ok ? gid : 0;
-}
-
-uint64_t abx_ledger_record(abx_ledger *l, const abx_ledger_call *c)
-{
-    item *it = abx_calloc(1, sizeof *it);
-    if (!it) {
-        for (size_t i = 0; c->raw && i < c->n_raw; i++)
-            free(c->raw[i].data);
-        return 0;
-    }
-    char at[32];
-    abx_iso8601(abx_wall_ms(), at);
-    it->request_id = abx_strdup(c->request_id ? c->request_id : "-");
-    it->principal = c->principal ? abx_strdup(c->principal) : NULL;
-    it->op = c->op ? abx_strdup(c->op) : NULL;
-    it->door = abx_strdup(c->door ? c->door : "-");
-    it->client = c->client ? abx_strdup(c->client) : NULL;
-    it->at = abx_strdup(at);
-    if (c->raw ? !item_events_raw(it, c->raw, c->n_raw) : !item_events(it, c->events)) {
-        item_free(it);
-        return 0;
-    }
-    it->attempt = c->attempt;
-    it->batch_group = c->batch_group;
-    it->durable = c->durable;
-    return enqueue(l, it);
-}
-
-int abx_ledger_append(abx_ledger *l, uint64_t group_id, json_t *events, bool durable)
-{
-    item *it = abx_calloc(1, sizeof *it);
-    if (!it)
-        return -1;
-    char at[32];
-    abx_iso8601(abx_wall_ms(), at);
-    it->group_id = group_id;
-    it->at = abx_strdup(at);
-    if (!item_events(it, events)) {
-        item_free(it);
-        return -1;
-    }
-    it->durable = durable;
-    return enqueue(l, it) ? 0 : -1;
 }
 

@@ -23,6 +23,7 @@ typedef struct item {
     uint64_t batch_group;
     bool durable;
     bool done, ok;
+    bool packed;         /* strings and arrays live in the item's own block (only ev_data apart) */
     struct item *next;
 } item;
 
@@ -76,6 +77,10 @@ sqlite3_stmt *abx__ledger_stmt(abx_ledger *l, int which);
 void abx__ledger_stmts_drop(abx_ledger *l);
 /* Finalize them, close l->db and set it to NULL. */
 void abx__ledger_close_db(abx_ledger *l);
+/* item.c: free an item (whatever thread made it); ledger.c: queue one for the writer,
+ * its group id or 0 */
+void abx__ledger_item_free(item *it);
+uint64_t abx__ledger_enqueue(abx_ledger *l, item *it);
 /* A read-only connection to a ledger file; NULL with err. */
 sqlite3 *abx__ledger_open_ro(const char *path, char *err, size_t errlen);
 

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <sqlite3.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,20 +289,47 @@ static json_t *digest_of(const json_t *v)
 
 /* What abx_ledger_redact does with one member: KEEP copies it as it is. */
 enum { KEEP, SECRET, ENV, NESTED, CONTENTS };
+static const char *const secret_names[] = {"token",         "password", "secret", "credential",
+                                           "authorization", "api_key",  "ticket", NULL};
+static const char *const contents_names[] = {"content", "data", "stdin", "old", "new", "code", NULL};
+
 static int redact_rule(const char *k, const json_t *v)
 {
-    static const char *const secret[] = {"token", "password", "secret", "credential", "authorization", "api_key",
-                                         "ticket", NULL};
-    static const char *const contents[] = {"content", "data", "stdin", "old", "new", "code", NULL};
-    if (name_is(k, secret, true))
+    if (name_is(k, secret_names, true))
         return SECRET;
     if (strcmp(k, "env") == 0 && json_is_object(v)) /* names stay, values do not */
         return ENV;
     if (strcmp(k, "args") == 0 && json_is_object(v)) /* another op's arguments (explain, batch) */
         return NESTED;
-    if (name_is(k, contents, false) && (json_is_string(v) || json_is_object(v) || json_is_array(v)))
+    if (name_is(k, contents_names, false) && (json_is_string(v) || json_is_object(v) || json_is_array(v)))
         return CONTENTS;
     return KEEP; /* paths, argv, flags: what an auditor needs */
+}
+
+/* Names that redact_rule keeps whatever their value (neither a secret nor "env",
+ * "args" or a contents name), remembered per thread: every call's arguments are
+ * checked, and they are the same few names ("path", "offset") over and over. */
+#define KEEP_CACHE 32
+#define KEEP_NAME 24
+static _Thread_local char keep_names[KEEP_CACHE][KEEP_NAME];
+
+static bool name_always_kept(const char *k)
+{
+    size_t n = strlen(k);
+    if (n == 0 || n >= KEEP_NAME)
+        return false;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)k[i]) * 16777619u;
+    char *slot = keep_names[h % KEEP_CACHE];
+    if (memcmp(slot, k, n + 1) == 0)
+        return true;
+    /* redact_rule's names, whatever the value's type */
+    if (name_is(k, secret_names, true) || strcmp(k, "env") == 0 || strcmp(k, "args") == 0 ||
+        name_is(k, contents_names, false))
+        return false;
+    memcpy(slot, k, n + 1);
+    return true;
 }
 
 bool abx_ledger_redact_keeps(const json_t *args)
@@ -312,7 +340,7 @@ bool abx_ledger_redact_keeps(const json_t *args)
         return false;
     json_object_foreach((json_t *)args, k, v)
     {
-        if (redact_rule(k, v) != KEEP)
+        if (!name_always_kept(k) && redact_rule(k, v) != KEEP)
             return false;
     }
     return true;

@@ -86,17 +86,22 @@ bool abx_pol_build_identset(abx_policy *p)
     p->root_dev = abx_calloc(p->n_roots + 1, sizeof *p->root_dev);
     p->root_ino = abx_calloc(p->n_roots + 1, sizeof *p->root_ino);
     p->root_stop = abx_calloc(p->n_roots + 1, sizeof *p->root_stop);
-    if (!p->ident_tab || !p->root_dev || !p->root_ino || !p->root_stop)
+    p->root_mode = abx_calloc(p->n_roots + 1, sizeof *p->root_mode);
+    if (!p->ident_tab || !p->root_dev || !p->root_ino || !p->root_stop || !p->root_mode)
         return false;
     p->ident_tab_mask = size - 1;
     for (size_t i = 0; i < p->n_idents; i++)
         tab_put(p, p->idents[i].dev, p->idents[i].ino, (uint32_t)(i + 1));
     struct stat st;
     for (size_t r = 0; r < p->n_roots; r++) {
-        if (p->rootfds[r] < 0 || fstat(p->rootfds[r], &st) != 0 || !root_can_stop(p, r))
+        if (p->rootfds[r] < 0 || fstat(p->rootfds[r], &st) != 0)
             continue;
+        /* an fd's identity never changes: the walk takes it from here, not from fstat */
         p->root_dev[r] = st.st_dev;
         p->root_ino[r] = st.st_ino;
+        p->root_mode[r] = st.st_mode;
+        if (!root_can_stop(p, r))
+            continue;
         p->root_stop[r] = true;
         tab_put(p, st.st_dev, st.st_ino, (uint32_t)(p->n_idents + 1 + r));
     }
@@ -109,6 +114,7 @@ void abx_pol_free_identset(abx_policy *p)
     abx_free(p->root_dev);
     abx_free(p->root_ino);
     abx_free(p->root_stop);
+    abx_free(p->root_mode);
     p->ident_tab = NULL;
     p->ident_tab_mask = 0;
 }
@@ -158,8 +164,17 @@ bool abx_pol_ident_lookup(const abx_policy *p, int slot, const abx_op *op, const
 bool abx_pol_under_denied_dir(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int dirfd)
 {
     struct stat st, up;
-    if (fstat(dirfd, &st) != 0)
+    size_t r = 0;
+    while (r < p->n_roots && p->rootfds[r] != dirfd)
+        r++;
+    if (r < p->n_roots && p->root_mode && p->root_mode[r]) { /* a root's fd: its identity is known */
+        memset(&st, 0, sizeof st);
+        st.st_dev = p->root_dev[r];
+        st.st_ino = p->root_ino[r];
+        st.st_mode = p->root_mode[r];
+    } else if (fstat(dirfd, &st) != 0) {
         return false;
+    }
     char rel[3 * WALK_REBASE + 1];
     int base = dirfd, owned = -1;
     size_t k = 0;

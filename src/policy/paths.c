@@ -135,6 +135,11 @@ bool abx_glob_valid(const char *pattern, char *err, size_t errlen)
  * with a single backtrack point: O(plen * tlen) worst case, never exponential. */
 static bool glob_seg_match(const char *p, size_t plen, const char *t, size_t tlen)
 {
+    /* A segment without `*` or `?` (most segments of most patterns: all but the last
+     * of a "/home/u/ws/" pattern followed by a globstar) matches exactly the same bytes:
+     * both sides split into the same characters. */
+    if (!memchr(p, '*', plen) && !memchr(p, '?', plen))
+        return plen == tlen && memcmp(p, t, plen) == 0;
     const unsigned char *up = (const unsigned char *)p, *ut = (const unsigned char *)t;
     size_t pi = 0, ti = 0;
     size_t star_p = SIZE_MAX, star_t = 0;

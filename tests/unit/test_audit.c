@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "pipeline/pipeline.h"
+#include "ledger/ledger.h"
 
 static void same(const abx_request *r, int status, int64_t dur_us, size_t want_n)
 {
@@ -103,11 +104,42 @@ static void test_call_that_ran(void **state)
         free(canon[i]);
 }
 
+/* abx_ledger_redact_keeps remembers names it keeps whatever their value; a name whose
+ * redaction depends on the value's type ("content": only strings, objects, arrays) or
+ * that names a secret in any case must never be remembered as kept. */
+static bool keeps(const char *json)
+{
+    json_t *a = json_loads(json, 0, NULL);
+    assert_non_null(a);
+    bool k = abx_ledger_redact_keeps(a);
+    json_decref(a);
+    return k;
+}
+
+static void test_redact_keeps_remembers_only_plain_names(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 3; round++) { /* the second and third rounds hit the cache */
+        assert_true(keeps("{\"path\":\"/w/a\",\"offset\":0}"));
+        assert_true(keeps("{\"content\":5}")); /* a number is not contents */
+        assert_false(keeps("{\"content\":\"x\"}"));
+        assert_false(keeps("{\"path\":\"/w\",\"data\":[1]}"));
+        assert_false(keeps("{\"Api_Key\":1}"));
+        assert_false(keeps("{\"my_password\":\"p\"}"));
+        assert_true(keeps("{\"env\":\"plain\"}")); /* env redacts objects only */
+        assert_false(keeps("{\"env\":{\"A\":\"1\"}}"));
+        assert_false(keeps("{\"args\":{\"path\":\"/x\"}}"));
+        assert_true(keeps("{\"a_name_longer_than_the_cache_slots_hold\":1}"));
+    }
+    assert_false(keeps("[1]"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_health_like),
         cmocka_unit_test(test_call_that_ran),
+        cmocka_unit_test(test_redact_keeps_remembers_only_plain_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

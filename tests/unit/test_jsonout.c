@@ -74,6 +74,30 @@ static void test_invalid_utf8_fails_like_jansson(void **state)
     }
 }
 
+/* Long strings go sixteen bytes at a time: every special byte at every offset of a
+ * 70-byte run (across three blocks, and the tail), valid or not as UTF-8. */
+static void test_long_strings_every_offset(void **state)
+{
+    (void)state;
+    static const char *const special[] = {"\"", "\\", "\x01", "\x1f", "\n", "\x7f", " ", "\xc3\xa9",
+                                          "\xe2\x82\xac", "\xff", "\xc3", "\xed\xa0\x80"};
+    char buf[80];
+    for (size_t k = 0; k < sizeof special / sizeof special[0]; k++)
+        for (size_t at = 0; at + strlen(special[k]) <= 70; at++) {
+            memset(buf, 'a', 70);
+            memcpy(buf + at, special[k], strlen(special[k]));
+            json_t *o = json_pack("{s:o}", "k", json_stringn_nocheck(buf, 70));
+            same(o); /* invalid UTF-8: both refuse */
+            json_decref(o);
+            if (at + strlen(special[k]) + 2 < 70) { /* and an escape right after it, same block */
+                buf[at + strlen(special[k]) + 1] = '"';
+                o = json_pack("{s:o}", "k", json_stringn_nocheck(buf, 70));
+                same(o);
+                json_decref(o);
+            }
+        }
+}
+
 static void test_key_order(void **state)
 {
     (void)state;
@@ -179,6 +203,7 @@ int main(void)
         cmocka_unit_test(test_scalars),
         cmocka_unit_test(test_every_control_and_escape),
         cmocka_unit_test(test_invalid_utf8_fails_like_jansson),
+        cmocka_unit_test(test_long_strings_every_offset),
         cmocka_unit_test(test_key_order),
         cmocka_unit_test(test_random_trees),
         cmocka_unit_test(test_except_equals_a_copy_without_the_keys),

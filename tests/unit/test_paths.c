@@ -200,6 +200,12 @@ static void test_glob_match_literal(void **state)
     assert_false(abx_glob_match("/", "/a"));
     assert_false(abx_glob_match("/a", "/"));
     assert_true(abx_glob_match("/caf\xc3\xa9", "/caf\xc3\xa9"));
+    /* literal segments compare bytes: a broken sequence matches only itself */
+    assert_true(abx_glob_match("/w/\xc3/x", "/w/\xc3/x"));
+    assert_false(abx_glob_match("/w/\xc3", "/w/\xc3\xa9"));
+    assert_false(abx_glob_match("/w/ab/**", "/w/a/b"));
+    assert_true(abx_glob_prefix_match("/w/ab/**", "/w/ab"));
+    assert_false(abx_glob_prefix_match("/w/ab/**", "/w/abc"));
     assert_false(abx_glob_match("/a", "a"));
     assert_false(abx_glob_match(NULL, "/a"));
     assert_false(abx_glob_match("/a", NULL));

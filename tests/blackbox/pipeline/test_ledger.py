@@ -244,6 +244,37 @@ def test_synchronous_full_is_accepted_and_records(abx, workspace, tmp_path):
     assert kinds(evs) == ["received", "admitted", "started", "finished"]
 
 
+def test_unused_principal_index_is_gone_and_an_old_ledger_loses_it(abx, workspace, tmp_path):
+    """No query of the ledger reaches a group by principal, so the index on it only made
+    every call pay a fourth B-tree insert: a new ledger has none, a ledger an older abx
+    wrote with one loses it when it is opened, and its chain still verifies."""
+    path = str(tmp_path / "old.db")
+    cfg = make_config(workspace, ledger={"path": path})
+    s = abx(cfg)
+    ok(s.get("/files/list", token=ALICE_TOKEN, params={"path": workspace}))
+    settle(path)
+    index_sql = "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'action_groups_principal'"
+    assert q(path, index_sql) == []
+    plan = q(path, "EXPLAIN QUERY PLAN SELECT e.ordinal FROM action_events e JOIN action_groups g"
+                   " ON g.group_id = e.group_id WHERE e.ordinal < 9 AND g.principal = 'alice'"
+                   " ORDER BY e.ordinal DESC LIMIT 5")
+    assert all("action_groups_principal" not in str(row) for row in plan), plan
+    s.stop()
+    con = sqlite3.connect(path)
+    con.execute("CREATE INDEX action_groups_principal ON action_groups(principal, group_id)")
+    con.commit()
+    con.close()
+    assert q(path, index_sql) != []
+    s = abx(cfg)
+    r = s.get("/files/list", token=ALICE_TOKEN, params={"path": workspace})
+    ok(r)
+    group_of(path, rid(r))
+    assert q(path, index_sql) == []
+    s.stop()
+    v = verify(path)
+    assert v.returncode == 0 and v.stdout.startswith("ok: "), v.stdout + v.stderr
+
+
 def test_disabled_ledger_writes_no_file(abx, workspace):
     s = abx(make_config(workspace, ledger={"enabled": False}))
     ok(s.post("/files/write", token=ALICE_TOKEN, json_body={"path": workspace + "/d.txt", "content": "x"}))
