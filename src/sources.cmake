@@ -69,6 +69,7 @@ set(ABX_SRC_POLICY
   src/policy/command.c
   src/policy/compile.c
   src/policy/decide.c
+  src/policy/lexical.c
   src/policy/enforce.c
   src/policy/identset.c
   src/policy/layout.c

@@ -11,10 +11,18 @@ static abx_server *server_of(const abx_ctx *ctx) { return ctx->req->server; }
 
 abx_arena *abx_ctx_arena(abx_ctx *ctx) { return req_of(ctx)->arena; }
 const abx_op *abx_ctx_op(const abx_ctx *ctx) { return req_of(ctx)->op; }
-const abx_decision *abx_ctx_decision(const abx_ctx *ctx) { return &req_of(ctx)->decision; }
+static void ctx_confirm_all(abx_request *r);
+
+/* The whole decision goes to handlers that read its paths as text: confirmed first. */
+const abx_decision *abx_ctx_decision(const abx_ctx *ctx)
+{
+    ctx_confirm_all(req_of(ctx));
+    return &req_of(ctx)->decision;
+}
 
 int abx_ctx_fs_view(const abx_ctx *ctx, abx_fs_view *v)
 {
+    ctx_confirm_all(req_of(ctx));
     const abx_request *q = req_of(ctx);
     return abx_policy_fs_view(q->policy, q->slot, q->op, &q->decision, v);
 }
@@ -210,7 +218,27 @@ void *abx_host_ns_state(abx_host *h, const abx_namespace *ns) { return abx_ns_st
 
 /* ---- the admitted paths, and opening them through the jail ---- */
 
-static const abx_path_value *ctx_pv(const abx_ctx *ctx, const char *param)
+/* A name step 7 decided as written (abx_decide_lexical) is confirmed by the first
+ * lookup that refuses symlinks: the jail's open, or here before the name is handed out
+ * as text. When it cannot be confirmed the call is decided again and run again
+ * (dispatch.c), and whatever this run answers is dropped. */
+static void ctx_confirm(abx_request *r, abx_path_value *pv)
+{
+    if (!pv->lexical)
+        return;
+    if (abx_path_symlink_free(pv->canonical))
+        pv->lexical = false;
+    else
+        r->recanon = true;
+}
+
+static void ctx_confirm_all(abx_request *r)
+{
+    for (size_t i = 0; r->lexical && i < r->decision.n_paths; i++)
+        ctx_confirm(r, &r->decision.paths[i]);
+}
+
+static abx_path_value *ctx_pv(const abx_ctx *ctx, const char *param)
 {
     for (size_t i = 0; i < ctx->req->decision.n_paths; i++)
         if (strcmp(ctx->req->decision.paths[i].param, param) == 0)
@@ -220,15 +248,19 @@ static const abx_path_value *ctx_pv(const abx_ctx *ctx, const char *param)
 
 const char *abx_ctx_path(const abx_ctx *ctx, const char *param)
 {
-    const abx_path_value *pv = ctx_pv(ctx, param);
+    abx_path_value *pv = ctx_pv(ctx, param);
+    if (pv)
+        ctx_confirm(ctx->req, pv);
     return pv ? pv->canonical : NULL;
 }
 
 const char *abx_ctx_path_at(const abx_ctx *ctx, const char *param, size_t index)
 {
     for (size_t i = 0; i < ctx->req->decision.n_paths; i++)
-        if (strcmp(ctx->req->decision.paths[i].param, param) == 0 && ctx->req->decision.paths[i].index == index)
+        if (strcmp(ctx->req->decision.paths[i].param, param) == 0 && ctx->req->decision.paths[i].index == index) {
+            ctx_confirm(ctx->req, &ctx->req->decision.paths[i]);
             return ctx->req->decision.paths[i].canonical;
+        }
     return NULL;
 }
 
@@ -242,10 +274,13 @@ char *const *abx_ctx_argv(const abx_ctx *ctx, size_t *n)
 
 int abx_ctx_open_stat(abx_ctx *ctx, const char *param, int flags, unsigned mode, struct stat *st)
 {
-    abx_path_value *pv = (abx_path_value *)ctx_pv(ctx, param);
+    abx_path_value *pv = ctx_pv(ctx, param);
     if (!pv)
         return -EINVAL;
     if (pv->rootfd < 0) { /* a root that appeared after the policy was compiled */
+        ctx_confirm(ctx->req, pv); /* opened by its name: confirm all of it */
+        if (ctx->req->recanon)
+            return -ELOOP;
         int fd = pv->root ? abx_jail_open_root(pv->root) : -ENOENT;
         if (fd < 0)
             return -ENOENT;
@@ -253,6 +288,14 @@ int abx_ctx_open_stat(abx_ctx *ctx, const char *param, int flags, unsigned mode,
         pv->own_fd = true;
     }
     int fd = abx_jail_open(pv->rootfd, pv->rel, flags, (mode_t)mode);
+    if (pv->lexical) {
+        /* the jail's open refuses every symlink below the root: success confirms the
+         * name; any failure (a symlink, a missing name) is judged on the full walk */
+        if (fd >= 0)
+            pv->lexical = false;
+        else
+            ctx->req->recanon = true;
+    }
     if (fd < 0)
         return fd;
     if (!ctx->req->policy->n_idents) {

@@ -34,6 +34,12 @@ typedef struct abx_namespace {
      * (approval_bind.c hashes the files it names); NULL: nothing to add. */
     char *(*bind_cwd)(abx_ctx *ctx, const json_t *args);   /* the start directory, malloc'd, or NULL */
     char **(*bind_argv)(abx_ctx *ctx, const json_t *args); /* the argv, in the request's arena, or NULL */
+    /* Ids of its read-only ops whose handlers reach their path parameters only through
+     * abx_ctx_open / abx_ctx_open_stat and have no effect before the first such open
+     * fails: step 7 decides their paths as written, with no lookup, and the jail's
+     * symlink-refusing open confirms the names (docs/security.md, "One lookup per
+     * read"). NULL-terminated; NULL: none. */
+    const char *const *jail_checked;
 } abx_namespace;
 
 /* ---- the call ---- */

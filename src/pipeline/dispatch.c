@@ -499,7 +499,14 @@ static abx_step step6_args(abx_request *r)
 /* Step 7: deny rules, protected areas, allow statements with scopes, limits. */
 static abx_step step7_policy(abx_request *r)
 {
-    abx_decide(r->policy, r->slot, r->op, r->op_index, r->args, &r->decision, NULL);
+    /* a read whose handler opens its paths through the jail: its names are decided as
+     * written and the jail's open confirms them (abx_decide_lexical; ctx.c). Not with
+     * policy hooks: a call decided twice would ask them twice. */
+    if (!r->recanon && r->op->effects == ABX_EFF_READ && !r->server->opts.explain_denials &&
+        !r->server->n_hooks && abx_ns_jail_checked(r->server, r->op->def))
+        r->lexical = abx_decide_lexical(r->policy, r->slot, r->op, r->op_index, r->args, &r->decision);
+    else
+        abx_decide(r->policy, r->slot, r->op, r->op_index, r->args, &r->decision, NULL);
     if (r->decision.err) {
         json_t *details = NULL;
         if (r->server->opts.explain_denials && r->decision.err != ABX_E_OP_NOT_ENABLED) {
@@ -635,6 +642,21 @@ abx_step abx_pipeline_op(abx_request *r)
         st = step8_admit(r);
     if (st == ABX_STEP_NEXT)
         st = step9_run(r);
+    if (r->lexical && r->recanon) {
+        /* A name decided as written did not survive its symlink-refusing lookup (a
+         * symlink, a missing name): the read ran on nothing it may answer with. Drop
+         * its answer, decide on the full walk of every name, and run it once more — a
+         * read has no effect to undo, and a lexical decision took no token (abx_decide_lexical). */
+        r->lexical = false;
+        abx_release(r->policy, &r->decision);
+        abx_decision_release(&r->decision);
+        abx_reply_reset(&r->reply);
+        st = step7_policy(r);
+        if (st == ABX_STEP_NEXT)
+            st = step8_admit(r);
+        if (st == ABX_STEP_NEXT)
+            st = step9_run(r);
+    }
     return st == ABX_STEP_NEXT ? ABX_STEP_DONE : st;
 }
 

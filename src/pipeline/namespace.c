@@ -8,6 +8,19 @@
 #include <string.h>
 
 
+/* The namespace's own definition of op id (its static tables), or NULL. */
+static const abx_op_def *ns_own_def(const abx_namespace *ns, const char *id)
+{
+    for (const abx_op_def *d = ns->ops; d && d->id; d++)
+        if (strcmp(d->id, id) == 0)
+            return d;
+    for (const abx_op_def *const *t = ns->op_tables; t && *t; t++)
+        for (const abx_op_def *d = *t; d->id; d++)
+            if (strcmp(d->id, id) == 0)
+                return d;
+    return NULL;
+}
+
 int abx_ns_start(abx_server *s, const abx_namespace *const *list, char *err, size_t errlen)
 {
     if (s->n_ns) /* started already (a start retried after a failure): keep those states */
@@ -27,12 +40,31 @@ int abx_ns_start(abx_server *s, const abx_namespace *const *list, char *err, siz
         s->ns[s->n_ns].ns = *list;
         s->ns[s->n_ns].state = state;
         s->n_ns++;
+        for (const char *const *id = (*list)->jail_checked; id && *id; id++) {
+            const abx_op_def *def = ns_own_def(*list, *id);
+            if (!def || s->n_jail_checked == ABX_ARRAY_LEN(s->jail_checked)) {
+                snprintf(err, errlen, "namespace %s: jail_checked op %s is not one of its ops, or too many",
+                         (*list)->name, *id);
+                abx_ns_stop(s);
+                return -1;
+            }
+            s->jail_checked[s->n_jail_checked++] = def;
+        }
     }
     return 0;
 }
 
+bool abx_ns_jail_checked(const abx_server *s, const abx_op_def *def)
+{
+    for (size_t i = 0; i < s->n_jail_checked; i++)
+        if (s->jail_checked[i] == def)
+            return true;
+    return false;
+}
+
 void abx_ns_stop(abx_server *s)
 {
+    s->n_jail_checked = 0;
     while (s->n_ns > 0) { /* the reverse of the start order */
         s->n_ns--;
         if (s->ns[s->n_ns].ns->state_free && s->ns[s->n_ns].state)

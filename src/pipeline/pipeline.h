@@ -60,6 +60,9 @@ struct abx_reply {
                                   as is even with err set; a NULL body then means no body at all */
 };
 
+/* Free what a reply holds and make it an empty one (status 0, no fd). */
+void abx_reply_reset(abx_reply *rep);
+
 /* The handler's context (pipeline/ctx.h): opaque outside the pipeline. */
 struct abx_ctx {
     struct abx_request *req;
@@ -127,6 +130,8 @@ struct abx_server {
     char runtime_dir[64];       /* private TMPDIRs live below it (the process manager makes them) */
     struct { const abx_namespace *ns; void *state; } ns[32]; /* each namespace's state (owned) */
     size_t n_ns;
+    const abx_op_def *jail_checked[16]; /* namespaces' ops decided without path lookups */
+    size_t n_jail_checked;
     struct {                    /* installed by the server with ext: the legacy command registry */
         abx_command_at_fn fn;   /* NULL: no declarative commands */
         void *ud;
@@ -203,6 +208,8 @@ typedef struct abx_request {
     const char *idem_key;       /* Idempotency-Key header */
     bool idem_owner;            /* this request owns the key's pending entry */
     uint64_t batch_group;       /* the batch this call belongs to, 0 none */
+    bool lexical;               /* step 7 decided its paths as written (abx_decide_lexical) */
+    bool recanon;               /* ... and a lookup of one failed: decide again, run again */
     struct {
         abx_body_chunk_fn chunk;
         abx_body_end_fn end;
@@ -401,6 +408,9 @@ void *abx_ns_state(abx_server *s, const abx_namespace *ns);
 /* The started namespace whose name is op_id's first segment ("commands" for
  * "commands.sessions.exec"), or NULL. */
 const abx_namespace *abx_ns_of(abx_server *s, const char *op_id);
+/* def is one a started namespace lists in jail_checked (a pointer into its own tables:
+ * no op registered from elsewhere under the same id is) */
+bool abx_ns_jail_checked(const abx_server *s, const abx_op_def *def);
 
 /* legacy commands (legacy.c): the op id of the declarative command called name (its
  * original name from the config), or NULL */

@@ -56,6 +56,23 @@ abx_request *abx_request_new(abx_server *s, abx_door door)
     return r;
 }
 
+void abx_reply_reset(abx_reply *rep)
+{
+    abx_free(rep->message);
+    json_decref(rep->details);
+    json_decref(rep->body);
+    json_decref(rep->headers);
+    abx_free(rep->raw);
+    if (rep->stream_free && rep->stream_state)
+        rep->stream_free(rep->stream_state);
+    if (rep->ws_ops && rep->ws_state)
+        rep->ws_ops->free_fn(rep->ws_state);
+    if (rep->fd >= 0)
+        close(rep->fd);
+    memset(rep, 0, sizeof *rep);
+    rep->fd = -1;
+}
+
 void abx_request_free(abx_request *r)
 {
     if (!r)
@@ -68,17 +85,7 @@ void abx_request_free(abx_request *r)
     }
     abx_decision_release(&r->decision);
     json_decref(r->args);
-    abx_free(r->reply.message);
-    json_decref(r->reply.details);
-    json_decref(r->reply.body);
-    json_decref(r->reply.headers);
-    abx_free(r->reply.raw);
-    if (r->reply.stream_free && r->reply.stream_state)
-        r->reply.stream_free(r->reply.stream_state);
-    if (r->reply.ws_ops && r->reply.ws_state)
-        r->reply.ws_ops->free_fn(r->reply.ws_state);
-    if (r->reply.fd >= 0)
-        close(r->reply.fd);
+    abx_reply_reset(&r->reply);
     abx_buf_release(&r->body);
     abx_arena_free(r->arena);
 }

@@ -140,7 +140,7 @@ static void path_error(const abx_policy *p, const call_scope *cs, const abx_para
 }
 
 static bool collect_paths(const abx_policy *p, const call_scope *cs, const abx_op *op, const json_t *args,
-                          abx_decision *d)
+                          abx_decision *d, bool lexical)
 {
     size_t count = 0;
     for (size_t i = 0; i < op->n_params; i++) {
@@ -169,6 +169,11 @@ static bool collect_paths(const abx_policy *p, const call_scope *cs, const abx_o
             /* a parameter that deletes (or moves away) acts on the name itself: a symlink
              * is the link, not its target, so only the parent is resolved */
             const char *in = json_string_value(s);
+            if (lexical && !(pa->access & ABX_ACC_DELETE) &&
+                abx_path_canon_lexical(p->workspace, in, scope_may_look, (void *)cs, &pv->canonical) == 0) {
+                pv->lexical = true;
+                continue;
+            }
             int rc = (pa->access & ABX_ACC_DELETE) ? canon_keep_last(p->workspace, in, cs, &pv->canonical)
                                                    : canon_scoped(p->workspace, in, cs, &pv->canonical);
             if (rc != 0) {
@@ -328,6 +333,7 @@ typedef struct decide_run {
     const json_t *args;
     abx_decision *d;
     json_t *trace;         /* or NULL (the explain door asks for one) */
+    bool lexical;          /* paths as written, confirmed later (abx_decide_lexical) */
     call_scope cs;         /* the statements that mount the op for the principal */
     cmd_input ci;
     bool has_cmd;
@@ -374,7 +380,7 @@ static bool step_mounted(decide_run *r, size_t op_index)
     return true;
 }
 
-static bool step_paths(decide_run *r) { return collect_paths(r->p, &r->cs, r->op, r->args, r->d); }
+static bool step_paths(decide_run *r) { return collect_paths(r->p, &r->cs, r->op, r->args, r->d, r->lexical); }
 
 /* 0. a path outside every pattern of the caller's scope gets one answer, before any
  * deny or protected-area verdict: those would tell a name outside apart */
@@ -749,13 +755,20 @@ static bool step_roots(decide_run *r)
     return true;
 }
 
-void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index, const json_t *args,
-                abx_decision *d, json_t *trace)
+void abx__decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index, const json_t *args,
+                 abx_decision *d, json_t *trace, bool lexical)
 {
     decide_run r;
     decide_begin(&r, p, slot, op, args, d, trace);
+    r.lexical = lexical;
     if (step_mounted(&r, op_index) && step_paths(&r) && step_in_scope(&r) && step_intrinsic(&r) && step_deny(&r) &&
         step_protected(&r) && step_allow(&r) && step_roots(&r))
         d->err = ABX_OK;
     finish_trace(trace, d);
+}
+
+void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index, const json_t *args,
+                abx_decision *d, json_t *trace)
+{
+    abx__decide(p, slot, op, op_index, args, d, trace, false);
 }

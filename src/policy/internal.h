@@ -82,5 +82,9 @@ bool abx_pol_ident_lookup(const abx_policy *p, int slot, const abx_op *op, const
                           bool subtree_only, bool *stop);
 /* Whether directory dirfd (borrowed) is, or lies below, a denied folder binding this call. */
 bool abx_pol_under_denied_dir(const abx_policy *p, int slot, const abx_op *op, const abx_decision *d, int dirfd);
+/* decide.c: abx_decide, with the names of path parameters taken as written when lexical
+ * (lexical.c). */
+void abx__decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index, const json_t *args,
+                 abx_decision *d, json_t *trace, bool lexical);
 
 #endif

@@ -411,7 +411,7 @@ static int walk_name(canon_walk *w, size_t start, size_t clen)
  * is what res holds. Anything else (a symlink, a missing name, a gated prefix, an error,
  * no openat2) returns 1 and the caller walks name by name: the results are the walk's,
  * and no name the gate refuses is looked up. */
-static int canon_fast(canon_walk *w)
+static int canon_fast(canon_walk *w, bool verify)
 {
     size_t o = 0, i = 0;
     const char *s = w->rem;
@@ -433,18 +433,37 @@ static int canon_fast(canon_walk *w)
         if (w->gate && !w->gate(w->res, w->arg))
             return 1;
     }
-    if (o == 0)
+    if (o == 0 || (verify && !abx_path_symlink_free(w->res)))
         return 1;
+    w->rlen = o;
+    return 0;
+}
+
+bool abx_path_symlink_free(const char *path)
+{
     struct open_how how;
     memset(&how, 0, sizeof how);
     how.flags = O_PATH | O_CLOEXEC;
     how.resolve = RESOLVE_NO_SYMLINKS;
-    long fd = syscall(SYS_openat2, AT_FDCWD, w->res, &how, sizeof how);
+    long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
     if (fd < 0)
-        return 1;
+        return false;
     close((int)fd);
-    w->rlen = o;
-    return 0;
+    return true;
+}
+
+int abx_path_canon_lexical(const char *anchor, const char *input, abx_canon_gate gate, void *arg, char **out)
+{
+    *out = NULL;
+    size_t inlen = input ? strlen(input) : 0;
+    if (inlen == 0 || inlen > CANON_MAX)
+        return 1;
+    char mem[2 * (CANON_MAX + 1)];
+    canon_walk w = {.rem = mem, .res = mem + CANON_MAX + 1, .gate = gate, .arg = arg};
+    if (walk_start(&w, anchor, input, inlen) != 0 || canon_fast(&w, false) != 0)
+        return 1;
+    *out = strndup(w.res, w.rlen);
+    return *out ? 0 : -ENOMEM;
 }
 
 int abx_path_canon_gated(const char *anchor, const char *input, abx_canon_gate gate, void *arg, char **out)
@@ -464,7 +483,7 @@ int abx_path_canon_gated(const char *anchor, const char *input, abx_canon_gate g
     canon_walk w = {.rem = mem, .res = mem + CANON_MAX + 1, .lnk = mem + 2 * (CANON_MAX + 1), .gate = gate,
                     .arg = arg};
     int rc = walk_start(&w, anchor, input, inlen);
-    if (rc == 0 && canon_fast(&w) == 0)
+    if (rc == 0 && canon_fast(&w, true) == 0)
         w.pos = w.remlen; /* done in one lookup: res holds the result */
     else if (rc == 0)
         w.res[0] = '\0'; /* canon_fast may have written a prefix: start over */

@@ -42,6 +42,15 @@ int abx_path_canon(const char *anchor, const char *input, char **out);
  * its extensions. NULL gate = abx_path_canon. */
 typedef bool (*abx_canon_gate)(const char *prefix, void *arg);
 int abx_path_canon_gated(const char *anchor, const char *input, abx_canon_gate gate, void *arg, char **out);
+/* The name as abx_path_canon_gated would give it if no name on the way were a symlink
+ * and every name existed — with no lookup at all: repeated and trailing slashes folded,
+ * relative input anchored. 0 and *out (malloc'd); 1 when the input needs the full walk
+ * ("." or ".." names, a prefix the gate refuses, "/", too long); -ENOMEM. The caller
+ * must confirm the result before trusting it: a lookup with RESOLVE_NO_SYMLINKS
+ * (abx_path_symlink_free, or the jail's own open) that succeeds. */
+int abx_path_canon_lexical(const char *anchor, const char *input, abx_canon_gate gate, void *arg, char **out);
+/* Every name of path exists and none is a symlink (one openat2, RESOLVE_NO_SYMLINKS). */
+bool abx_path_symlink_free(const char *path);
 
 /* Whether `path` (canonical, absolute) or some path below it could match `pattern`:
  * the test for "may a lookup of this prefix lead into the pattern's scope". */

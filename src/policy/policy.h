@@ -222,6 +222,9 @@ typedef struct abx_path_value {
     int rootfd;               /* borrowed from the snapshot, or owned when own_fd; -1 until opened */
     const char *root;         /* the jail root (borrowed from the snapshot) */
     bool own_fd;
+    bool lexical;             /* canonical is the name as written, not yet confirmed symlink-free
+                                 (abx_decide_lexical): the first lookup confirms it or the call is
+                                 decided again (pipeline/ctx.c) */
     const char *rel;          /* points into canonical */
 } abx_path_value;
 
@@ -251,6 +254,15 @@ typedef struct abx_decision {
  * hits, each statement's verdict with canonical values, limits, the decision. */
 void abx_decide(const abx_policy *p, int slot, const abx_op *op, size_t op_index, const json_t *args,
                 abx_decision *out, json_t *trace);
+/* Step 7 without a lookup for the names of path parameters (except those that delete):
+ * each is decided as written (abx_path_canon_lexical) and marked lexical. Returns true
+ * when such a decision stands: it admitted the call with no approval and no rate or
+ * concurrency limit. Its caller must then reach those paths only through a lookup that
+ * refuses symlinks (the jail's open, abx_path_symlink_free) and decide again with
+ * abx_decide when one fails. Anything else was decided again at once with abx_decide
+ * (false). */
+bool abx_decide_lexical(const abx_policy *p, int slot, const abx_op *op, size_t op_index, const json_t *args,
+                        abx_decision *d);
 /* Step 8: rate (GCRA per principal and statement) and concurrency (per statement).
  * Returns ABX_OK, or LIMIT_RATE with *retry_after_s, or LIMIT_CONCURRENCY. */
 abx_err abx_admit(abx_policy *p, int slot, abx_decision *d, int64_t now_us, int *retry_after_s);

@@ -7,4 +7,8 @@ static const abx_op_def *const files_tables[] = {
     files_archive_ops, files_extract_ops, files_watch_ops, NULL,
 };
 
-const abx_namespace abx_ns_files = {.name = "files", .op_tables = files_tables};
+/* files.stat and files.read open their one path through abx_ctx_open(_stat) before
+ * anything else, and have no effect: step 7 decides them without a lookup. */
+static const char *const files_jail_checked[] = {"files.stat", "files.read", NULL};
+
+const abx_namespace abx_ns_files = {.name = "files", .op_tables = files_tables, .jail_checked = files_jail_checked};

@@ -15,8 +15,8 @@
 
 static abx_err files_stat(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
+    int fd = abx_ctx_open(ctx, "path", O_PATH, 0); /* first: it confirms the name (ctx.c) */
     const char *canon = abx_ctx_path(ctx, "path");
-    int fd = abx_ctx_open(ctx, "path", O_PATH, 0);
     if (fd == -ENOENT || fd == -ENOTDIR) {
         abx_reply_json(r, json_pack("{s:b, s:s}", "exists", 0, "path", canon));
         return ABX_OK;
