@@ -152,6 +152,7 @@ struct abx_server {
     int64_t started_ms;
     bool started;
     char version_header[96];    /* "abx/0.1.0 catalog=1" */
+    char keepalive_header[32];  /* "timeout=N": the listener's idle timeout, set when it starts */
     struct abx_installer *installer; /* owned: lazy install (install_step.c), made at start */
     char *install_dir;          /* owned: where requirements are installed */
     struct abx_overlay *overlay; /* owned: dynamic tools (core/dyndef.h), consulted after the registry */

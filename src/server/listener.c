@@ -218,6 +218,11 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
         return -1;
     }
     unsigned timeout_s = (unsigned)((s->cfg.read_timeout_ms + 999) / 1000);
+    /* an idle connection is closed after timeout_s (counted in whole seconds, so as early
+     * as a second before): every reply says so, or a client that keeps sockets alive
+     * longer (Node's fetch: 4 s) reuses one being closed and its next call fails (a poll
+     * after a long call over MCP) */
+    snprintf(s->keepalive_header, sizeof s->keepalive_header, "timeout=%u", timeout_s > 2 ? timeout_s - 1 : 1);
     struct MHD_OptionItem tls_opts[] = {
         {cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, cert},
         {key ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, key},
@@ -407,14 +412,7 @@ static void add_common_headers(abx_server *s, abx_request *r, struct MHD_Respons
     MHD_add_response_header(resp, "X-Request-Id", r->id);
     MHD_add_response_header(resp, "Cache-Control", "no-store");
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    /* an idle connection is closed after read_timeout (counted in whole seconds, so as
-     * early as a second before): say so, or a client that keeps sockets alive longer
-     * (Node's fetch: 4 s) reuses one being closed and its next call fails (a poll after a
-     * long call over MCP) */
-    char ka[32];
-    long idle_s = (long)((s->cfg.read_timeout_ms + 999) / 1000) - 1;
-    snprintf(ka, sizeof ka, "timeout=%ld", idle_s > 1 ? idle_s : 1);
-    MHD_add_response_header(resp, "Keep-Alive", ka);
+    MHD_add_response_header(resp, "Keep-Alive", s->keepalive_header);
 }
 
 /* WebSocket replies: after the 101, the session runs on its own thread. */

@@ -110,6 +110,7 @@ abx_server *abx__server_new(const abx_server_opts *opts, abx_diags *diags, char 
         return NULL;
     }
     snprintf(s->version_header, sizeof s->version_header, "abx/%s catalog=%d", ABX_VERSION, ABX_CATALOG_VERSION);
+    snprintf(s->keepalive_header, sizeof s->keepalive_header, "timeout=1"); /* the listener's, once it starts */
     /* ops from the config (custom:, load:) join the child registry before it freezes */
     abx_diags ed = {0};
     abx_diags *dd = diags ? diags : &ed;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +97,53 @@ static void test_long_strings_every_offset(void **state)
                 json_decref(o);
             }
         }
+}
+
+/* Reals go through a 128-bit path for 1e-4 <= |d| < 1e15 (every duration_ms of the
+ * ledger): byte for byte jansson's "%.17g" text, around every edge of that range. */
+static void real_same(double d)
+{
+    json_t *v = json_real(d);
+    same(v);
+    json_decref(v);
+}
+
+static void test_reals_like_jansson(void **state)
+{
+    (void)state;
+    static const double edge[] = {0.0, -0.0, 1e-4, 9.9999999999999991e-5, 1.0000000000000002e-4, 0.1, 0.2, 0.3,
+                                  0.5, 1.0, 2.0, 10.0, 100.0, 1e14, 9.9999999999999e14, 1e15, 1.0000000000000002e15,
+                                  123456789012345.6, 0.123456789012345678, 4503599627370496.0, 9007199254740993.0,
+                                  1.7976931348623157e308, 4.9e-324, 2.2250738585072014e-308, 0.042, 3.14159};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
+        real_same(edge[i]);
+        real_same(-edge[i]);
+    }
+    for (int k = 0; k <= 200000; k++) /* durations: microseconds over 1000, as audit.c makes them */
+        real_same((double)k / 1000.0);
+    double t = 1e-5;
+    for (int p = -5; p <= 16; p++, t *= 10.0) { /* near powers of ten, three doubles each side */
+        uint64_t b;
+        memcpy(&b, &t, sizeof b);
+        for (int j = -3; j <= 3; j++) {
+            uint64_t n = b + (uint64_t)(int64_t)j;
+            double u;
+            memcpy(&u, &n, sizeof u);
+            real_same(u);
+        }
+    }
+    uint64_t x = 88172645463325252ull; /* random bit patterns, and random values in range */
+    for (int i = 0; i < 300000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        double d;
+        memcpy(&d, &x, sizeof d);
+        if (isfinite(d))
+            real_same(d);
+        real_same((double)(x >> 11) / (double)(1ull << (x % 63))); /* 2^53 down to 2^-10 */
+        real_same((double)(x >> 11) / 9007199254740992.0 / (double)(1ull << (x % 14)));
+    }
 }
 
 static void test_key_order(void **state)
@@ -204,6 +252,7 @@ int main(void)
         cmocka_unit_test(test_every_control_and_escape),
         cmocka_unit_test(test_invalid_utf8_fails_like_jansson),
         cmocka_unit_test(test_long_strings_every_offset),
+        cmocka_unit_test(test_reals_like_jansson),
         cmocka_unit_test(test_key_order),
         cmocka_unit_test(test_random_trees),
         cmocka_unit_test(test_except_equals_a_copy_without_the_keys),

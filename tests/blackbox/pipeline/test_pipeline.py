@@ -505,6 +505,22 @@ def test_read_timeout_closes_idle_connection(abx):
         c.close()
 
 
+def test_keep_alive_header_names_the_idle_timeout(abx):
+    """Every reply says how long an idle connection stays open (a second under
+    read_timeout, which is counted in whole seconds): a client that keeps sockets longer
+    would reuse one being closed. Made once when the listener starts."""
+    for top, want in (("limits: {read_timeout: 5}\n", "timeout=4"), ("limits: {read_timeout: 1}\n", "timeout=1"),
+                      ("", None)):
+        s = abx(multi_config(top=top))
+        for r in (s.get("/health"), s.get("/nope")):
+            got = r.headers.get("Keep-Alive")
+            assert got and got.startswith("timeout="), r.headers
+            if want:
+                assert got == want, (top, got)
+            assert int(got.split("=")[1]) >= 1
+        s.stop()
+
+
 SMUGGLED = b"GET /nope-smuggled HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
