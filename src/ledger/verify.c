@@ -293,6 +293,13 @@ static const char *const secret_names[] = {"token",         "password", "secret"
                                            "authorization", "api_key",  "ticket", NULL};
 static const char *const contents_names[] = {"content", "data", "stdin", "old", "new", "code", NULL};
 
+/* Not one of the names below: redact_rule keeps such a member whatever its value. */
+static bool name_kept(const char *k)
+{
+    return !name_is(k, secret_names, true) && strcmp(k, "env") != 0 && strcmp(k, "args") != 0 &&
+           !name_is(k, contents_names, false);
+}
+
 static int redact_rule(const char *k, const json_t *v)
 {
     if (name_is(k, secret_names, true))
@@ -324,9 +331,7 @@ static bool name_always_kept(const char *k)
     char *slot = keep_names[h % KEEP_CACHE];
     if (memcmp(slot, k, n + 1) == 0)
         return true;
-    /* redact_rule's names, whatever the value's type */
-    if (name_is(k, secret_names, true) || strcmp(k, "env") == 0 || strcmp(k, "args") == 0 ||
-        name_is(k, contents_names, false))
+    if (!name_kept(k))
         return false;
     memcpy(slot, k, n + 1);
     return true;

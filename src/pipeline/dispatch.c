@@ -636,26 +636,24 @@ abx_step abx_pipeline_op(abx_request *r)
     abx_step st = step4_5_resolve_mounted(r);
     if (st == ABX_STEP_NEXT)
         st = step6_args(r);
-    if (st == ABX_STEP_NEXT)
-        st = step7_policy(r);
-    if (st == ABX_STEP_NEXT)
-        st = step8_admit(r);
-    if (st == ABX_STEP_NEXT)
-        st = step9_run(r);
-    if (r->lexical && r->recanon) {
-        /* A name decided as written did not survive its symlink-refusing lookup (a
-         * symlink, a missing name): the read ran on nothing it may answer with. Drop
-         * its answer, decide on the full walk of every name, and run it once more — a
-         * read has no effect to undo, and a lexical decision took no token (abx_decide_lexical). */
-        r->lexical = false;
-        abx_release(r->policy, &r->decision);
-        abx_decision_release(&r->decision);
-        abx_reply_reset(&r->reply);
+    for (bool run = st == ABX_STEP_NEXT; run;) {
         st = step7_policy(r);
         if (st == ABX_STEP_NEXT)
             st = step8_admit(r);
         if (st == ABX_STEP_NEXT)
             st = step9_run(r);
+        run = r->lexical && r->recanon;
+        if (!run)
+            break;
+        /* A name decided as written did not survive its symlink-refusing lookup (a
+         * symlink, a missing name): the read ran on nothing it may answer with. Drop
+         * its answer, decide on the full walk of every name (step7_policy does, once
+         * recanon is set), and run it once more — a read has no effect to undo, and a
+         * lexical decision took no token (abx_decide_lexical). */
+        r->lexical = false;
+        abx_release(r->policy, &r->decision);
+        abx_decision_release(&r->decision);
+        abx_reply_reset(&r->reply);
     }
     return st == ABX_STEP_NEXT ? ABX_STEP_DONE : st;
 }

@@ -86,8 +86,8 @@ bool abx_pol_build_identset(abx_policy *p)
     p->root_dev = abx_calloc(p->n_roots + 1, sizeof *p->root_dev);
     p->root_ino = abx_calloc(p->n_roots + 1, sizeof *p->root_ino);
     p->root_stop = abx_calloc(p->n_roots + 1, sizeof *p->root_stop);
-    p->root_mode = abx_calloc(p->n_roots + 1, sizeof *p->root_mode);
-    if (!p->ident_tab || !p->root_dev || !p->root_ino || !p->root_stop || !p->root_mode)
+    p->root_known = abx_calloc(p->n_roots + 1, sizeof *p->root_known);
+    if (!p->ident_tab || !p->root_dev || !p->root_ino || !p->root_stop || !p->root_known)
         return false;
     p->ident_tab_mask = size - 1;
     for (size_t i = 0; i < p->n_idents; i++)
@@ -99,7 +99,7 @@ bool abx_pol_build_identset(abx_policy *p)
         /* an fd's identity never changes: the walk takes it from here, not from fstat */
         p->root_dev[r] = st.st_dev;
         p->root_ino[r] = st.st_ino;
-        p->root_mode[r] = st.st_mode;
+        p->root_known[r] = true;
         if (!root_can_stop(p, r))
             continue;
         p->root_stop[r] = true;
@@ -114,7 +114,7 @@ void abx_pol_free_identset(abx_policy *p)
     abx_free(p->root_dev);
     abx_free(p->root_ino);
     abx_free(p->root_stop);
-    abx_free(p->root_mode);
+    abx_free(p->root_known);
     p->ident_tab = NULL;
     p->ident_tab_mask = 0;
 }
@@ -167,11 +167,10 @@ bool abx_pol_under_denied_dir(const abx_policy *p, int slot, const abx_op *op, c
     size_t r = 0;
     while (r < p->n_roots && p->rootfds[r] != dirfd)
         r++;
-    if (r < p->n_roots && p->root_mode && p->root_mode[r]) { /* a root's fd: its identity is known */
-        memset(&st, 0, sizeof st);
+    if (r < p->n_roots && p->root_known && p->root_known[r]) { /* a root's fd: its identity is known */
+        memset(&st, 0, sizeof st); /* the walk reads only st_dev and st_ino */
         st.st_dev = p->root_dev[r];
         st.st_ino = p->root_ino[r];
-        st.st_mode = p->root_mode[r];
     } else if (fstat(dirfd, &st) != 0) {
         return false;
     }

@@ -148,7 +148,7 @@ typedef struct abx_policy {
     dev_t *root_dev;          /* [n_roots] identity of each root at compile time */
     ino_t *root_ino;
     bool *root_stop;          /* [n_roots] the ".." walk may stop at this root (identset.c) */
-    mode_t *root_mode;        /* [n_roots] its st_mode, 0 when it had no fd at compile time */
+    bool *root_known;         /* [n_roots] root_dev/root_ino hold its identity (it had an fd) */
     abx_mask_ident *mask_ident; /* deny targets for process masks, one per distinct path */
     size_t n_mask_ident;
     /* mount table: for principal slot p (0..n_principals-1, n_principals = anonymous)
