@@ -228,25 +228,6 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
         {key ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, key},
         {MHD_OPTION_END, 0, NULL},
     };
-    struct MHD_Daemon *d0 = MHD_start_daemon(
-        flags, 0, on_accept, s, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->cfg.connections + HEALTH_RESERVE), MHD_OPTION_CONNECTION_TIMEOUT,
-        timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_pool_bytes(&s->cfg), MHD_OPTION_URI_LOG_CALLBACK, abx_listener_on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(512 * 1024),
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)IO_THREADS,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
-        MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
-    if (!d0) {
-        abx_free(cert);
-        abx_free(key);
-        snprintf(errbuf, errlen, "cannot listen on %s:%d: %s", s->cfg.listen_host, s->cfg.listen_port,
-                 strerror(errno ? errno : EADDRINUSE));
-        abx_conn_layer_free(s);
-        return -1;
-    }
-    s->mhd = d0;
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d0, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = info ? info->port : s->cfg.listen_port;
     side_listen side = {.flags = flags & ~(unsigned)(MHD_USE_IPv6 | MHD_USE_TLS), .timeout_s = timeout_s};
     /* the terminal listener: same pipeline, WebSocket ops only, plaintext loopback; a busy
      * port is reported, not fatal (terminals stay reachable on the main listener) */
@@ -267,12 +248,33 @@ int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
     int rc = e2b_listener_start(s, &side, cert ? tls_opts : NULL, errbuf, errlen);
     if (rc == 0)
         rc = abx_sandboxd_listen_start(s, &side, cert ? tls_opts : NULL, errbuf, errlen);
-    abx_free(cert);
-    abx_free(key);
     if (rc != 0) {
+        abx_free(cert);
+        abx_free(key);
         abx_listener_stop(s);
         return -1;
     }
+    /* the main listener last: its GET /health is what a supervisor, a pod's readiness
+     * probe and the tests wait for, so when it answers every other listener is bound */
+    struct MHD_Daemon *d0 = MHD_start_daemon(
+        flags, 0, on_accept, s, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->cfg.connections + HEALTH_RESERVE), MHD_OPTION_CONNECTION_TIMEOUT,
+        timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_pool_bytes(&s->cfg), MHD_OPTION_URI_LOG_CALLBACK, abx_listener_on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(512 * 1024),
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)IO_THREADS,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+        MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+    abx_free(cert);
+    abx_free(key);
+    if (!d0) {
+        snprintf(errbuf, errlen, "cannot listen on %s:%d: %s", s->cfg.listen_host, s->cfg.listen_port,
+                 strerror(errno ? errno : EADDRINUSE));
+        abx_listener_stop(s);
+        return -1;
+    }
+    s->mhd = d0;
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d0, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : s->cfg.listen_port;
     *tls = s->cfg.tls_cert != NULL;
     return 0;
 }

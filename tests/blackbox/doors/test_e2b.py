@@ -440,6 +440,31 @@ def test_listener_config(abx, workspace, tmp_path):
     assert "e2b" in str(e.value)
 
 
+def test_every_listener_is_bound_when_health_answers(abx, workspace, tmp_path):
+    """The main listener's GET /health is the readiness signal: when it answers, the envd and
+    interpreter listeners answer too (they bind first). A busy envd port stops the start with
+    the listener's name, and no main listener stays behind."""
+    for i in range(5):
+        port, interp = free_port(), free_port()
+        s = abx(config(workspace, str(tmp_path / ("r%d" % i)), port, interp))
+        assert requests.get("http://127.0.0.1:%d/health" % port, timeout=2).status_code == 204
+        assert requests.get("http://127.0.0.1:%d/health" % interp, timeout=2).status_code == 204
+        s.stop()
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    try:
+        s = abx(config(workspace, str(tmp_path / "busy"), busy.getsockname()[1]), start=False)
+        with pytest.raises(RuntimeError) as e:
+            s.start()
+        assert "cannot listen on e2b.envd_listen" in str(e.value), str(e.value)
+        assert s.proc.poll() is not None and s.proc.returncode != 0
+        with pytest.raises(requests.ConnectionError):
+            requests.get(s.url + "/health", timeout=2)
+    finally:
+        busy.close()
+
+
 def sign(path, op, user, token, exp=None):
     raw = "%s:%s:%s:%s" % (path, op, user, token) + (":%d" % exp if exp is not None else "")
     import hashlib
