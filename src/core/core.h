@@ -26,6 +26,10 @@ bool abx_id_mangle(const char *name, char *out, size_t outlen);
 bool abx_id_tool_name(const char *id, char *out, size_t outlen);
 /* Edit distance (for did-you-mean), capped at max+1. */
 int abx_edit_distance(const char *a, const char *b, int max);
+/* A request id: the 8-character boot prefix, '-', and n in lowercase hex of at least 8
+ * digits (what snprintf's "%s-%08lx" writes, without parsing a format per request). */
+#define ABX_REQUEST_ID_MAX (9 + 2 * sizeof(unsigned long) + 1)
+void abx_request_id_format(char out[ABX_REQUEST_ID_MAX], const char prefix[8], unsigned long n);
 
 /* ---- ops as the registry holds them ---- */
 typedef struct abx_binding {

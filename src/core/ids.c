@@ -179,3 +179,21 @@ bool abx_id_tool_name(const char *id, char *out, size_t outlen)
     out[o] = '\0';
     return true;
 }
+
+void abx_request_id_format(char out[ABX_REQUEST_ID_MAX], const char prefix[8], unsigned long n)
+{
+    memcpy(out, prefix, 8);
+    out[8] = '-';
+    char digits[2 * sizeof n];
+    size_t k = 0;
+    do {
+        digits[k++] = "0123456789abcdef"[n & 15];
+        n >>= 4;
+    } while (n);
+    size_t at = 9;
+    for (size_t pad = k; pad < 8; pad++)
+        out[at++] = '0';
+    while (k)
+        out[at++] = digits[--k];
+    out[at] = '\0';
+}

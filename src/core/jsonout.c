@@ -393,7 +393,7 @@ char *abx_json_compact(const json_t *v, bool sort_keys, size_t *len)
 
 /* ---- the writer of abx_jw ---- */
 
-void abx_jw_raw(abx_jw *w, const char *s, size_t n) { put(w, s, n); }
+void abx__jw_raw_grow(abx_jw *w, const char *s, size_t n) { put(w, s, n); }
 
 bool abx_jw_str(abx_jw *w, const char *s, size_t n) { return put_string(w, s, n); }
 

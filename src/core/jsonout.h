@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 /* What json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY, plus JSON_SORT_KEYS when sort_keys)
  * returns, byte for byte; NULL where it would (invalid UTF-8 in a string, out of
@@ -24,7 +25,18 @@ typedef struct abx_jw {
     size_t n, cap;
     bool oom;
 } abx_jw;
-void abx_jw_raw(abx_jw *w, const char *s, size_t n);
+void abx__jw_raw_grow(abx_jw *w, const char *s, size_t n);
+/* Text as it is (the caller's JSON syntax); the common case, room in the buffer, inline:
+ * the ledger's hot events are written a few bytes at a time */
+static inline void abx_jw_raw(abx_jw *w, const char *s, size_t n)
+{
+    if (!w->oom && w->n + n + 1 <= w->cap) {
+        memcpy(w->p + w->n, s, n);
+        w->n += n;
+    } else {
+        abx__jw_raw_grow(w, s, n);
+    }
+}
 bool abx_jw_str(abx_jw *w, const char *s, size_t n); /* false: not valid UTF-8 */
 void abx_jw_int(abx_jw *w, long long v);
 bool abx_jw_real(abx_jw *w, double v); /* false: not finite */

@@ -20,6 +20,7 @@ const char *abx_door_name(abx_door d)
 
 static atomic_ulong request_counter;
 static char boot_prefix[9];
+_Static_assert(sizeof ((abx_request *)0)->id >= ABX_REQUEST_ID_MAX, "an id holds any counter");
 static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
 
 static void boot_init(void)
@@ -51,7 +52,7 @@ abx_request *abx_request_new(abx_server *s, abx_door door)
     r->start_us = abx_now_us();
     r->ctx.req = r;
     unsigned long n = atomic_fetch_add_explicit(&request_counter, 1, memory_order_relaxed) + 1;
-    snprintf(r->id, sizeof r->id, "%s-%08lx", boot_prefix, n);
+    abx_request_id_format(r->id, boot_prefix, n);
     abx_buf_init(&r->body, 0);
     return r;
 }

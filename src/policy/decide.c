@@ -29,10 +29,12 @@ static void set_err(abx_decision *d, abx_err e, const char *fmt, ...)
 
 static void append_label(char *buf, size_t len, const char *label)
 {
-    size_t o = strlen(buf);
-    if (o + strlen(label) + 2 >= len)
+    size_t o = strlen(buf), n = strlen(label);
+    if (o + n + 2 >= len)
         return;
-    snprintf(buf + o, len - o, "%s%s", o ? "," : "", label);
+    if (o)
+        buf[o++] = ',';
+    memcpy(buf + o, label, n + 1);
 }
 
 /* The caller's path scope for one call: every pattern (any access kind) of the

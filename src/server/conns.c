@@ -7,6 +7,7 @@
 #include "http/offload.h"
 #include "pipeline/pipeline.h"
 #include <errno.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <sys/resource.h>
@@ -31,6 +32,7 @@ struct abx_conn {
     bool exempt;        /* upgraded to a WebSocket session */
     bool shut;
     int64_t since_ms;   /* when the deadline started */
+    char client[INET6_ADDRSTRLEN]; /* the peer's address as text ("-" unknown), for every request's record */
 };
 
 struct abx_conns {
@@ -190,6 +192,23 @@ bool abx_conns_admit(abx_conns *t, const struct sockaddr *a)
     return ok;
 }
 
+static void addr_text(const struct sockaddr *a, char out[INET6_ADDRSTRLEN])
+{
+    snprintf(out, INET6_ADDRSTRLEN, "-");
+    if (a && a->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)a)->sin_addr, out, INET6_ADDRSTRLEN);
+    else if (a && a->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)a)->sin6_addr, out, INET6_ADDRSTRLEN);
+}
+
+const char *abx_conn_client(const abx_conn *c, const struct sockaddr *a, char buf[INET6_ADDRSTRLEN])
+{
+    if (c)
+        return c->client;
+    addr_text(a, buf);
+    return buf;
+}
+
 abx_conn *abx_conns_open(abx_conns *t, const struct sockaddr *a, int fd)
 {
     abx_conn *c = abx_calloc(1, sizeof *c);
@@ -199,6 +218,7 @@ abx_conn *abx_conns_open(abx_conns *t, const struct sockaddr *a, int fd)
     c->fd = fd;
     c->slot = -1;
     c->since_ms = mono_ms();
+    addr_text(a, c->client);
     bool over = false;
     pthread_mutex_lock(&t->mu);
     if (addr_key(a, key) && (c->slot = slot_find(t, key, true)) >= 0) {

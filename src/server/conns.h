@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 typedef struct abx_conns abx_conns;
@@ -27,6 +28,9 @@ bool abx_conns_admit(abx_conns *t, const struct sockaddr *a);
 /* A connection started / closed (libmicrohttpd's notify callback). One that finds its
  * address at the cap (another I/O thread admitted one at the same time) is shut down. */
 abx_conn *abx_conns_open(abx_conns *t, const struct sockaddr *a, int fd);
+/* The connection's peer address as text, made once when it opened ("-" when unknown);
+ * for a connection the table does not track (c NULL), address a written into buf. */
+const char *abx_conn_client(const abx_conn *c, const struct sockaddr *a, char buf[INET6_ADDRSTRLEN]);
 void abx_conns_close(abx_conns *t, abx_conn *c);
 /* Its header section is complete (the deadline stops) / its reply is done (it waits for
  * the next request: the deadline starts again). */

@@ -159,16 +159,17 @@ static int e2b_listener_start(abx_server *s, side_listen *sl, struct MHD_OptionI
 }
 
 /* libmicrohttpd's per-connection memory pool: the header section up to
- * limits.header_bytes and then some (a request just past the limit must still reach
- * abx, which answers it with the error table's 431), the parsed header list and the
- * reply's headers. Not more: libmicrohttpd zeroes the whole pool between two requests
- * of a keep-alive connection and the half its read buffer gives back after the headers,
- * so every KiB here is paid on every request (an 80 KiB pool was 14 % of the server's
- * CPU on GET /health). A header section that overflows the pool (40 KiB by default) is
- * answered by libmicrohttpd itself: 431, without abx's JSON. */
+ * limits.header_bytes and 8 KiB more (a request just past the limit must still reach
+ * abx, which answers it with the error table's 431; the parsed header list and the
+ * reply's headers live there too). Not more: libmicrohttpd zeroes the whole pool
+ * between two requests of a keep-alive connection, and the half its read buffer gives
+ * back after the headers, so every KiB here is paid one and a half times on every
+ * request (an 80 KiB pool was 14 % of the server's CPU on GET /health; at 40 KiB the
+ * memsets were still 4 % of a files.read). A header section that overflows the pool
+ * (24 KiB by default) is answered by libmicrohttpd itself: 431, without abx's JSON. */
 static size_t conn_pool_bytes(const abx_config *cfg)
 {
-    return 2 * (size_t)cfg->header_bytes + 8 * 1024;
+    return (size_t)cfg->header_bytes + 8 * 1024;
 }
 
 int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
@@ -306,6 +307,7 @@ void abx_listener_stop(abx_server *s)
 
 
 static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *c);
+static abx_conn *conn_of(struct MHD_Connection *c);
 
 void *abx_listener_on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
@@ -321,15 +323,10 @@ void *abx_listener_on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     cr->r = r;
     cr->raw_len = strlen(uri);
     cr->raw = abx_arena_strndup(r->arena, uri, cr->raw_len);
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    char addr[64] = "-";
-    if (ci && ci->client_addr) {
-        if (ci->client_addr->sa_family == AF_INET)
-            inet_ntop(AF_INET, &((const struct sockaddr_in *)ci->client_addr)->sin_addr, addr, sizeof addr);
-        else if (ci->client_addr->sa_family == AF_INET6)
-            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ci->client_addr)->sin6_addr, addr, sizeof addr);
-    }
-    r->client = abx_arena_strdup(r->arena, addr);
+    char addr[INET6_ADDRSTRLEN]; /* the peer's address: made once per connection (abx_conns_open) */
+    abx_conn *k = conn_of(c);
+    const union MHD_ConnectionInfo *ci = k ? NULL : MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    r->client = abx_arena_strdup(r->arena, abx_conn_client(k, ci ? ci->client_addr : NULL, addr));
     const union MHD_ConnectionInfo *fdi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->conn_fd = fdi ? fdi->connect_fd : -1;
     r->header_fn = abx_connection_header;
@@ -515,7 +512,10 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, conn_req *cr)
             MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)60);
         }
     } else if (!r->reply.err && r->reply.raw) {
-        resp = MHD_create_response_from_buffer(r->reply.raw_len, r->reply.raw, MHD_RESPMEM_MUST_COPY);
+        /* the bytes (from malloc) go to libmicrohttpd, which frees them */
+        resp = MHD_create_response_from_buffer(r->reply.raw_len, r->reply.raw, MHD_RESPMEM_MUST_FREE);
+        if (resp)
+            r->reply.raw = NULL;
         if (resp)
             MHD_add_response_header(resp, "Content-Type",
                                     r->reply.content_type ? r->reply.content_type : "application/octet-stream");

@@ -402,6 +402,30 @@ static void test_edit_distance_random_against_reference(void **state)
         fail_msg("regression: %d results not capped at max+1, first: %s", bad, first);
 }
 
+/* ---- abx_request_id_format ---------------------------------------------------------- */
+
+static void expect_id_like_snprintf(unsigned long n)
+{
+    char got[ABX_REQUEST_ID_MAX + 8], want[64];
+    memset(got, 'X', sizeof got);
+    abx_request_id_format(got, "0a1b2c3d", n);
+    snprintf(want, sizeof want, "%s-%08lx", "0a1b2c3d", n);
+    assert_true(strlen(want) < ABX_REQUEST_ID_MAX);
+    assert_string_equal(got, want);
+    assert_int_equal(got[ABX_REQUEST_ID_MAX], 'X'); /* nothing written past the bound */
+}
+
+static void test_request_id_format(void **state)
+{
+    (void)state;
+    static const unsigned long edges[] = {0, 1, 9, 10, 15, 16, 255, 0xfffffff, 0x10000000, 0xffffffff,
+                                          0x100000000ul, 0x123456789abcul, ~0ul >> 4, ~0ul};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        expect_id_like_snprintf(edges[i]);
+    for (int i = 0; i < 20000; i++)
+        expect_id_like_snprintf((unsigned long)(rng_next() >> rng_below(64)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -422,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_edit_distance_examples),
         cmocka_unit_test(test_edit_distance_capped_at_max_plus_one),
         cmocka_unit_test(test_edit_distance_random_against_reference),
+        cmocka_unit_test(test_request_id_format),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
