@@ -98,6 +98,24 @@ int abx_ctx_ticket_target(const abx_ctx *ctx) { return req_of(ctx)->ticket_targe
 abx_err abx_reply_err(const abx_reply *r) { return r->err; }
 json_t *abx_reply_body(abx_reply *r) { return r->body; }
 
+bool abx_ctx_reply_text_ok(const abx_ctx *ctx)
+{
+    const abx_request *r = req_of(ctx);
+    return (r->door == ABX_DOOR_HTTP || r->door == ABX_DOOR_RPC) && !r->trusted_principal && !r->approved &&
+           !r->idem_key && !r->batch_group && !r->e2b_listener && !r->sandboxd_listener && !r->terminal_listener &&
+           r->header_fn;
+}
+
+void abx_reply_json_text(abx_reply *r, char *text, size_t len)
+{
+    json_decref(r->body);
+    r->body = NULL;
+    abx_free(r->raw);
+    r->raw = text;
+    r->raw_len = len;
+    r->content_type = "application/json";
+}
+
 abx_procs *abx_ctx_procs(abx_ctx *ctx) { return server_of(ctx)->procs; }
 abx_ledger *abx_ctx_ledger(abx_ctx *ctx) { return server_of(ctx)->ledger; }
 uint64_t abx_ctx_ledger_group(const abx_ctx *ctx) { return req_of(ctx)->group_id; }

@@ -90,6 +90,15 @@ void abx_reply_websocket(abx_reply *r, const abx_ws_ops *ops, void *state);
 abx_err abx_reply_err(const abx_reply *r);
 /* The JSON result the reply holds so far (borrowed: a handler may add members), or NULL. */
 json_t *abx_reply_body(abx_reply *r);
+/* Whether the handler may answer its JSON result as text it wrote itself
+ * (abx_reply_json_text) instead of a tree: only for a call from the network on an op's
+ * own HTTP binding or POST /ops/{id}, whose result goes out as it is. Every other
+ * caller (MCP, the tool formats, batches, approvals, idempotent replays, E2B, sandboxd,
+ * kernels, the in-process API) reads the result as a tree and gets one. */
+bool abx_ctx_reply_text_ok(const abx_ctx *ctx);
+/* The JSON result as compact text (the reply takes text, from malloc): byte for byte
+ * what the tree would be rendered as, sent with Content-Type application/json. */
+void abx_reply_json_text(abx_reply *r, char *text, size_t len);
 
 /* ---- services ---- */
 

@@ -95,6 +95,9 @@ abx_err files_stage_commit(files_staged *s, abx_reply *r, const char *label, boo
 /* ---- git config that runs code (gitwarn.c): a warning on the result ---- */
 
 void files_gitcfg_warn(abx_ctx *ctx, abx_reply *r, const char *param);
+/* Whether files_gitcfg_warn might add a warning for param (true when unsure): a result
+ * it cannot add to (JSON text) is only for a path where it never would. */
+bool files_gitcfg_maybe(abx_ctx *ctx, const char *param);
 void files_gitcfg_warn_at(int pfd, const char *name, const char *canonical, abx_reply *r);
 
 /* fn_w: fn, then the git-config warning for param on success. */

@@ -62,6 +62,23 @@ static void gitcfg_scan(int fd, const char *shown, json_t *warnings)
 /* After a files.* op succeeded on param: if the file now at that path is a git config
  * (by name, or "config" in a directory shaped like a git dir), or a git dir moved or
  * copied into place, report the keys that make git run code. */
+/* By name alone: whether files_gitcfg_warn may have something to say about param (a
+ * git config's name, "config", ".git", or a move's or copy's destination). */
+static bool gitcfg_candidate(const char *canonical, const char *param)
+{
+    const char *base = strrchr(canonical, '/');
+    base = base ? base + 1 : canonical;
+    /* a move or copy may put a whole git dir in place under any name */
+    return abx_gitcfg_name(canonical) || strcmp(base, "config") == 0 || strcmp(base, ".git") == 0 ||
+           strcmp(param, "dst") == 0;
+}
+
+bool files_gitcfg_maybe(abx_ctx *ctx, const char *param)
+{
+    const abx_path_value *pv = files_path_value(ctx, param, 0);
+    return !pv || gitcfg_candidate(pv->canonical, param);
+}
+
 void files_gitcfg_warn(abx_ctx *ctx, abx_reply *r, const char *param)
 {
     const abx_path_value *pv = files_path_value(ctx, param, 0);
@@ -70,10 +87,8 @@ void files_gitcfg_warn(abx_ctx *ctx, abx_reply *r, const char *param)
     const char *base = strrchr(pv->canonical, '/');
     base = base ? base + 1 : pv->canonical;
     bool named = abx_gitcfg_name(pv->canonical);
-    bool maybe = named || strcmp(base, "config") == 0 || strcmp(base, ".git") == 0;
-    /* a move or copy may put a whole git dir in place under any name */
-    bool tree = strcmp(param, "dst") == 0;
-    int fd = maybe || tree ? abx_ctx_open(ctx, param, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0) : -1;
+    int fd = gitcfg_candidate(pv->canonical, param) ? abx_ctx_open(ctx, param, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0)
+                                                    : -1;
     if (fd < 0)
         return;
     json_t *warnings = json_array();

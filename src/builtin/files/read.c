@@ -2,6 +2,7 @@
  * holds (through the walker), and a file's bytes or lines. */
 #include "builtin/files/walk.h"
 #include "builtin/files/results.h"
+#include "core/jsonout.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -175,6 +176,53 @@ static abx_err read_lines(abx_ctx *ctx, abx_reply *r, int fd, const json_t *args
     return ABX_OK;
 }
 
+/* A byte range's result as JSON text, members in the order the tree below is built in,
+ * so the text is what rendering that tree writes (test_files_read_text.py). false when
+ * it cannot be written that way (out of memory, a name that is not UTF-8): the caller
+ * builds the tree. */
+#define JW_LIT(w, lit) abx_jw_raw((w), lit, sizeof lit - 1)
+
+static bool read_reply_text(abx_reply *r, const char *path, bool b64, int64_t size, const char *buf, size_t n,
+                            int64_t off, bool truncated, bool eof)
+{
+    abx_jw w = {0};
+    JW_LIT(&w, "{\"path\":");
+    bool ok = path && abx_jw_str(&w, path, strlen(path));
+    if (b64)
+        JW_LIT(&w, ",\"encoding\":\"base64\",\"size\":");
+    else
+        JW_LIT(&w, ",\"encoding\":\"utf8\",\"size\":");
+    abx_jw_int(&w, size);
+    JW_LIT(&w, ",\"content\":");
+    if (b64) {
+        char *s = abx_base64_encode(buf, n, NULL);
+        ok = ok && s && abx_jw_str(&w, s, strlen(s));
+        abx_free(s);
+    } else {
+        ok = ok && abx_jw_str(&w, buf, n);
+    }
+    JW_LIT(&w, ",\"offset\":");
+    abx_jw_int(&w, off);
+    JW_LIT(&w, ",\"length\":");
+    abx_jw_int(&w, (long long)n);
+    if (truncated)
+        JW_LIT(&w, ",\"truncated\":true");
+    else
+        JW_LIT(&w, ",\"truncated\":false");
+    if (eof)
+        JW_LIT(&w, ",\"eof\":true}");
+    else
+        JW_LIT(&w, ",\"eof\":false}");
+    size_t len = 0;
+    char *text = abx_jw_finish(&w, &len);
+    if (!ok || !text) {
+        free(text);
+        return false;
+    }
+    abx_reply_json_text(r, text, len);
+    return true;
+}
+
 static abx_err files_read(abx_ctx *ctx, const json_t *args, abx_reply *r)
 {
     int fd = -1;
@@ -186,15 +234,14 @@ static abx_err files_read(abx_ctx *ctx, const json_t *args, abx_reply *r)
     int64_t cap = abx_ctx_limit(ctx, ABX_LIM_MAX_BYTES);
     if (cap < 0 || cap > READ_DEFAULT_CAP)
         cap = READ_DEFAULT_CAP;
-    json_t *o = json_pack("{s:s, s:s, s:I}", "path", abx_ctx_path(ctx, "path"), "encoding", b64 ? "base64" : "utf8",
-                          "size", (json_int_t)st.st_size);
     if (json_object_get(args, "start_line") || json_object_get(args, "max_lines")) {
         if (json_integer_value(json_object_get(args, "offset")) != 0 || json_object_get(args, "length")) {
             close(fd);
-            json_decref(o);
             return abx_reply_error(r, ABX_E_ARGS_INVALID, NULL,
                                    "give a byte range (offset, length) or a line range (start_line, max_lines), not both");
         }
+        json_t *o = json_pack("{s:s, s:s, s:I}", "path", abx_ctx_path(ctx, "path"), "encoding",
+                              b64 ? "base64" : "utf8", "size", (json_int_t)st.st_size);
         e = read_lines(ctx, r, fd, args, cap, b64, o);
         close(fd);
         if (e) {
@@ -217,7 +264,6 @@ static abx_err files_read(abx_ctx *ctx, const json_t *args, abx_reply *r)
     char *buf = abx_malloc((size_t)want + 1);
     if (!buf) {
         close(fd);
-        json_decref(o);
         return abx_reply_error(r, ABX_E_SERVER_UNAVAILABLE, NULL, "out of memory");
     }
     size_t have = 0;
@@ -227,7 +273,6 @@ static abx_err files_read(abx_ctx *ctx, const json_t *args, abx_reply *r)
             int err = errno;
             abx_free(buf);
             close(fd);
-            json_decref(o);
             return files_path_errno(ctx, r, err, "path");
         }
         if (g == 0)
@@ -240,6 +285,21 @@ static abx_err files_read(abx_ctx *ctx, const json_t *args, abx_reply *r)
     size_t n = have;
     if (!b64 && (truncated || lj))
         n = abx_utf8_complete_prefix(buf, have);
+    if (!b64 && !abx_text_valid(buf, n)) {
+        abx_free(buf);
+        return abx_reply_error(r, ABX_E_FILES_NOT_UTF8, NULL, "the file is not UTF-8 text; read it with encoding=base64");
+    }
+    truncated = truncated || n < have;
+    bool eof = off + (int64_t)n >= st.st_size;
+    /* the common case, a read from the network answered as it is: its text at once,
+     * without a tree (unless a git config's warning may have to be added to it) */
+    if (abx_ctx_reply_text_ok(ctx) && !files_gitcfg_maybe(ctx, "path") &&
+        read_reply_text(r, abx_ctx_path(ctx, "path"), b64, (int64_t)st.st_size, buf, n, off, truncated, eof)) {
+        abx_free(buf);
+        return ABX_OK;
+    }
+    json_t *o = json_pack("{s:s, s:s, s:I}", "path", abx_ctx_path(ctx, "path"), "encoding", b64 ? "base64" : "utf8",
+                          "size", (json_int_t)st.st_size);
     e = encode_content(r, o, buf, n, b64);
     abx_free(buf);
     if (e) {
@@ -248,8 +308,8 @@ static abx_err files_read(abx_ctx *ctx, const json_t *args, abx_reply *r)
     }
     json_object_set_new(o, "offset", json_integer(off));
     json_object_set_new(o, "length", json_integer((json_int_t)n));
-    json_object_set_new(o, "truncated", json_boolean(truncated || n < have));
-    json_object_set_new(o, "eof", json_boolean(off + (int64_t)n >= st.st_size));
+    json_object_set_new(o, "truncated", json_boolean(truncated));
+    json_object_set_new(o, "eof", json_boolean(eof));
     abx_reply_json(r, o);
     return ABX_OK;
 }
