@@ -78,10 +78,30 @@ bool abx_port_origin_take(const abx_server *s, abx_request *r, const abx_headers
     return true;
 }
 
+/* "127.0.0.1" with or without a port of digits: what nearly every local client sends,
+ * and what the general rule below allows (a loopback address); answered without
+ * copying or parsing */
+static bool loopback_literal(const char *h)
+{
+    if (strncmp(h, "127.0.0.1", 9) != 0)
+        return false;
+    const char *p = h + 9;
+    if (*p == '\0')
+        return true;
+    if (*p++ != ':' || *p == '\0')
+        return false;
+    for (; *p; p++)
+        if (*p < '0' || *p > '9')
+            return false;
+    return true;
+}
+
 bool abx_host_allowed(abx_server *s, const char *host)
 {
     if (!host)
         return true; /* HTTP/1.0 without Host: no browser sends that, nothing to rebind */
+    if (loopback_literal(host))
+        return true;
     if (abx_port_host(s, host))
         return true;
     char h[256];

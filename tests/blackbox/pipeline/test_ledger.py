@@ -275,6 +275,40 @@ def test_unused_principal_index_is_gone_and_an_old_ledger_loses_it(abx, workspac
     assert v.returncode == 0 and v.stdout.startswith("ok: "), v.stdout + v.stderr
 
 
+def test_new_segments_use_16k_pages_old_ones_keep_theirs(abx, workspace, tmp_path):
+    """A new ledger is made with 16 KiB pages (fewer WAL frames per group commit), unless
+    its segments rotate under 16 MiB; one made with 4 KiB pages (every ledger before) keeps
+    them, is written on and verifies."""
+    new = str(tmp_path / "new.db")
+    s = abx(make_config(workspace, ledger={"path": new}))
+    ok(s.get("/files/list", token=ALICE_TOKEN, params={"path": workspace}))
+    settle(new)
+    s.stop()
+    assert q(new, "PRAGMA page_size") == [(16384,)]
+    small = str(tmp_path / "small.db")  # segments that rotate small keep 4 KiB pages
+    s = abx(make_config(workspace, ledger={"path": small, "max_size": "1MiB"}))
+    ok(s.get("/files/list", token=ALICE_TOKEN, params={"path": workspace}))
+    settle(small)
+    s.stop()
+    assert q(small, "PRAGMA page_size") == [(4096,)]
+    old = str(tmp_path / "old4k.db")
+    con = sqlite3.connect(old)
+    con.execute("PRAGMA page_size=4096")
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("CREATE TABLE placeholder(x)")  # the page size is fixed once a page is written
+    con.commit()
+    con.close()
+    s = abx(make_config(workspace, ledger={"path": old}))
+    for _ in range(3):
+        r = s.get("/files/list", token=ALICE_TOKEN, params={"path": workspace})
+        ok(r)
+    group_of(old, rid(r))
+    s.stop()
+    assert q(old, "PRAGMA page_size") == [(4096,)]
+    v = verify(old)
+    assert v.returncode == 0 and v.stdout.startswith("ok: "), v.stdout + v.stderr
+
+
 def test_disabled_ledger_writes_no_file(abx, workspace):
     s = abx(make_config(workspace, ledger={"enabled": False}))
     ok(s.post("/files/write", token=ALICE_TOKEN, json_body={"path": workspace + "/d.txt", "content": "x"}))

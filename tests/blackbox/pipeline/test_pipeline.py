@@ -103,7 +103,10 @@ def test_good_raw_target_passes(server, token):
 # -- step 0: Host and Origin --------------------------------------------------------------
 
 @pytest.mark.parametrize("host", ["evil.example.com", "evil.example.com:80", "127.0.0.1.evil.example",
-                                  "127.evil.example", "localhost.evil.example", "0.0.0.0"])
+                                  "127.evil.example", "localhost.evil.example", "0.0.0.0",
+                                  # near misses of the "127.0.0.1[:port]" fast path
+                                  "127.0.0.1evil.example", "127.0.0.1@evil.example", "127.0.0.1.evil:80",
+                                  "127.0.0.1x:80"])
 def test_host_not_loopback_denied(server, host):
     r = server.raw_request("GET", "/health", host=host)
     assert_error(r, 403, "request.host_denied")
@@ -114,7 +117,8 @@ def test_host_denied_before_auth(server):
     assert_error(r, 403, "request.host_denied")
 
 
-@pytest.mark.parametrize("fmt", ["127.0.0.1:%d", "localhost:%d", "[::1]:%d", "127.0.0.1", "localhost"])
+@pytest.mark.parametrize("fmt", ["127.0.0.1:%d", "localhost:%d", "[::1]:%d", "127.0.0.1", "localhost",
+                                 "127.0.0.10:%d", "127.0.0.1:"])
 def test_loopback_hosts_accepted(server, fmt):
     host = fmt % server.port if "%d" in fmt else fmt
     r = server.raw_request("GET", "/health", host=host)
