@@ -161,15 +161,18 @@ static int e2b_listener_start(abx_server *s, side_listen *sl, struct MHD_OptionI
 /* libmicrohttpd's per-connection memory pool: the header section up to
  * limits.header_bytes and 8 KiB more (a request just past the limit must still reach
  * abx, which answers it with the error table's 431; the parsed header list and the
- * reply's headers live there too). Not more: libmicrohttpd zeroes the whole pool
- * between two requests of a keep-alive connection, and the half its read buffer gives
- * back after the headers, so every KiB here is paid one and a half times on every
- * request (an 80 KiB pool was 14 % of the server's CPU on GET /health; at 40 KiB the
- * memsets were still 4 % of a files.read). A header section that overflows the pool
- * (24 KiB by default) is answered by libmicrohttpd itself: 431, without abx's JSON. */
+ * reply's headers live there too), and over 32 KiB: libmicrohttpd maps larger pools
+ * with mmap, whose untouched pages cost an idle connection nothing (a 24 KiB pool from
+ * malloc held 9.7 KiB per flood connection, 95 MiB for 10,000; bench/flood.sh). Not
+ * more: libmicrohttpd zeroes the whole pool between two requests of a keep-alive
+ * connection, and the half its read buffer gives back after the headers, so every KiB
+ * is paid one and a half times per request (80 KiB: 14 % of the CPU of GET /health).
+ * What overflows the pool (36 KiB of pages by default) libmicrohttpd answers: 431. */
+#define MHD_MMAP_POOL (33 * 1024)
 static size_t conn_pool_bytes(const abx_config *cfg)
 {
-    return (size_t)cfg->header_bytes + 8 * 1024;
+    size_t want = (size_t)cfg->header_bytes + 8 * 1024;
+    return want > MHD_MMAP_POOL ? want : MHD_MMAP_POOL;
 }
 
 int abx_listener_start(abx_server *s, bool *tls, char *errbuf, size_t errlen)
@@ -306,8 +309,11 @@ void abx_listener_stop(abx_server *s)
 }
 
 
-static void *on_uri_terminal(void *cls, const char *uri, struct MHD_Connection *c);
-static abx_conn *conn_of(struct MHD_Connection *c);
+static abx_conn *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
 
 void *abx_listener_on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
@@ -349,12 +355,6 @@ static void *on_uri_e2b(void *cls, const char *uri, struct MHD_Connection *c)
     if (cr)
         cr->r->e2b_listener = true;
     return cr;
-}
-
-static abx_conn *conn_of(struct MHD_Connection *c)
-{
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    return ci ? ci->socket_context : NULL;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t)
