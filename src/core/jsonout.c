@@ -225,8 +225,6 @@ static bool dump_object(obuf *b, const json_t *v, bool sort, int depth, const ch
     return ok;
 }
 
-/* jansson's jsonp_dtostr at its default precision: "%.17g", the decimal point made '.',
- * ".0" added when neither '.' nor 'e' is there, the exponent without '+' and leading zeros */
 /* The 17 significant digits of |d| for 1e-4 <= |d| < 1e15, rounded to nearest, as
  * "%.17g" prints them (fixed notation in that range): d = m * 2^e exactly, and
  * m * 10^k fits 128 bits there. Returns the length written to s, or -1 when d is outside
@@ -310,6 +308,8 @@ static int g17_fast(double d, char *s)
     return o;
 }
 
+/* jansson's jsonp_dtostr at its default precision: "%.17g", the decimal point made '.',
+ * ".0" added when neither '.' nor 'e' is there, the exponent without '+' and leading zeros */
 static bool put_real(obuf *b, double d)
 {
     if (!isfinite(d))

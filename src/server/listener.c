@@ -514,11 +514,11 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, conn_req *cr)
     } else if (!r->reply.err && r->reply.raw) {
         /* the bytes (from malloc) go to libmicrohttpd, which frees them */
         resp = MHD_create_response_from_buffer(r->reply.raw_len, r->reply.raw, MHD_RESPMEM_MUST_FREE);
-        if (resp)
+        if (resp) {
             r->reply.raw = NULL;
-        if (resp)
             MHD_add_response_header(resp, "Content-Type",
                                     r->reply.content_type ? r->reply.content_type : "application/octet-stream");
+        }
     } else if (!r->reply.err && r->reply.fd >= 0) {
         resp = MHD_create_response_from_fd_at_offset64(r->reply.length, r->reply.fd, r->reply.offset);
         if (resp) {

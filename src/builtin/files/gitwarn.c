@@ -59,9 +59,6 @@ static void gitcfg_scan(int fd, const char *shown, json_t *warnings)
     }
 }
 
-/* After a files.* op succeeded on param: if the file now at that path is a git config
- * (by name, or "config" in a directory shaped like a git dir), or a git dir moved or
- * copied into place, report the keys that make git run code. */
 /* By name alone: whether files_gitcfg_warn may have something to say about param (a
  * git config's name, "config", ".git", or a move's or copy's destination). */
 static bool gitcfg_candidate(const char *canonical, const char *param)
@@ -79,6 +76,9 @@ bool files_gitcfg_maybe(abx_ctx *ctx, const char *param)
     return !pv || gitcfg_candidate(pv->canonical, param);
 }
 
+/* After a files.* op succeeded on param: if the file now at that path is a git config
+ * (by name, or "config" in a directory shaped like a git dir), or a git dir moved or
+ * copied into place, report the keys that make git run code. */
 void files_gitcfg_warn(abx_ctx *ctx, abx_reply *r, const char *param)
 {
     const abx_path_value *pv = files_path_value(ctx, param, 0);

@@ -93,6 +93,13 @@ static abx_err files_list(abx_ctx *ctx, const json_t *args, abx_reply *r)
 
 /* ---- files.read ---- */
 
+/* Content read with encoding=utf8 that is not UTF-8 text (abx_text_valid said no). */
+static abx_err not_utf8(abx_reply *r)
+{
+    return abx_reply_error(r, ABX_E_FILES_NOT_UTF8, NULL, "the file is not UTF-8 text; read it with encoding=base64");
+}
+
+/* o's "content": base64, or the text as it is (the caller checked it with abx_text_valid) */
 static abx_err encode_content(abx_reply *r, json_t *o, const char *buf, size_t n, bool b64)
 {
     if (b64) {
@@ -103,10 +110,7 @@ static abx_err encode_content(abx_reply *r, json_t *o, const char *buf, size_t n
         abx_free(s);
         return ABX_OK;
     }
-    if (!abx_text_valid(buf, n))
-        return abx_reply_error(r, ABX_E_FILES_NOT_UTF8, NULL,
-                               "the file is not UTF-8 text; read it with encoding=base64");
-    /* abx_text_valid checked the UTF-8: jansson need not check it a second time */
+    /* checked already: jansson need not check the UTF-8 a second time */
     json_object_set_new(o, "content", json_stringn_nocheck(buf, n));
     return ABX_OK;
 }
@@ -164,6 +168,10 @@ static abx_err read_lines(abx_ctx *ctx, abx_reply *r, int fd, const json_t *args
     size_t n = out.len;
     if (!b64 && truncated)
         n = abx_utf8_complete_prefix(out.data ? out.data : "", n);
+    if (!b64 && !abx_text_valid(out.data ? out.data : "", n)) {
+        abx_buf_release(&out);
+        return not_utf8(r);
+    }
     abx_err e = encode_content(r, o, out.data ? out.data : "", n, b64);
     abx_buf_release(&out);
     if (e)
@@ -176,12 +184,12 @@ static abx_err read_lines(abx_ctx *ctx, abx_reply *r, int fd, const json_t *args
     return ABX_OK;
 }
 
+#define JW_LIT(w, lit) abx_jw_raw((w), lit, sizeof lit - 1)
+
 /* A byte range's result as JSON text, members in the order the tree below is built in,
  * so the text is what rendering that tree writes (test_files_read_text.py). false when
  * it cannot be written that way (out of memory, a name that is not UTF-8): the caller
  * builds the tree. */
-#define JW_LIT(w, lit) abx_jw_raw((w), lit, sizeof lit - 1)
-
 static bool read_reply_text(abx_reply *r, const char *path, bool b64, int64_t size, const char *buf, size_t n,
                             int64_t off, bool truncated, bool eof)
 {
@@ -287,7 +295,7 @@ static abx_err files_read(abx_ctx *ctx, const json_t *args, abx_reply *r)
         n = abx_utf8_complete_prefix(buf, have);
     if (!b64 && !abx_text_valid(buf, n)) {
         abx_free(buf);
-        return abx_reply_error(r, ABX_E_FILES_NOT_UTF8, NULL, "the file is not UTF-8 text; read it with encoding=base64");
+        return not_utf8(r);
     }
     truncated = truncated || n < have;
     bool eof = off + (int64_t)n >= st.st_size;

@@ -295,7 +295,7 @@ def test_new_segments_use_16k_pages_old_ones_keep_theirs(abx, workspace, tmp_pat
     con = sqlite3.connect(old)
     con.execute("PRAGMA page_size=4096")
     con.execute("PRAGMA journal_mode=WAL")
-    con.execute("CREATE TABLE placeholder(x)")  # the page size is fixed once a page is written
+    con.execute("CREATE TABLE made_with_4k_pages(x)")  # a written page fixes the page size
     con.commit()
     con.close()
     s = abx(make_config(workspace, ledger={"path": old}))
