@@ -30,6 +30,7 @@ set(ABX_SRC_SANDBOX
   src/sandbox/egress_tls.c
   src/sandbox/homes.c
   src/sandbox/jail.c
+  src/sandbox/netpool.c
   src/sandbox/plan.c
   src/sandbox/proc.c
   src/sandbox/procs.c

@@ -50,6 +50,13 @@ static abx_err system_info(abx_ctx *ctx, const json_t *args, abx_reply *r)
                              sb ? abx_sandbox_missing(sb) : "everything (the sandbox could not be built)");
     json_object_set_new(conf, "seccomp", json_boolean(c->seccomp));
     json_object_set_new(conf, "watchdog", json_boolean(c->watchdog));
+    /* network namespaces made ahead of the processes that take them (netpool.c) */
+    bool reuse;
+    unsigned long made, reused;
+    abx_sandbox_netpool_stats(sb, &reuse, &made, &reused);
+    json_object_set_new(conf, "network_namespaces",
+                        json_pack("{s:b, s:I, s:I}", "reuse", reuse, "made_ahead", (json_int_t)made, "reused",
+                                  (json_int_t)reused));
     /* the tier and each layer: active, unavailable (why) or not needed */
     if (sb) {
         json_t *t = abx_tiers_json(abx_sandbox_tiers(sb));

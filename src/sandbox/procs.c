@@ -127,6 +127,9 @@ static void do_spawn(abx_procs *m, pending *pd)
     }
     atomic_init(&p->refs, 1);
     p->mgr = m;
+    p->child.pid = -1; /* nothing to close or give back until abx_spawn fills it */
+    p->child.pidfd = -1;
+    p->child.netns = -1;
     p->stdin_fd = -1;
     p->pty_master = -1;
     p->s[0].fd = p->s[1].fd = -1;
@@ -271,6 +274,41 @@ static void drain(abx_procs *m, abx_proc *p, int i)
     }
 }
 
+/* A reaped child's cgroups and network namespace are released after its waiters are
+ * woken (release_deferred): removing cgroups and checking the namespace is the manager's
+ * work, not the caller's wait. Its processes were killed already (abx_child_kill). */
+static void defer_release(abx_procs *m, abx_child *c)
+{
+    if (m->n_released == m->cap_released) {
+        size_t cap = m->cap_released ? m->cap_released * 2 : 8;
+        abx_child *g = abx_realloc(m->released, cap * sizeof *g);
+        if (!g) {
+            abx_child_release(m->sb, c); /* no memory to defer it: now */
+            return;
+        }
+        m->released = g;
+        m->cap_released = cap;
+    }
+    m->released[m->n_released++] = *c;
+    /* the record keeps its pid, none of what was moved */
+    c->pidfd = -1;
+    c->netns = -1;
+    c->egress.n = 0;
+    for (int i = 0; i < 3; i++)
+        c->cgroup[i][0] = '\0';
+}
+
+/* Called with m->mu held; drops it while releasing. */
+static void release_deferred(abx_procs *m)
+{
+    while (m->n_released) {
+        abx_child c = m->released[--m->n_released];
+        pthread_mutex_unlock(&m->mu);
+        abx_child_release(m->sb, &c);
+        pthread_mutex_lock(&m->mu);
+    }
+}
+
 static void reap(abx_procs *m, abx_proc *p)
 {
     siginfo_t si = {0};
@@ -297,7 +335,7 @@ static void reap(abx_procs *m, abx_proc *p)
             epoll_ctl(m->epfd, EPOLL_CTL_DEL, p->s[i].fd, NULL);
             drain(m, p, i);
         }
-    abx_child_cleanup(&p->child);
+    defer_release(m, &p->child);
     /* its connections end with it (the namespace goes too); their records are made
      * before the waiter sees the exit, unless a DNS lookup holds one (then soon after) */
     abx_egress_box_stop_within(p->egress, 1000);
@@ -341,6 +379,9 @@ static int64_t nth_oldest_end(abx_procs *m, size_t k)
     return cut;
 }
 
+/* How long the manager must have had nothing to do before it makes namespaces ahead. */
+#define PREPARE_IDLE_MS 50
+
 static void *manager_main(void *arg)
 {
     abx_procs *m = arg;
@@ -348,6 +389,8 @@ static void *manager_main(void *arg)
     char err[256];
     abx_sandbox *sb = abx_sandbox_new(m->runtime_dir, false, err, sizeof err);
     abx_sandbox_log_tier(sb, err, m->log);
+    if (sb)
+        abx_sandbox_prepare(sb); /* network namespaces made ahead, before any spawn waits */
     pthread_mutex_lock(&m->mu);
     m->sb = sb;
     m->sb_ready = true;
@@ -360,7 +403,12 @@ static void *manager_main(void *arg)
                 next = m->table[i]->kill_at_mono;
         pthread_mutex_unlock(&m->mu);
         int timeout = next > now ? (int)(next - now) : 0;
+        bool prepare = abx_sandbox_wants_prepare(sb);
+        if (prepare && timeout > PREPARE_IDLE_MS)
+            timeout = PREPARE_IDLE_MS;
         int n = epoll_wait(m->epfd, evs, 64, timeout);
+        if (n == 0 && prepare) /* idle: make ahead what the next spawns take */
+            abx_sandbox_prepare(sb);
         pthread_mutex_lock(&m->mu);
         for (int k = 0; k < n; k++) {
             uint64_t u = evs[k].data.u64;
@@ -412,7 +460,9 @@ static void *manager_main(void *arg)
             }
         }
         pthread_cond_broadcast(&m->cond);
+        release_deferred(m);
     }
+    release_deferred(m);
     pthread_mutex_unlock(&m->mu);
     return NULL;
 }
@@ -642,6 +692,7 @@ void abx_procs_free(abx_procs *m, int64_t grace_ms)
         abx_proc_unref(p);
     }
     abx_free(m->table);
+    abx_free(m->released); /* emptied by the manager before it returned */
     abx_egress_box_drain(); /* stops still under way record into sinks that close after us */
     abx_egress_ca_free(m->egress_ca); /* every box that borrowed it is stopped */
     abx_free(m->egress_ca_dir);

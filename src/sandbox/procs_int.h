@@ -71,6 +71,9 @@ struct abx_procs {
     abx_proc **table;         /* every known process (one reference each) */
     size_t n, cap;
     pending *queue;
+    abx_child *released;      /* children of reaped processes whose cgroups and namespace are
+                                 yet to be released: after the waiters are woken */
+    size_t n_released, cap_released;
     char *egress_ca_dir, *egress_upstream_ca; /* owned */
     int egress_port;                          /* egress.proxy_port */
     abx_egress_ca *egress_ca;                 /* made on first need, under ca_mu */

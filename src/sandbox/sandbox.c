@@ -213,47 +213,59 @@ static void setup_cgroups(abx_sandbox *sb)
     }
 }
 
-/* /etc is granted read-only entry by entry, leaving out what holds secrets: a process
- * that runs as uid 0 without capabilities still owns root's files. Opened once. */
-static void open_etc(abx_sandbox *sb)
+static void add_fixed(abx_sandbox *sb, size_t *cap, int dirfd, const char *name, bool rw)
 {
+    if (sb->n_fixed == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 256;
+        abx_fixed_rule *g = abx_realloc(sb->fixed, ncap * sizeof *g);
+        if (!g)
+            return; /* a grant left out: the process sees less, never more */
+        sb->fixed = g;
+        *cap = ncap;
+    }
+    int fd = openat(dirfd, name, O_PATH | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return; /* a system directory this machine lacks */
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return;
+    }
+    sb->fixed[sb->n_fixed++] = (abx_fixed_rule){.fd = fd, .dir = S_ISDIR(st.st_mode), .rw = rw};
+}
+
+/* What every process is granted, opened once: the system directories, /etc entry by
+ * entry leaving out what holds secrets (a process that runs as uid 0 without
+ * capabilities still owns root's files), and a few devices. */
+static void open_fixed(abx_sandbox *sb)
+{
+    static const char *const system_ro[] = {"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/proc"};
+    static const char *const dev_rw[] = {"/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/tty",
+                                         "/dev/full"};
     static const char *const secret[] = {"shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d",
                                          "ssh", "abx", "security", "ssl", "krb5.keytab", "credstore",
                                          "credstore.encrypted", "machine-id"};
-    static const char *const ssl_keep[] = {"certs", "openssl.cnf"};
+    static const char *const ssl_keep[] = {"/etc/ssl/certs", "/etc/ssl/openssl.cnf"}; /* CA certificates, not keys */
+    size_t cap = 0;
+    for (size_t i = 0; i < ABX_ARRAY_LEN(system_ro); i++)
+        add_fixed(sb, &cap, AT_FDCWD, system_ro[i], false);
     DIR *d = opendir("/etc");
-    if (!d)
-        return;
-    size_t cap = 256;
-    sb->etc_fds = abx_calloc(cap, sizeof *sb->etc_fds);
     struct dirent *de;
-    while (sb->etc_fds && (de = readdir(d)) != NULL) {
+    while (d && (de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
         bool skip = false;
         for (size_t i = 0; i < ABX_ARRAY_LEN(secret); i++)
             skip = skip || strcmp(de->d_name, secret[i]) == 0;
-        if (skip)
-            continue;
-        if (sb->n_etc + 4 >= cap) {
-            int *g = abx_realloc(sb->etc_fds, cap * 2 * sizeof *g);
-            if (!g)
-                break;
-            sb->etc_fds = g;
-            cap *= 2;
-        }
-        int fd = openat(dirfd(d), de->d_name, O_PATH | O_CLOEXEC);
-        if (fd >= 0)
-            sb->etc_fds[sb->n_etc++] = fd;
+        if (!skip)
+            add_fixed(sb, &cap, dirfd(d), de->d_name, false);
     }
-    closedir(d);
-    for (size_t i = 0; sb->etc_fds && i < ABX_ARRAY_LEN(ssl_keep); i++) { /* CA certificates, not private keys */
-        char path[64];
-        snprintf(path, sizeof path, "/etc/ssl/%s", ssl_keep[i]);
-        int fd = open(path, O_PATH | O_CLOEXEC);
-        if (fd >= 0)
-            sb->etc_fds[sb->n_etc++] = fd;
-    }
+    if (d)
+        closedir(d);
+    for (size_t i = 0; i < ABX_ARRAY_LEN(ssl_keep); i++)
+        add_fixed(sb, &cap, AT_FDCWD, ssl_keep[i], false);
+    for (size_t i = 0; i < ABX_ARRAY_LEN(dev_rw); i++)
+        add_fixed(sb, &cap, AT_FDCWD, dev_rw[i], true);
 }
 
 abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, size_t errlen)
@@ -296,6 +308,7 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
     if (!sb->caps.watchdog)
         abx_tiers_set(&sb->tiers, ABX_L_WATCHDOG, ABX_LAYER_UNAVAILABLE, "cannot start it: %s", strerror(errno));
     abx_tiers_pick(&sb->tiers);
+    abx__netpool_init(sb);
     sb->cap_last = CAP_LAST_CAP;
     FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
     if (f) {
@@ -304,7 +317,7 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
         fclose(f);
     }
     sb->runtime_dir = abx_strdup(runtime_dir ? runtime_dir : "/tmp");
-    open_etc(sb);
+    open_fixed(sb);
     mkdir(sb->runtime_dir, 0711);
     snprintf(sb->mask_file, sizeof sb->mask_file, "%s/mask", sb->runtime_dir);
     char view[220]; /* where each process's view is built (view.c); a view needs a mount namespace */
@@ -330,6 +343,7 @@ void abx_sandbox_free(abx_sandbox *sb)
     if (!sb)
         return;
     abx_watchdog_stop(&sb->wd); /* it kills what is left and removes the groups too */
+    abx__netpool_free(sb);
     if (sb->netns_fd >= 0)
         close(sb->netns_fd);
     for (int i = 0; i < 3; i++)
@@ -343,10 +357,20 @@ void abx_sandbox_free(abx_sandbox *sb)
         rmdir(view);
     }
     abx_free(sb->runtime_dir);
-    for (size_t i = 0; i < sb->n_etc; i++)
-        close(sb->etc_fds[i]);
-    abx_free(sb->etc_fds);
+    for (size_t i = 0; i < sb->n_fixed; i++)
+        close(sb->fixed[i].fd);
+    abx_free(sb->fixed);
     abx_free(sb);
+}
+
+void abx_sandbox_prepare(abx_sandbox *sb) { abx__netpool_fill(sb); }
+bool abx_sandbox_wants_prepare(abx_sandbox *sb) { return abx__netpool_wants(sb); }
+
+void abx_sandbox_netpool_stats(abx_sandbox *sb, bool *reuse, unsigned long *made, unsigned long *reused)
+{
+    *reuse = sb && sb->caps.netns && sb->np_reuse;
+    *made = sb ? atomic_load(&sb->np_made) : 0;
+    *reused = sb ? atomic_load(&sb->np_reused) : 0;
 }
 
 const abx_sandbox_caps *abx_sandbox_caps_get(const abx_sandbox *sb) { return &sb->caps; }

@@ -8,20 +8,55 @@
 #include "sandbox/seccomp.h"
 #include "sandbox/tiers.h"
 #include "sandbox/watchdog.h"
+#include <pthread.h>
 #include <stdatomic.h>
+
+/* Under AddressSanitizer a helper child's frames poison the shadow of the stack abx maps
+ * for it; that shadow must be cleared before the memory goes back, or a later mapping of
+ * the same addresses (libmicrohttpd's pools) reads as a stack overflow. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ABX_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ABX_ASAN 1
+#endif
+#endif
+#ifdef ABX_ASAN
+#include <sanitizer/asan_interface.h>
+#define abx__unpoison(p, n) __asan_unpoison_memory_region((p), (n))
+#else
+#define abx__unpoison(p, n) ((void)(p), (void)(n))
+#endif
+
+#define ABX_NETPOOL_MAX 8  /* namespaces kept ready at most (more come back: closed) */
+#define ABX_NETPOOL_FILL 2 /* made ahead while idle */
+
+/* A Landlock grant every process gets, opened once (O_PATH: the file it names cannot
+ * change type, so whether it is a directory is known once too). */
+typedef struct abx_fixed_rule {
+    int fd;
+    bool dir;
+    bool rw;                    /* read and write (devices), else read and execute */
+} abx_fixed_rule;
 
 struct abx_sandbox {
     abx_sandbox_caps caps;
     bool required;
     int netns_fd;               /* an empty network namespace, -1 if none */
+    pthread_mutex_t np_mu;      /* netpool.c: namespaces made ahead, loopback up, unused */
+    int np_fd[ABX_NETPOOL_MAX];
+    size_t np_n;
+    bool np_reuse;              /*   a tree's namespace may come back (cgroups and Landlock >= 6) */
+    atomic_ulong np_made, np_reused;
     char cg_parent[ABX_CG_SLOTS][ABX_CG_PATH]; /* [0] pids (or the v2 dir), [1] memory (v1), [2] cpu (v1) */
     int cap_last;
     char *runtime_dir;          /* owned */
     char mask_file[160];        /* an empty file with mode 000: bound over masked files */
     char tag[64];               /* <pid>-s<start>-<random>: names the live abx that owns a cgroup,
                                    and never meets a dead process's leftovers */
-    int *etc_fds;               /* O_PATH fds of /etc entries granted read-only (secrets left out) */
-    size_t n_etc;
+    abx_fixed_rule *fixed;      /* what every process is granted: the system directories and the
+                                   /etc entries (secrets left out) read-only, a few devices */
+    size_t n_fixed;
     atomic_ulong seq;
     abx_seccomp_prog filter[4];  /* by enum abx_seccomp_net */
     bool view;                   /* <runtime_dir>/view exists: processes can get a view (view.c) */
@@ -50,6 +85,21 @@ int abx__view_plan(const abx_sandbox *sb, const abx_spawn_req *req, abx_view *v)
 void abx__view_free(abx_view *v);
 /* child side, system calls only: build it and pivot_root into it; 0, or -1 */
 int abx__view_enter(const abx_view *v);
+
+/* netpool.c: network namespaces made before the processes that use them, each used by
+ * one process tree at a time (see there). */
+void abx__netpool_init(abx_sandbox *sb);
+void abx__netpool_free(abx_sandbox *sb);
+/* A namespace for one process tree (loopback up), or -1 when none is ready. */
+int abx__netpool_take(abx_sandbox *sb);
+/* Back from a tree: kept for a later one when tree_gone (its pids cgroup was emptied
+ * and removed) and it holds no socket, else closed. */
+void abx__netpool_give(abx_sandbox *sb, int fd, bool tree_gone);
+/* Fewer than ABX_NETPOOL_FILL ready; make them (the process manager, while idle). */
+bool abx__netpool_wants(abx_sandbox *sb);
+void abx__netpool_fill(abx_sandbox *sb);
+/* lo up in the caller's network namespace: system calls only */
+int abx__loopback_up(void);
 
 /* egress_ns.c: the proxy's sockets inside a process's namespace */
 #define ABX_EGRESS_NS_MAX 3 /* nameservers of resolv.conf made addresses of lo */

@@ -49,23 +49,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Under AddressSanitizer the child's frames poison the shadow of the stack we mmap for
- * it; that shadow must be cleared before the memory goes back, or a later mapping of
- * the same addresses (libmicrohttpd's pools) reads as a stack overflow. */
-#if defined(__SANITIZE_ADDRESS__)
-#define ABX_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ABX_ASAN 1
-#endif
-#endif
-#ifdef ABX_ASAN
-#include <sanitizer/asan_interface.h>
-#define UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
-#else
-#define UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
-
 #ifndef LANDLOCK_ACCESS_FS_REFER
 #define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
 #endif
@@ -115,15 +98,6 @@ static uint64_t fs_rights(int abi)
     (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |                      \
      LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV)
 
-static int add_fd_rule(int ruleset, int fd, uint64_t allowed, uint64_t handled)
-{
-    struct stat st;
-    if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode))
-        allowed &= FILE_ONLY_RIGHTS;
-    struct landlock_path_beneath_attr pb = {.allowed_access = allowed & handled, .parent_fd = fd};
-    return syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) == 0 ? 0 : -errno;
-}
-
 static int add_path_rule(int ruleset, const char *path, uint64_t allowed, uint64_t handled)
 {
     int fd = open(path, O_PATH | O_CLOEXEC);
@@ -163,17 +137,17 @@ static int build_ruleset(const abx_sandbox *sb, const abx_spawn_req *req, char *
     }
     uint64_t handled = attr.handled_access_fs;
     uint64_t ro = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
-    static const char *const system_ro[] = {"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin",
-                                            "/proc"};
-    static const char *const dev_rw[] = {"/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/tty",
-                                         "/dev/full"};
     int rc = 0;
-    for (size_t i = 0; i < ABX_ARRAY_LEN(system_ro) && rc == 0; i++)
-        rc = add_path_rule(rs, system_ro[i], ro, handled);
-    for (size_t i = 0; i < sb->n_etc && rc == 0; i++)
-        rc = add_fd_rule(rs, sb->etc_fds[i], ro, handled);
-    for (size_t i = 0; i < ABX_ARRAY_LEN(dev_rw) && rc == 0; i++)
-        rc = add_path_rule(rs, dev_rw[i], LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE, handled);
+    /* the system directories, /etc without its secrets, a few devices: opened once
+     * (sandbox.c), one system call each here */
+    for (size_t i = 0; i < sb->n_fixed && rc == 0; i++) {
+        const abx_fixed_rule *f = &sb->fixed[i];
+        uint64_t allowed = f->rw ? LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE : ro;
+        if (!f->dir)
+            allowed &= FILE_ONLY_RIGHTS;
+        struct landlock_path_beneath_attr pb = {.allowed_access = allowed & handled, .parent_fd = f->fd};
+        rc = syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) == 0 ? 0 : -errno;
+    }
     /* /dev/pts for terminals the process was given */
     if (rc == 0 && req->ctty)
         rc = add_path_rule(rs, "/dev/pts", LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
@@ -281,6 +255,7 @@ typedef struct child_args {
     int devnull;
     int procs_fd[3];
     int ruleset;
+    int netns_fd;                /* a namespace of the pool (netpool.c) to enter, or -1: make one */
     int egress_sock;             /* where the child sends the proxy's listening sockets, or -1 */
     uint32_t ns[ABX_EGRESS_NS_MAX]; /* nameservers to make addresses of lo (egress_ns.c) */
     size_t nns;
@@ -315,26 +290,6 @@ static void child_fail(child_args *a, int step)
     _exit(127);
 }
 
-/* lo up in the child's fresh namespace: system calls only (the child shares abx's memory) */
-static int loopback_up(void)
-{
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (s < 0)
-        return -1;
-    struct ifreq ifr;
-    memset(&ifr, 0, sizeof ifr);
-    memcpy(ifr.ifr_name, "lo", 3);
-    int rc = ioctl(s, SIOCGIFFLAGS, &ifr);
-    if (rc == 0) {
-        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-        rc = ioctl(s, SIOCSIFFLAGS, &ifr);
-    }
-    int e = errno;
-    close(s);
-    errno = e;
-    return rc;
-}
-
 static int child_main(void *arg)
 {
     child_args *a = arg;
@@ -357,10 +312,10 @@ static int child_main(void *arg)
     for (int i = 0; i < 3; i++)
         if (a->procs_fd[i] >= 0 && write(a->procs_fd[i], "0", 1) != 1)
             child_fail(a, ST_CGROUP);
-    /* a network namespace of its own: loopback up and private to this process tree */
-    if (a->use_netns && unshare(CLONE_NEWNET) != 0)
+    /* a network namespace of its own (made ahead, or new): loopback up, this tree's only */
+    if (a->use_netns && (a->netns_fd >= 0 ? setns(a->netns_fd, CLONE_NEWNET) : unshare(CLONE_NEWNET)) != 0)
         child_fail(a, ST_NETNS);
-    if (a->use_netns && loopback_up() != 0)
+    if (a->use_netns && a->netns_fd < 0 && abx__loopback_up() != 0)
         child_fail(a, ST_LOOPBACK);
     if (a->egress_sock >= 0 && abx__egress_ns_setup(a->egress_sock, c, a->ns, a->nns) != 0)
         child_fail(a, ST_EGRESS);
@@ -539,15 +494,29 @@ static void unstart(abx_child *out)
     out->pidfd = -1;
 }
 
+/* What the parent prepared for the child, once it has exec'd or failed. */
+static void args_free(child_args *a)
+{
+    if (a->devnull >= 0)
+        close(a->devnull);
+    if (a->ruleset >= 0)
+        close(a->ruleset);
+    abx__view_free(&a->view); /* planned or not (zeroed) */
+    for (int i = 0; i < 3; i++)
+        if (a->procs_fd[i] >= 0)
+            close(a->procs_fd[i]);
+}
+
 int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     out->pid = -1;
     out->pidfd = -1;
+    out->netns = -1;
     const abx_confine *c = req->confine;
     bool required = c->required || sb->required;
     child_args a = {.req = req, .sb = sb, .err_fd = -1, .devnull = -1, .procs_fd = {-1, -1, -1}, .ruleset = -1,
-                    .egress_sock = -1};
+                    .netns_fd = -1, .egress_sock = -1};
     int pipefd[2] = {-1, -1}, egress[2] = {-1, -1};
     void *stack = MAP_FAILED;
     const size_t stack_size = 256 * 1024;
@@ -583,6 +552,10 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
             out->cgroup[i][0] = '\0';
         }
     }
+    /* a namespace made ahead, unless the egress proxy's listeners and addresses are to be
+     * made in it (such a namespace never comes back to the pool) */
+    if (a.use_netns && c->egress_port <= 0)
+        a.netns_fd = out->netns = abx__netpool_take(sb);
     stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack == MAP_FAILED) {
         snprintf(err, errlen, "cannot map the child's stack: %s", strerror(errno));
@@ -628,7 +601,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     rc = 0;
 out:
     if (stack != MAP_FAILED) {
-        UNPOISON(stack, stack_size);
+        abx__unpoison(stack, stack_size);
         munmap(stack, stack_size);
     }
     for (int i = 0; i < 2; i++) {
@@ -641,15 +614,11 @@ out:
         for (size_t i = 0; i < out->egress.n; i++)
             close(out->egress.fd[i]);
         out->egress.n = 0;
+        if (out->netns >= 0) /* a process that failed to start may have entered it: not reused */
+            close(out->netns);
+        out->netns = -1;
     }
-    if (a.devnull >= 0)
-        close(a.devnull);
-    if (a.ruleset >= 0)
-        close(a.ruleset);
-    abx__view_free(&a.view); /* planned or not (zeroed) */
-    for (int i = 0; i < 3; i++)
-        if (a.procs_fd[i] >= 0)
-            close(a.procs_fd[i]);
+    args_free(&a);
     if (rc != 0)
         for (int i = 0; i < 3; i++)
             if (out->cgroup[i][0]) {
@@ -681,13 +650,26 @@ void abx_child_kill(const abx_child *c, int sig)
             kill_cgroup(c->cgroup[i], sig); /* members that left the group (setsid) too */
 }
 
-void abx_child_cleanup(abx_child *c)
+/* Remove the cgroups (killing stragglers) and close what the child holds. The network
+ * namespace goes back to sb's pool when the tree is known gone: its pids cgroup (every
+ * process of the tree, wherever it moved in its session) was emptied and removed. */
+static void cleanup(abx_sandbox *sb, abx_child *c)
 {
+    bool tree_gone = c->cgroup[0][0] != '\0';
     for (int i = 0; i < 3; i++) {
         if (!c->cgroup[i][0])
             continue;
-        abx_cgroup_kill(c->cgroup[i], true);
+        int rc = abx_cgroup_kill(c->cgroup[i], true);
+        if (i == 0 && rc != 0)
+            tree_gone = false;
         c->cgroup[i][0] = '\0';
+    }
+    if (c->netns >= 0) {
+        if (sb)
+            abx__netpool_give(sb, c->netns, tree_gone);
+        else
+            close(c->netns);
+        c->netns = -1;
     }
     if (c->pidfd >= 0) {
         close(c->pidfd);
@@ -697,3 +679,7 @@ void abx_child_cleanup(abx_child *c)
         close(c->egress.fd[i]);
     c->egress.n = 0;
 }
+
+void abx_child_cleanup(abx_child *c) { cleanup(NULL, c); }
+
+void abx_child_release(abx_sandbox *sb, abx_child *c) { cleanup(sb, c); }

@@ -93,6 +93,14 @@ void abx_sandbox_plan(const abx_sandbox *sb, const abx_confine *c, abx_confine_p
  * not be, when sb is NULL). log has abx_log's shape; NULL logs nothing. */
 void abx_sandbox_log_tier(const abx_sandbox *sb, const char *err,
                           void (*log)(const char *level, const char *request_id, const char *fmt, ...));
+/* Make ahead what later spawns take (network namespaces, netpool.c): the process
+ * manager calls it once the sandbox is built and whenever it has been idle while
+ * abx_sandbox_wants_prepare says so (false for NULL). */
+void abx_sandbox_prepare(abx_sandbox *sb);
+bool abx_sandbox_wants_prepare(abx_sandbox *sb);
+/* Whether a network namespace may come back for a later process (netpool.c), how many
+ * were made ahead, and how many came back. */
+void abx_sandbox_netpool_stats(abx_sandbox *sb, bool *reuse, unsigned long *made, unsigned long *reused);
 /* The tier's name ("none" without a sandbox). */
 const char *abx_sandbox_tier_name(const abx_sandbox *sb);
 
@@ -120,6 +128,8 @@ typedef struct abx_child {
     char cgroup[3][256];             /* cgroup directories created for it: pids (v2: all), memory, cpu */
     abx_egress_listeners egress;     /* owned until taken: the proxy's listening sockets inside the
                                         process's namespace (confine.egress_port), n = 0 without */
+    int netns;                       /* owned: its network namespace when one made ahead was
+                                        taken (netpool.c), else -1 */
 } abx_child;
 
 /* Start the process. 0, or -1 with why (errno-like reason in err). With required
@@ -130,5 +140,8 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
 void abx_child_kill(const abx_child *c, int sig);
 /* After the child is reaped: remove its cgroups (killing any stragglers) and close fds. */
 void abx_child_cleanup(abx_child *c);
+/* The same, and its network namespace goes back to sb's pool when every process of the
+ * tree is gone and the namespace holds no socket (netpool.c). */
+void abx_child_release(abx_sandbox *sb, abx_child *c);
 
 #endif

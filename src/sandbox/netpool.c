@@ -1,0 +1,216 @@
+/* netpool.c — network namespaces made before the processes that use them.
+ *
+ * A process without the network gets a network namespace of its own (loopback up, no
+ * other interface). Making one costs the kernel about half a millisecond (every
+ * protocol's per-namespace set-up) and tearing it down as much again in a kernel worker:
+ * most of what a confined `commands.run` of /bin/true cost (bench/README.md). So abx
+ * keeps a few made ahead, while it is idle, and hands each to one process tree.
+ *
+ * A namespace is used by one tree at a time, never by two at once. When its tree is gone
+ * (its pids cgroup emptied and removed: no process of it is left anywhere) and the
+ * namespace holds no socket of any family (no listener, no connection, no TIME_WAIT, no
+ * Unix socket; read from inside it), it goes back to the pool for a later process, as
+ * empty as a new one: its processes had no capability to change its interfaces, routes
+ * or firewall, and Landlock kept them from its sysctls. Anything else — a socket left,
+ * no cgroup to prove the tree gone, no Landlock, an egress allowlist (whose listeners and
+ * addresses live in the namespace) — and it is closed, and the kernel tears it down. */
+#include "sandbox/sandbox_int.h"
+#include "core/util.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CHILD_STACK (64 * 1024)
+
+int abx__loopback_up(void)
+{
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -1;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    memcpy(ifr.ifr_name, "lo", 3);
+    int rc = ioctl(s, SIOCGIFFLAGS, &ifr);
+    if (rc == 0) {
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        rc = ioctl(s, SIOCSIFFLAGS, &ifr);
+    }
+    int e = errno;
+    close(s);
+    errno = e;
+    return rc;
+}
+
+/* What a helper child does, sharing abx's memory and descriptor table (it only makes
+ * system calls; abx's thread is suspended until it exits). */
+typedef struct helper {
+    int fd;            /* make: the new namespace (out); check: the namespace to look into (in) */
+    char text[3][4096]; /* check: sockstat, sockstat6, unix (out) */
+    ssize_t len[3];
+} helper;
+
+static int make_main(void *arg)
+{
+    helper *h = arg;
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    if (unshare(CLONE_NEWNET) != 0 || abx__loopback_up() != 0)
+        _exit(1);
+    h->fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    _exit(h->fd >= 0 ? 0 : 1);
+}
+
+static int check_main(void *arg)
+{
+    helper *h = arg;
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    if (setns(h->fd, CLONE_NEWNET) != 0)
+        _exit(1);
+    static const char *const files[3] = {"/proc/self/net/sockstat", "/proc/self/net/sockstat6",
+                                         "/proc/self/net/unix"};
+    for (int i = 0; i < 3; i++) {
+        h->len[i] = -1;
+        int fd = open(files[i], O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, h->text[i], sizeof h->text[i] - 1);
+        close(fd);
+        h->len[i] = n;
+    }
+    _exit(0);
+}
+
+/* Run fn in a child sharing memory and descriptors; 0 when it exited with 0. */
+static int run_helper(int (*fn)(void *), helper *h)
+{
+    void *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED)
+        return -1;
+    pid_t pid = clone(fn, (char *)stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, h);
+    int st = 0, rc = -1;
+    if (pid > 0) {
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        rc = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+    }
+    abx__unpoison(stack, CHILD_STACK);
+    munmap(stack, CHILD_STACK);
+    return rc;
+}
+
+/* Every "inuse N" and "tw N" of sockstat and sockstat6 is 0, and net/unix lists nothing
+ * but its header. Text that cannot be read or parsed counts as sockets left. */
+static bool no_sockets(helper *h)
+{
+    if (h->len[0] <= 0 || h->len[2] <= 0)
+        return false; /* sockstat6 is missing without IPv6: nothing to count there */
+    for (int i = 0; i < 2; i++) {
+        if (h->len[i] < 0)
+            continue;
+        h->text[i][h->len[i]] = '\0';
+        for (const char *p = h->text[i]; (p = strstr(p, " ")) != NULL; p++) {
+            if (strncmp(p, " inuse ", 7) != 0 && strncmp(p, " tw ", 4) != 0)
+                continue;
+            const char *v = strchr(p + 1, ' ') + 1;
+            if (*v < '0' || *v > '9' || strtol(v, NULL, 10) != 0)
+                return false;
+        }
+    }
+    h->text[2][h->len[2]] = '\0';
+    const char *nl = strchr(h->text[2], '\n');
+    return nl && nl[1] == '\0' && (size_t)h->len[2] < sizeof h->text[2] - 1;
+}
+
+void abx__netpool_init(abx_sandbox *sb)
+{
+    pthread_mutex_init(&sb->np_mu, NULL);
+    sb->np_n = 0;
+    /* reuse needs what proves a namespace empty: the tree's cgroup, and Landlock
+     * keeping its processes from its sysctls and (ABI 6) other trees' abstract sockets */
+    sb->np_reuse = sb->caps.cgroup_pids && sb->caps.landlock_abi >= 6;
+}
+
+void abx__netpool_free(abx_sandbox *sb)
+{
+    for (size_t i = 0; i < sb->np_n; i++)
+        close(sb->np_fd[i]);
+    sb->np_n = 0;
+    pthread_mutex_destroy(&sb->np_mu);
+}
+
+int abx__netpool_take(abx_sandbox *sb)
+{
+    if (!sb->caps.netns)
+        return -1;
+    pthread_mutex_lock(&sb->np_mu);
+    int fd = sb->np_n ? sb->np_fd[--sb->np_n] : -1;
+    pthread_mutex_unlock(&sb->np_mu);
+    return fd;
+}
+
+static void put(abx_sandbox *sb, int fd)
+{
+    pthread_mutex_lock(&sb->np_mu);
+    if (sb->np_n < ABX_NETPOOL_MAX) {
+        sb->np_fd[sb->np_n++] = fd;
+        fd = -1;
+    }
+    pthread_mutex_unlock(&sb->np_mu);
+    if (fd >= 0)
+        close(fd);
+}
+
+void abx__netpool_give(abx_sandbox *sb, int fd, bool tree_gone)
+{
+    if (fd < 0)
+        return;
+    helper *h = NULL;
+    if (tree_gone && sb->np_reuse && (h = abx_malloc(sizeof *h)) != NULL) {
+        h->fd = fd;
+        if (run_helper(check_main, h) == 0 && no_sockets(h)) {
+            abx_free(h);
+            atomic_fetch_add(&sb->np_reused, 1);
+            put(sb, fd);
+            return;
+        }
+    }
+    abx_free(h);
+    close(fd);
+}
+
+bool abx__netpool_wants(abx_sandbox *sb)
+{
+    if (!sb || !sb->caps.netns)
+        return false;
+    pthread_mutex_lock(&sb->np_mu);
+    bool want = sb->np_n < ABX_NETPOOL_FILL;
+    pthread_mutex_unlock(&sb->np_mu);
+    return want;
+}
+
+void abx__netpool_fill(abx_sandbox *sb)
+{
+    while (abx__netpool_wants(sb)) {
+        helper h = {.fd = -1};
+        if (run_helper(make_main, &h) != 0 || h.fd < 0) {
+            if (h.fd >= 0)
+                close(h.fd);
+            return;
+        }
+        atomic_fetch_add(&sb->np_made, 1);
+        put(sb, h.fd);
+    }
+}
