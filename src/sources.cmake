@@ -36,6 +36,7 @@ set(ABX_SRC_SANDBOX
   src/sandbox/procs.c
   src/sandbox/sandbox.c
   src/sandbox/seccomp.c
+  src/sandbox/slots.c
   src/sandbox/spawn.c
   src/sandbox/tiers.c
   src/sandbox/watchdog.c

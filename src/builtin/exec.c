@@ -171,6 +171,25 @@ static bool fs_view(abx_ctx *ctx, abx_fs_view *v, abx_reply *r)
     return true;
 }
 
+/* A private TMPDIR, granted read-write (/tmp itself is not): the caller's, one whose
+ * confinement is prepared (sandbox/slots.c; not for a terminal's or a kernel's), or new.
+ * 0, or -1 with the reply set. */
+static int pick_tmpdir(abx_procs *procs, const abx_exec_opts *o, const abx_confine *conf, const char *home,
+                       char *tmpdir, size_t len, abx_slot **slot, abx_reply *r)
+{
+    char why[300];
+    if (o->tmpdir) {
+        snprintf(tmpdir, len, "%s", o->tmpdir);
+        return 0;
+    }
+    if (!o->pty && !o->n_keep_fds && (*slot = abx_procs_slot_take(procs, conf, home, tmpdir, len)) != NULL)
+        return 0;
+    if (abx_procs_make_tmpdir(procs, tmpdir, len, why, sizeof why) == 0)
+        return 0;
+    abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "%s", why);
+    return -1;
+}
+
 abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *o, abx_reply *r)
 {
     abx_procs *procs = abx_ctx_procs(ctx);
@@ -196,22 +215,12 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
                         "the working directory cannot be opened: %s", strerror(-cwd_fd < 0 ? errno : -cwd_fd));
         goto out;
     }
-    /* a private TMPDIR, granted read-write; /tmp itself is not */
-    char why[300];
-    if (o->tmpdir)
-        snprintf(tmpdir, sizeof tmpdir, "%s", o->tmpdir);
-    else if (abx_procs_make_tmpdir(procs, tmpdir, sizeof tmpdir, why, sizeof why) != 0) {
-        abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "%s", why);
-        goto out;
-    }
     /* the principal's private HOME (homes.c), outside the workspace */
-    char home[512];
+    char why[300], home[512];
     if (abx_procs_home(procs, abx_ctx_principal(ctx), home, sizeof home, why, sizeof why) != 0) {
         abx_reply_error(r, ABX_E_PROCESS_SPAWN_FAILED, NULL, "%s", why);
         goto out;
     }
-    if (!build_env(procs, d, o, args, tmpdir, home, &env, r, argv[0]))
-        goto out;
     int64_t mem = d->limits[__builtin_ctz(ABX_LIM_MEMORY)], pids = d->limits[__builtin_ctz(ABX_LIM_PIDS)],
             cpu = d->limits[__builtin_ctz(ABX_LIM_CPU)], life = d->limits[__builtin_ctz(ABX_LIM_TIMEOUT)];
     const char **ro = abx_calloc(v.n_ro + 2, sizeof *ro); /* the view's, and o->extra_ro */
@@ -240,12 +249,26 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
         conf.egress_dns = true;
     }
     abx_procs_run_ids(procs, &conf.uid, &conf.gid);
+    abx_slot *slot = NULL;
+    if (pick_tmpdir(procs, o, &conf, home, tmpdir, sizeof tmpdir, &slot, r) != 0) {
+        abx_free(ro);
+        goto out;
+    }
+    if (!build_env(procs, d, o, args, tmpdir, home, &env, r, argv[0])) {
+        if (slot) { /* the slot keeps its directory */
+            abx_sandbox_slot_put(slot);
+            tmpdir[0] = '\0';
+        }
+        abx_free(ro);
+        goto out;
+    }
     int64_t kill_after = life > 0 && !o->persistent ? life : 0;
     if (o->hard_timeout_ms > 0 && (kill_after == 0 || o->hard_timeout_ms < kill_after))
         kill_after = o->hard_timeout_ms;
     abx_proc_spec spec = {
         .spawn = {.argv = argv, .envp = env.v, .cwd_fd = cwd_fd, .cwd_path = cwd_path, .confine = &conf,
-                  .tmpdir = tmpdir, .home = home, .keep_fds = o->keep_fds, .n_keep_fds = o->n_keep_fds},
+                  .tmpdir = tmpdir, .home = home, .keep_fds = o->keep_fds, .n_keep_fds = o->n_keep_fds,
+                  .slot = slot},
         .owner = abx_ctx_principal(ctx),
         .tag = o->tag,
         .kill_after_ms = kill_after,
@@ -263,13 +286,16 @@ abx_proc *abx_exec_start(abx_ctx *ctx, const json_t *args, const abx_exec_opts *
     p = abx_proc_start(procs, &spec, why, sizeof why);
     abx_free(ro);
     if (!p) {
+        if (slot) /* abx_proc_start gave it back: its directory is the slot's */
+            tmpdir[0] = '\0';
         bool confine = strstr(why, "confinement required") != NULL;
         abx_reply_error(r, confine ? ABX_E_SANDBOX_UNAVAILABLE : ABX_E_PROCESS_SPAWN_FAILED, NULL,
                         "cannot start '%s': %s", argv[0], why);
         abx_ctx_log(ctx, "warn", "spawn failed: %s", why);
         goto out;
     }
-    abx_proc_set_tmpdir(p, tmpdir);
+    if (!slot) /* a slot's is emptied when the process is gone */
+        abx_proc_set_tmpdir(p, tmpdir);
     tmpdir[0] = '\0'; /* removed when the process record goes */
 out:
     if (tmpdir[0] && !o->tmpdir) { /* a caller's TMPDIR stays the caller's */

@@ -51,8 +51,7 @@ int abx__loopback_up(void)
     return rc;
 }
 
-/* What a helper child does, sharing abx's memory and descriptor table (it only makes
- * system calls; abx's thread is suspended until it exits). */
+/* What a helper child (abx__run_helper) reads and writes. */
 typedef struct helper {
     int fd;            /* make: the new namespace (out); check: the namespace to look into (in) */
     char text[3][4096]; /* check: sockstat, sockstat6, unix (out) */
@@ -62,23 +61,17 @@ typedef struct helper {
 static int make_main(void *arg)
 {
     helper *h = arg;
-    sigset_t all;
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, NULL);
     if (unshare(CLONE_NEWNET) != 0 || abx__loopback_up() != 0)
-        _exit(1);
+        return 1;
     h->fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    _exit(h->fd >= 0 ? 0 : 1);
+    return h->fd >= 0 ? 0 : 1;
 }
 
 static int check_main(void *arg)
 {
     helper *h = arg;
-    sigset_t all;
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, NULL);
     if (setns(h->fd, CLONE_NEWNET) != 0)
-        _exit(1);
+        return 1;
     static const char *const files[3] = {"/proc/self/net/sockstat", "/proc/self/net/sockstat6",
                                          "/proc/self/net/unix"};
     for (int i = 0; i < 3; i++) {
@@ -90,16 +83,31 @@ static int check_main(void *arg)
         close(fd);
         h->len[i] = n;
     }
-    _exit(0);
+    return 0;
 }
 
-/* Run fn in a child sharing memory and descriptors; 0 when it exited with 0. */
-static int run_helper(int (*fn)(void *), helper *h)
+typedef struct trampoline {
+    int (*fn)(void *);
+    void *arg;
+} trampoline;
+
+/* the child: no signal handler of abx's may run on its stack */
+static int run_in_child(void *arg)
 {
+    trampoline *t = arg;
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    _exit(t->fn(t->arg) == 0 ? 0 : 1);
+}
+
+int abx__run_helper(int (*fn)(void *), void *arg)
+{
+    trampoline t = {fn, arg};
     void *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack == MAP_FAILED)
         return -1;
-    pid_t pid = clone(fn, (char *)stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, h);
+    pid_t pid = clone(run_in_child, (char *)stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &t);
     int st = 0, rc = -1;
     if (pid > 0) {
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
@@ -180,7 +188,7 @@ void abx__netpool_give(abx_sandbox *sb, int fd, bool tree_gone)
     helper *h = NULL;
     if (tree_gone && sb->np_reuse && (h = abx_malloc(sizeof *h)) != NULL) {
         h->fd = fd;
-        if (run_helper(check_main, h) == 0 && no_sockets(h)) {
+        if (abx__run_helper(check_main, h) == 0 && no_sockets(h)) {
             abx_free(h);
             atomic_fetch_add(&sb->np_reused, 1);
             put(sb, fd);
@@ -205,7 +213,7 @@ void abx__netpool_fill(abx_sandbox *sb)
 {
     while (abx__netpool_wants(sb)) {
         helper h = {.fd = -1};
-        if (run_helper(make_main, &h) != 0 || h.fd < 0) {
+        if (abx__run_helper(make_main, &h) != 0 || h.fd < 0) {
             if (h.fd >= 0)
                 close(h.fd);
             return;

@@ -120,7 +120,9 @@ static void do_spawn(abx_procs *m, pending *pd)
     const abx_proc_spec *sp = pd->spec;
     abx_proc *p = abx_calloc(1, sizeof *p);
     int out[2] = {-1, -1}, err[2] = {-1, -1}, in[2] = {-1, -1}, master = -1, slave = -1;
+    bool slot_given = false;
     if (!p) {
+        abx_sandbox_slot_put(sp->spawn.slot);
         snprintf(pd->err, sizeof pd->err, "out of memory");
         pd->rc = -1;
         return;
@@ -159,6 +161,7 @@ static void do_spawn(abx_procs *m, pending *pd)
         snprintf(pd->err, sizeof pd->err, "confinement required but unavailable: the sandbox could not be built");
         goto fail;
     }
+    slot_given = true; /* abx_spawn takes it, started or not */
     if (abx_spawn(m->sb, &req, &p->child, pd->err, sizeof pd->err) != 0)
         goto fail;
     p->pid = p->child.pid;
@@ -233,6 +236,8 @@ fail_spawned : {
     waitpid(p->pid, &st, 0);
 }
 fail:
+    if (!slot_given)
+        abx_sandbox_slot_put(sp->spawn.slot);
     for (int i = 0; i < 2; i++) {
         if (out[i] >= 0)
             close(out[i]);
@@ -293,6 +298,7 @@ static void defer_release(abx_procs *m, abx_child *c)
     /* the record keeps its pid, none of what was moved */
     c->pidfd = -1;
     c->netns = -1;
+    c->slot = NULL;
     c->egress.n = 0;
     for (int i = 0; i < 3; i++)
         c->cgroup[i][0] = '\0';
@@ -589,6 +595,11 @@ void abx_procs_run_ids(const abx_procs *m, uid_t *uid, gid_t *gid)
 {
     *uid = m->run_uid;
     *gid = m->run_gid;
+}
+
+abx_slot *abx_procs_slot_take(abx_procs *m, const abx_confine *c, const char *home, char *dir, size_t dirlen)
+{
+    return abx_sandbox_slot_take(abx_procs_sandbox(m), c, home, m->run_uid, m->run_gid, dir, dirlen);
 }
 
 int abx_procs_make_tmpdir(abx_procs *m, char *dir, size_t dirlen, char *why, size_t whylen)

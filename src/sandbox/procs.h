@@ -58,6 +58,10 @@ void abx_procs_run_ids(const abx_procs *m, uid_t *uid, gid_t *gid);
  * missing), owned by the run ids. 0 with dir filled, or -1 with why. Hand it to the
  * process with abx_proc_set_tmpdir, or remove it with abx_rm_tree. */
 int abx_procs_make_tmpdir(abx_procs *m, char *dir, size_t dirlen, char *why, size_t whylen);
+/* A private TMPDIR with the process's confinement prepared (sandbox/slots.c) for c's
+ * roots and home: dir filled, the slot to hand to abx_proc_start in spec.spawn.slot (it
+ * takes it, started or not), or to abx_sandbox_slot_put. NULL: use abx_procs_make_tmpdir. */
+abx_slot *abx_procs_slot_take(abx_procs *m, const abx_confine *c, const char *home, char *dir, size_t dirlen);
 /* The environment that makes a process trust the egress CA, the CA made or loaded the
  * first time it is needed. The CA lives in abx's protected state, which a process cannot
  * read, so its certificate and the bundle (system store + abx CA; never the key) are

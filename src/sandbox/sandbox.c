@@ -323,6 +323,7 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
     char view[220]; /* where each process's view is built (view.c); a view needs a mount namespace */
     snprintf(view, sizeof view, "%s/view", sb->runtime_dir);
     sb->view = sb->caps.mntns && (mkdir(view, 0700) == 0 || errno == EEXIST) && strlen(view) < 200;
+    abx__slots_init(sb); /* needs the view's place */
     int mf = open(sb->mask_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0000);
     if (mf >= 0) {
         fchmod(mf, 0000); /* unreadable even for uid 0 once capabilities are gone */
@@ -343,6 +344,7 @@ void abx_sandbox_free(abx_sandbox *sb)
     if (!sb)
         return;
     abx_watchdog_stop(&sb->wd); /* it kills what is left and removes the groups too */
+    abx__slots_free(sb);
     abx__netpool_free(sb);
     if (sb->netns_fd >= 0)
         close(sb->netns_fd);
@@ -365,6 +367,29 @@ void abx_sandbox_free(abx_sandbox *sb)
 
 void abx_sandbox_prepare(abx_sandbox *sb) { abx__netpool_fill(sb); }
 bool abx_sandbox_wants_prepare(abx_sandbox *sb) { return abx__netpool_wants(sb); }
+
+void abx_sandbox_slot_stats(abx_sandbox *sb, bool *on, unsigned long *made, unsigned long *reused)
+{
+    *on = sb && sb->sl_on;
+    *made = sb ? atomic_load(&sb->sl_made) : 0;
+    *reused = sb ? atomic_load(&sb->sl_reused) : 0;
+}
+
+abx_slot *abx_sandbox_slot_take(abx_sandbox *sb, const abx_confine *c, const char *home, uid_t uid, gid_t gid,
+                                char *dir, size_t dirlen)
+{
+    abx_slot *s = sb ? abx__slot_take(sb, c, home, uid, gid) : NULL;
+    /* the process's own TMPDIR in it, a name no earlier process had */
+    if (s && ((size_t)snprintf(dir, dirlen, "%s/tmp-XXXXXX", s->dir) >= dirlen || !mkdtemp(dir) ||
+              chown(dir, uid, gid) != 0)) {
+        abx__slot_put(s, false);
+        dir[0] = '\0';
+        s = NULL;
+    }
+    return s;
+}
+
+void abx_sandbox_slot_put(abx_slot *s) { abx__slot_put(s, true); }
 
 void abx_sandbox_netpool_stats(abx_sandbox *sb, bool *reuse, unsigned long *made, unsigned long *reused)
 {

@@ -39,6 +39,31 @@ typedef struct abx_fixed_rule {
     bool rw;                    /* read and write (devices), else read and execute */
 } abx_fixed_rule;
 
+/* slots.c: a process's confinement (Landlock ruleset, view) prepared once for a key and
+ * used by one process at a time (see there). */
+typedef struct abx_slot_id {
+    char *path;                 /* owned */
+    dev_t dev;
+    ino_t ino;
+    bool absent;                /* there was nothing at path */
+} abx_slot_id;
+struct abx_slot {
+    abx_sandbox *sb;            /* borrowed: its sandbox outlives it */
+    char *key;                  /* owned: every path it was built from */
+    char dir[128];              /* abx's, kept across uses: each process's TMPDIR is made in it,
+                                   and it is emptied between them */
+    dev_t dir_dev;
+    ino_t dir_ino;
+    uid_t uid;                  /* the run ids the TMPDIRs are made for */
+    gid_t gid;
+    int ruleset;                /* Landlock ruleset with its grants and dir */
+    int mntns;                  /* the view's mount namespace */
+    abx_slot_id *id;            /* what each path was when it was built */
+    size_t n_id;
+    bool busy;
+    abx_slot *next;
+};
+
 struct abx_sandbox {
     abx_sandbox_caps caps;
     bool required;
@@ -48,6 +73,11 @@ struct abx_sandbox {
     size_t np_n;
     bool np_reuse;              /*   a tree's namespace may come back (cgroups and Landlock >= 6) */
     atomic_ulong np_made, np_reused;
+    pthread_mutex_t sl_mu;      /* slots.c: prepared confinements not in use */
+    abx_slot *slots;
+    size_t n_slots;
+    bool sl_on;
+    atomic_ulong sl_made, sl_reused;
     char cg_parent[ABX_CG_SLOTS][ABX_CG_PATH]; /* [0] pids (or the v2 dir), [1] memory (v1), [2] cpu (v1) */
     int cap_last;
     char *runtime_dir;          /* owned */
@@ -83,6 +113,9 @@ typedef struct abx_view {
  * no memory). */
 int abx__view_plan(const abx_sandbox *sb, const abx_spawn_req *req, abx_view *v);
 void abx__view_free(abx_view *v);
+/* req's working directory lies in its roots, TMPDIR or HOME (or it has none): a view can
+ * hold it */
+bool abx__view_covers(const abx_spawn_req *req);
 /* child side, system calls only: build it and pivot_root into it; 0, or -1 */
 int abx__view_enter(const abx_view *v);
 
@@ -98,8 +131,26 @@ void abx__netpool_give(abx_sandbox *sb, int fd, bool tree_gone);
 /* Fewer than ABX_NETPOOL_FILL ready; make them (the process manager, while idle). */
 bool abx__netpool_wants(abx_sandbox *sb);
 void abx__netpool_fill(abx_sandbox *sb);
+/* Run fn(arg) in a child sharing abx's memory and descriptors (abx's thread waits until
+ * it exits; it may only make system calls); 0 when it exited with 0. */
+int abx__run_helper(int (*fn)(void *), void *arg);
 /* lo up in the caller's network namespace: system calls only */
 int abx__loopback_up(void);
+
+void abx__slots_init(abx_sandbox *sb);
+void abx__slots_free(abx_sandbox *sb);
+/* A slot for c and home, ready (checked, or new), owned by the caller; NULL when slots
+ * are off here or it cannot be built. */
+abx_slot *abx__slot_take(abx_sandbox *sb, const abx_confine *c, const char *home, uid_t uid, gid_t gid);
+/* Back from its process: kept when tree_gone and its TMPDIR could be emptied, else
+ * destroyed. */
+void abx__slot_put(abx_slot *s, bool tree_gone);
+
+/* spawn.c: the Landlock ruleset of req's process (an fd), or -1 with why */
+int abx__build_ruleset(const abx_sandbox *sb, const abx_spawn_req *req, char *err, size_t errlen);
+/* child side, system calls only: a private mount namespace with c's pins, read-only
+ * paths and masks; 0, -1 (no namespace) or -2 (a mount failed) */
+int abx__mounts_private(const abx_confine *c, const char *mask_file);
 
 /* egress_ns.c: the proxy's sockets inside a process's namespace */
 #define ABX_EGRESS_NS_MAX 3 /* nameservers of resolv.conf made addresses of lo */

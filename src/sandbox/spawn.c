@@ -113,7 +113,7 @@ static int add_path_rule(int ruleset, const char *path, uint64_t allowed, uint64
     return rc == 0 ? 0 : -e;
 }
 
-static int build_ruleset(const abx_sandbox *sb, const abx_spawn_req *req, char *err, size_t errlen)
+int abx__build_ruleset(const abx_sandbox *sb, const abx_spawn_req *req, char *err, size_t errlen)
 {
     int abi = sb->caps.landlock_abi;
     const abx_confine *c = req->confine;
@@ -256,6 +256,8 @@ typedef struct child_args {
     int procs_fd[3];
     int ruleset;
     int netns_fd;                /* a namespace of the pool (netpool.c) to enter, or -1: make one */
+    int slot_mntns;              /* a prepared view's mount namespace to enter (slots.c), or -1 */
+    bool ruleset_borrowed;       /* the ruleset is the slot's: not closed here */
     int egress_sock;             /* where the child sends the proxy's listening sockets, or -1 */
     uint32_t ns[ABX_EGRESS_NS_MAX]; /* nameservers to make addresses of lo (egress_ns.c) */
     size_t nns;
@@ -290,6 +292,36 @@ static void child_fail(child_args *a, int step)
     _exit(127);
 }
 
+int abx__mounts_private(const abx_confine *c, const char *mask_file)
+{
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        return -1;
+    /* pins first: recursive, so what is mounted below stays (and a later mask or
+     * read-only mount lands on top of them) */
+    for (size_t i = 0; i < c->n_pins; i++)
+        if (mount(c->pins[i], c->pins[i], NULL, MS_BIND | MS_REC, NULL) != 0)
+            return -2;
+    for (size_t i = 0; i < c->n_readonly; i++)
+        if (mount(c->readonly[i], c->readonly[i], NULL, MS_BIND | MS_REC, NULL) != 0 ||
+            mount(NULL, c->readonly[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) != 0)
+            return -2;
+    for (size_t i = 0; i < c->n_masks; i++) {
+        struct stat st;
+        if (stat(c->masks[i], &st) != 0)
+            continue;
+        int rc;
+        if (S_ISDIR(st.st_mode))
+            rc = mount("abx-mask", c->masks[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                       "size=4k,mode=000");
+        else
+            rc = mount(mask_file, c->masks[i], NULL, MS_BIND, NULL) ||
+                 mount(NULL, c->masks[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL);
+        if (rc != 0)
+            return -2;
+    }
+    return 0;
+}
+
 static int child_main(void *arg)
 {
     child_args *a = arg;
@@ -319,36 +351,18 @@ static int child_main(void *arg)
         child_fail(a, ST_LOOPBACK);
     if (a->egress_sock >= 0 && abx__egress_ns_setup(a->egress_sock, c, a->ns, a->nns) != 0)
         child_fail(a, ST_EGRESS);
-    if (a->use_mntns) {
-        if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+    if (a->slot_mntns >= 0) { /* a prepared view (slots.c): its masks and mounts are made */
+        if (setns(a->slot_mntns, CLONE_NEWNS) != 0)
             child_fail(a, ST_MNTNS);
-        /* pins first: recursive, so what is mounted below stays (and a later mask or
-         * read-only mount lands on top of them) */
-        for (size_t i = 0; i < c->n_pins; i++)
-            if (mount(c->pins[i], c->pins[i], NULL, MS_BIND | MS_REC, NULL) != 0)
-                child_fail(a, ST_MASK);
-        for (size_t i = 0; i < c->n_readonly; i++)
-            if (mount(c->readonly[i], c->readonly[i], NULL, MS_BIND | MS_REC, NULL) != 0 ||
-                mount(NULL, c->readonly[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) != 0)
-                child_fail(a, ST_MASK);
-        for (size_t i = 0; i < c->n_masks; i++) {
-            struct stat st;
-            if (stat(c->masks[i], &st) != 0)
-                continue;
-            int rc;
-            if (S_ISDIR(st.st_mode))
-                rc = mount("abx-mask", c->masks[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                           "size=4k,mode=000");
-            else
-                rc = mount(a->sb->mask_file, c->masks[i], NULL, MS_BIND, NULL) ||
-                     mount(NULL, c->masks[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL);
-            if (rc != 0)
-                child_fail(a, ST_MASK);
-        }
+        a->view_entered = true;
+    } else {
+        int m = a->use_mntns ? abx__mounts_private(c, a->sb->mask_file) : 0;
+        if (m != 0)
+            child_fail(a, m == -1 ? ST_MNTNS : ST_MASK);
+        /* the view (view.c) after the masks, which its bind mounts carry along; a view
+         * that cannot be entered leaves Unix sockets refused */
+        a->view_entered = a->use_view && abx__view_enter(&a->view) == 0;
     }
-    /* the view (view.c) after the masks, which its bind mounts carry along; a view that
-     * cannot be entered leaves Unix sockets refused */
-    a->view_entered = a->use_view && abx__view_enter(&a->view) == 0;
     int in = req->stdin_fd >= 0 ? req->stdin_fd : a->devnull, out = req->stdout_fd >= 0 ? req->stdout_fd : a->devnull,
         er = req->stderr_fd >= 0 ? req->stderr_fd : a->devnull;
     if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(er, 2) < 0)
@@ -357,7 +371,7 @@ static int child_main(void *arg)
         child_fail(a, ST_CTTY);
     if (req->cwd_fd >= 0 ? fchdir(req->cwd_fd) != 0 : chdir("/") != 0)
         child_fail(a, ST_CWD);
-    if (a->use_mntns && req->cwd_fd >= 0 && req->cwd_path) {
+    if ((a->use_mntns || a->slot_mntns >= 0) && req->cwd_fd >= 0 && req->cwd_path) {
         /* enter the same directory again inside the private mount namespace, so relative
          * paths meet the masks too; it must be the very directory the jail opened */
         struct stat want, got;
@@ -475,6 +489,12 @@ static int plan_child(const abx_sandbox *sb, const abx_confine *c, bool required
         return -1;
     }
     a->nproc = plan.nproc;
+    /* a prepared view (slots.c), where the process would get a view of its own */
+    if (a->req->slot && a->filter_unix && sb->view && a->use_netns && a->use_ll && abx__view_covers(a->req)) {
+        a->slot_mntns = a->req->slot->mntns;
+        a->use_view = a->use_mntns = false;
+        return 0;
+    }
     /* a view of only its roots lets a process without the network have Unix sockets;
      * planned only where it can be built, entered or not by the child (fail closed) */
     a->use_view = a->filter_unix && sb->view && a->use_netns && abx__view_plan(sb, a->req, &a->view) == 0;
@@ -494,12 +514,37 @@ static void unstart(abx_child *out)
     out->pidfd = -1;
 }
 
+/* Where the child sends the egress proxy's listening sockets it makes (egress_ns.c). */
+static int egress_pair(const abx_confine *c, child_args *a, int egress[2], char *err, size_t errlen)
+{
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, egress) != 0) {
+        snprintf(err, errlen, "cannot prepare the egress listener: %s", strerror(errno));
+        return -1;
+    }
+    a->egress_sock = egress[1];
+    a->nns = c->egress_dns ? abx__egress_ns_nameservers(a->ns) : 0;
+    return 0;
+}
+
+/* Drop the cgroups made so far: the process runs without (best effort). */
+static void no_cgroups(child_args *a, abx_child *out)
+{
+    for (int i = 0; i < 3; i++) {
+        if (a->procs_fd[i] >= 0)
+            close(a->procs_fd[i]);
+        a->procs_fd[i] = -1;
+        if (out->cgroup[i][0])
+            rmdir(out->cgroup[i]);
+        out->cgroup[i][0] = '\0';
+    }
+}
+
 /* What the parent prepared for the child, once it has exec'd or failed. */
 static void args_free(child_args *a)
 {
     if (a->devnull >= 0)
         close(a->devnull);
-    if (a->ruleset >= 0)
+    if (a->ruleset >= 0 && !a->ruleset_borrowed)
         close(a->ruleset);
     abx__view_free(&a->view); /* planned or not (zeroed) */
     for (int i = 0; i < 3; i++)
@@ -516,41 +561,35 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     const abx_confine *c = req->confine;
     bool required = c->required || sb->required;
     child_args a = {.req = req, .sb = sb, .err_fd = -1, .devnull = -1, .procs_fd = {-1, -1, -1}, .ruleset = -1,
-                    .netns_fd = -1, .egress_sock = -1};
+                    .netns_fd = -1, .slot_mntns = -1, .egress_sock = -1};
     int pipefd[2] = {-1, -1}, egress[2] = {-1, -1};
     void *stack = MAP_FAILED;
     const size_t stack_size = 256 * 1024;
     int rc = -1;
     abx_seccomp_prog guarded[2];
-    if (plan_child(sb, c, required, &a, guarded, err, errlen) != 0)
+    bool ran = false; /* the process exec'd: its slot may have been changed */
+    if (plan_child(sb, c, required, &a, guarded, err, errlen) != 0) {
+        abx__slot_put(req->slot, true);
         return -1;
+    }
     a.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (a.devnull < 0 || pipe2(pipefd, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "cannot prepare the child: %s", strerror(errno));
         goto out;
     }
     a.err_fd = pipefd[1];
-    if (c->egress_port > 0) {
-        if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, egress) != 0) {
-            snprintf(err, errlen, "cannot prepare the egress listener: %s", strerror(errno));
-            goto out;
-        }
-        a.egress_sock = egress[1];
-        a.nns = c->egress_dns ? abx__egress_ns_nameservers(a.ns) : 0;
-    }
-    if (a.use_ll && (a.ruleset = build_ruleset(sb, req, err, errlen)) < 0)
+    if (c->egress_port > 0 && egress_pair(c, &a, egress, err, errlen) != 0)
         goto out;
+    if (a.slot_mntns >= 0) {
+        a.ruleset = req->slot->ruleset;
+        a.ruleset_borrowed = true;
+    } else if (a.use_ll && (a.ruleset = abx__build_ruleset(sb, req, err, errlen)) < 0) {
+        goto out;
+    }
     if ((sb->caps.cgroup_pids || sb->caps.cgroup_memory) && make_cgroups(sb, c, out, a.procs_fd, err, errlen) != 0) {
         if (required)
             goto out;
-        for (int i = 0; i < 3; i++) { /* best effort: run without cgroups */
-            if (a.procs_fd[i] >= 0)
-                close(a.procs_fd[i]);
-            a.procs_fd[i] = -1;
-            if (out->cgroup[i][0])
-                rmdir(out->cgroup[i]);
-            out->cgroup[i][0] = '\0';
-        }
+        no_cgroups(&a, out); /* best effort: run without */
     }
     /* a namespace made ahead, unless the egress proxy's listeners and addresses are to be
      * made in it (such a namespace never comes back to the pool) */
@@ -585,6 +624,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     }
     out->pid = pid;
     out->pidfd = pidfd;
+    ran = true;
     if (a.egress_sock >= 0 && abx__egress_ns_receive(egress[0], c, &out->egress) != 0) {
         unstart(out);
         snprintf(err, errlen, "the egress listener did not arrive");
@@ -599,6 +639,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
         goto out;
     }
     rc = 0;
+    out->slot = req->slot;
 out:
     if (stack != MAP_FAILED) {
         abx__unpoison(stack, stack_size);
@@ -617,6 +658,7 @@ out:
         if (out->netns >= 0) /* a process that failed to start may have entered it: not reused */
             close(out->netns);
         out->netns = -1;
+        abx__slot_put(req->slot, !ran); /* unchanged unless the process ran */
     }
     args_free(&a);
     if (rc != 0)
@@ -663,6 +705,10 @@ static void cleanup(abx_sandbox *sb, abx_child *c)
         if (i == 0 && rc != 0)
             tree_gone = false;
         c->cgroup[i][0] = '\0';
+    }
+    if (c->slot) {
+        abx__slot_put(c->slot, tree_gone);
+        c->slot = NULL;
     }
     if (c->netns >= 0) {
         if (sb)

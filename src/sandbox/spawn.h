@@ -17,6 +17,7 @@
 #include "sandbox/egress.h"
 
 typedef struct abx_sandbox abx_sandbox;
+typedef struct abx_slot abx_slot;
 
 /* What the kernel can do here, probed once (abx_sandbox_new). */
 typedef struct abx_sandbox_caps {
@@ -98,6 +99,14 @@ void abx_sandbox_log_tier(const abx_sandbox *sb, const char *err,
  * abx_sandbox_wants_prepare says so (false for NULL). */
 void abx_sandbox_prepare(abx_sandbox *sb);
 bool abx_sandbox_wants_prepare(abx_sandbox *sb);
+/* A process's confinement prepared once for its key (roots, masks, HOME) and used by
+ * one process at a time (slots.c); dir gets its TMPDIR. NULL when slots are off here
+ * (no view, no cgroup, Landlock < 6) or with an egress allowlist. Hand it to abx_spawn
+ * in the request, or back with abx_sandbox_slot_put when no process was started. */
+abx_slot *abx_sandbox_slot_take(abx_sandbox *sb, const abx_confine *c, const char *home, uid_t uid, gid_t gid,
+                                char *dir, size_t dirlen);
+void abx_sandbox_slot_put(abx_slot *s);
+void abx_sandbox_slot_stats(abx_sandbox *sb, bool *on, unsigned long *made, unsigned long *reused);
 /* Whether a network namespace may come back for a later process (netpool.c), how many
  * were made ahead, and how many came back. */
 void abx_sandbox_netpool_stats(abx_sandbox *sb, bool *reuse, unsigned long *made, unsigned long *reused);
@@ -120,6 +129,8 @@ typedef struct abx_spawn_req {
     size_t n_keep_fds;
     int64_t deadline_ms;             /* CLOCK_MONOTONIC ms after which the watchdog kills the
                                         process's group and cgroup if abx has not; 0 = none */
+    abx_slot *slot;                  /* its confinement prepared (abx_sandbox_slot_take; tmpdir is
+                                        the slot's), or NULL; abx_spawn takes it either way */
 } abx_spawn_req;
 
 typedef struct abx_child {
@@ -130,6 +141,7 @@ typedef struct abx_child {
                                         process's namespace (confine.egress_port), n = 0 without */
     int netns;                       /* owned: its network namespace when one made ahead was
                                         taken (netpool.c), else -1 */
+    abx_slot *slot;                  /* owned: its prepared confinement (slots.c), or NULL */
 } abx_child;
 
 /* Start the process. 0, or -1 with why (errno-like reason in err). With required

@@ -92,6 +92,20 @@ static int by_length(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+bool abx__view_covers(const abx_spawn_req *req)
+{
+    const abx_confine *c = req->confine;
+    if (!req->cwd_path || req->cwd_fd < 0)
+        return true;
+    for (size_t i = 0; i < c->n_read; i++)
+        if (under(req->cwd_path, c->read_roots[i]))
+            return true;
+    for (size_t i = 0; i < c->n_write; i++)
+        if (under(req->cwd_path, c->write_roots[i]))
+            return true;
+    return (req->tmpdir && under(req->cwd_path, req->tmpdir)) || (req->home && under(req->cwd_path, req->home));
+}
+
 void abx__view_free(abx_view *v)
 {
     for (size_t i = 0; i < v->n; i++) {
@@ -123,10 +137,7 @@ int abx__view_plan(const abx_sandbox *sb, const abx_spawn_req *req, abx_view *v)
         roots[n++] = req->tmpdir;
     if (req->home)
         roots[n++] = req->home;
-    bool cwd_seen = !req->cwd_path || req->cwd_fd < 0;
-    for (size_t i = 0; i < n; i++)
-        cwd_seen = cwd_seen || under(req->cwd_path, roots[i]);
-    if (!cwd_seen || c->n_read + c->n_write >= 500)
+    if (!abx__view_covers(req) || c->n_read + c->n_write >= 500)
         return -1; /* a working directory outside the view: no view (Unix sockets stay refused) */
     qsort(roots, n, sizeof *roots, by_length); /* a root before the roots inside it */
     bool ok = add(v, V_MKDIR, NULL, "/tmp") && add(v, V_MKDIR, NULL, "/dev");

@@ -39,7 +39,7 @@ def run(s, argv, token=ALICE_TOKEN):
     r = s.post("/commands/run", token=token, json_body={"argv": argv}, timeout=30)
     assert r.status_code == 200, r.text[:800]
     j = r.json()
-    assert j["status"] == "completed" and j["exit_code"] == 0, j
+    assert j["status"] == "completed" and j["exit_code"] == 0, (j["stdout"], j["stderr"])
     return j["stdout"]
 
 
