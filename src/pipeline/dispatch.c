@@ -278,6 +278,13 @@ static abx_step step3_authenticate(abx_request *r)
             abx_fail(r, ABX_E_AUTH_INVALID_TOKEN, "unknown principal");
             return ABX_STEP_FAIL;
         }
+        /* a kernel acts for its creator while the creator's token holds: code still running
+         * when it expires (a loop, a thread) makes no more host.* calls */
+        if (r->door == ABX_DOOR_KERNEL && abx_policy_principal_expired(p, r->slot, abx_wall_ms())) {
+            abx_fail(r, ABX_E_AUTH_INVALID_TOKEN, "the token of the kernel's creator has expired: its host.* calls "
+                                                  "end with it");
+            return ABX_STEP_FAIL;
+        }
         return ABX_STEP_NEXT;
     }
     const char *tok = r->bearer ? r->bearer : r->x_token;

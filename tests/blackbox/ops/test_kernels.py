@@ -440,3 +440,35 @@ def test_cell_env_refused(abx, workspace, tmp_path):
     assert_error(run(s, kid, "1", env={"V": 1}), 400, "args.invalid")
     assert_error(run(s, kid, "1", env={"V%d" % i: "x" for i in range(65)}), 400, "args.invalid")  # 64 at most
     assert ok(run(s, kid, "import os\nos.environ.get('V')", env={"V": "ok"}))["results"][0]["text/plain"] == "'ok'"
+
+
+LOOP = """
+import time
+codes = []
+end = time.time() + 14
+while time.time() < end:
+    r = host.files.read(path='a.txt')
+    codes.append('ok' if 'content' in r else r['error']['code'])
+    time.sleep(0.25)
+codes
+"""
+
+
+def test_host_calls_end_when_the_creators_token_expires(abx, workspace, tmp_path):
+    """A kernel's host.* calls run as its creator. A cell started while the creator's token
+    was valid (a loop, as an agent's long task would be) must stop reaching the host once
+    the token has expired (expires_at): the kernel cannot outlive the credential."""
+    import datetime
+    exp = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) + datetime.timedelta(seconds=8)
+    cfg = config(workspace, str(tmp_path / "ledger.db"))
+    cfg["auth"]["tokens"][0]["expires_at"] = exp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    s = abx(cfg)
+    k = ok(s.op("kernels.create", {"language": "python"}, token=ALICE_TOKEN))
+    e = ok(run(s, k["id"], LOOP, timeout=30))
+    codes = eval(e["results"][0]["text/plain"])
+    assert codes and codes[0] == "ok", codes
+    first_bad = next((i for i, c in enumerate(codes) if c != "ok"), None)
+    assert first_bad is not None, "host.* calls went on after the token expired: %s" % codes
+    assert set(codes[first_bad:]) == {"auth.invalid_token"}, codes
+    left = (exp - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+    assert left < 0, "the test ended before the token expired"
