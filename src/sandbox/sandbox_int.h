@@ -60,7 +60,6 @@ struct abx_slot {
     int mntns;                  /* the view's mount namespace */
     abx_slot_id *id;            /* what each path was when it was built */
     size_t n_id;
-    bool busy;
     abx_slot *next;
 };
 

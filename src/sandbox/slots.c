@@ -194,7 +194,7 @@ abx_slot *abx__slot_take(abx_sandbox *sb, const abx_confine *c, const char *home
     pthread_mutex_lock(&sb->sl_mu);
     for (abx_slot **pp = &sb->slots; *pp;) {
         abx_slot *s = *pp;
-        if (!s->busy && s->uid == uid && s->gid == gid && strcmp(s->key, key) == 0) {
+        if (s->uid == uid && s->gid == gid && strcmp(s->key, key) == 0) {
             *pp = s->next; /* out of the list while it is checked: no one else takes it */
             sb->n_slots--;
             found = s;
@@ -211,15 +211,12 @@ abx_slot *abx__slot_take(abx_sandbox *sb, const abx_confine *c, const char *home
         destroy(stale);
     if (found) {
         abx_free(key);
-        found->busy = true;
         atomic_fetch_add(&sb->sl_reused, 1);
         return found;
     }
     abx_slot *s = build(sb, c, home, uid, gid, key);
-    if (s) {
-        s->busy = true;
+    if (s)
         atomic_fetch_add(&sb->sl_made, 1);
-    }
     return s;
 }
 
@@ -257,11 +254,10 @@ void abx__slot_put(abx_slot *s, bool tree_gone)
     abx_sandbox *sb = s->sb;
     struct stat st;
     bool keep = tree_gone && empty_dir(s->dir) == 0 && lstat(s->dir, &st) == 0 && st.st_uid == geteuid() &&
-                (st.st_mode & 07777) == 0711 && still_same(s);
+                (st.st_mode & 07777) == 0711; /* its paths are checked when it is taken next */
     if (keep) {
         pthread_mutex_lock(&sb->sl_mu);
         if (sb->n_slots < SLOTS_MAX) {
-            s->busy = false;
             s->next = sb->slots;
             sb->slots = s;
             sb->n_slots++;
