@@ -1,13 +1,17 @@
 /* ledger.c — the SQLite action ledger (see ledger.h).
  *
  * Writer state machine: callers enqueue an item (group id assigned at enqueue, so ids
- * follow queue order) → the writer thread takes everything queued, writes it in one
+ * follow queue order) → one writer at a time takes everything queued, writes it in one
  * transaction with each event's hash chained to the previous one (ordinal order) →
  * COMMIT → items marked done and waiters woken. A failed transaction rolls back, marks
  * the ledger unhealthy and fails the items; the next transaction tries again, so the
  * ledger recovers by itself when space returns. Non-durable items wait at most
- * flush_ms for company; a durable item is written at once (with whatever is queued:
- * group commit). The connection is the writer's; reads borrow it under `db_mu`. */
+ * flush_ms for company, and the writer thread writes them; a durable item is written
+ * at once by its own caller when no one is writing (with whatever is queued: group
+ * commit), else by the first of the waiting callers once the batch being written is
+ * done — a mutating call does not wait on two thread hand-offs per event. Rotation
+ * stays the writer thread's. The connection is the writer's; reads borrow it under
+ * `db_mu`. */
 #include "ledger/ledger_int.h"
 #include "core/jsonout.h"
 #include "core/util.h"
@@ -211,62 +215,98 @@ static bool write_items(abx_ledger *l, item *first)
 static bool rotation_due(abx_ledger *l);
 static bool rotate(abx_ledger *l);
 
+/* Write what is queued as one transaction: called with mu held by whoever writes now
+ * (the writer thread, or a caller of a durable item that found no one writing: it
+ * commits its own item and what queued before it, saving two thread hand-offs per
+ * mutating call); returns with mu held. Rotation is the writer thread's: a caller only
+ * flags it (a checkpoint and a rename are not a request's to wait for). */
+static void flush_locked(abx_ledger *l, bool writer)
+{
+    item *batch = l->head;
+    l->head = l->tail = NULL;
+    l->queued = 0;
+    l->n_durable = 0;
+    l->writing = true;
+    pthread_cond_broadcast(&l->cond); /* room again for waiting callers */
+    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_lock(&l->db_mu);
+    bool ok = l->db && write_items(l, batch);
+    if (ok)
+        abx__ledger_head_write(l);
+    bool due = ok && rotation_due(l);
+    if (due && writer)
+        rotate(l);
+    pthread_mutex_unlock(&l->db_mu);
+    pthread_mutex_lock(&l->mu);
+    if (due && !writer)
+        l->rotate_due = true;
+    if (ok != l->healthy)
+        fprintf(stderr, "{\"level\":\"%s\",\"msg\":\"ledger %s\"}\n", ok ? "info" : "error",
+                ok ? "writable again" : "cannot be written: mutating calls are refused");
+    l->healthy = ok;
+    l->writing = false;
+    item *done = NULL; /* non-durable items: freed after the lock is dropped */
+    for (item *it = batch, *nx; it; it = nx) {
+        nx = it->next;
+        if (it->durable) { /* the waiter frees it */
+            it->done = true;
+            it->ok = ok;
+        } else {
+            it->next = done;
+            done = it;
+        }
+    }
+    pthread_cond_broadcast(&l->cond);
+    if (!writer && (l->head || l->rotate_due || l->stop))
+        pthread_cond_signal(&l->wake); /* what queued meanwhile, a rotation flagged, a stop */
+    /* hundreds of items a batch: freeing them under mu made every request thread
+     * that records a call wait behind the writer (a head-of-line stall at p99) */
+    pthread_mutex_unlock(&l->mu);
+    for (item *nx; done; done = nx) {
+        nx = done->next;
+        abx__ledger_item_free(done);
+    }
+    pthread_mutex_lock(&l->mu);
+}
+
 static void *writer_main(void *arg)
 {
     abx_ledger *l = arg;
     pthread_mutex_lock(&l->mu);
     for (;;) {
-        while (!l->head && !l->stop)
+        while (!l->stop && (l->writing || (!l->head && !l->rotate_due)))
             pthread_cond_wait(&l->wake, &l->mu);
+        if (l->writing) { /* stopping, but a caller is still writing: wait for it */
+            pthread_cond_wait(&l->wake, &l->mu);
+            continue;
+        }
         if (!l->head && l->stop)
             break;
+        if (!l->head) { /* a rotation a caller flagged */
+            l->writing = true;
+            pthread_mutex_unlock(&l->mu);
+            pthread_mutex_lock(&l->db_mu);
+            if (l->db && rotation_due(l))
+                rotate(l); /* failed: tried again after the writer's next batch */
+            pthread_mutex_unlock(&l->db_mu);
+            pthread_mutex_lock(&l->mu);
+            l->writing = false;
+            l->rotate_due = false;
+            pthread_cond_broadcast(&l->cond);
+            continue;
+        }
         /* a durable item is written now; otherwise wait for company until the oldest
          * queued item is flush_ms old (group commit: one transaction for many reads) */
         if (!l->n_durable && !l->stop && l->queued < WAKE_BATCH) {
             int64_t due = l->first_queued_ms + l->flush_ms;
             struct timespec ts = {.tv_sec = due / 1000, .tv_nsec = (due % 1000) * 1000000};
-            while (!l->n_durable && !l->stop && l->queued < WAKE_BATCH)
+            while (!l->n_durable && !l->stop && l->queued < WAKE_BATCH && l->head && !l->writing)
                 if (pthread_cond_timedwait(&l->wake, &l->mu, &ts) == ETIMEDOUT)
                     break;
         }
-        item *batch = l->head;
-        l->head = l->tail = NULL;
-        l->queued = 0;
-        l->n_durable = 0;
-        pthread_cond_broadcast(&l->cond); /* room again for waiting callers */
-        pthread_mutex_unlock(&l->mu);
-        pthread_mutex_lock(&l->db_mu);
-        bool ok = l->db && write_items(l, batch);
-        if (ok)
-            abx__ledger_head_write(l);
-        if (ok && rotation_due(l))
-            rotate(l);
-        pthread_mutex_unlock(&l->db_mu);
-        pthread_mutex_lock(&l->mu);
-        if (ok != l->healthy)
-            fprintf(stderr, "{\"level\":\"%s\",\"msg\":\"ledger %s\"}\n", ok ? "info" : "error",
-                    ok ? "writable again" : "cannot be written: mutating calls are refused");
-        l->healthy = ok;
-        item *done = NULL; /* non-durable items: freed after the lock is dropped */
-        for (item *it = batch, *nx; it; it = nx) {
-            nx = it->next;
-            if (it->durable) { /* the waiter frees it */
-                it->done = true;
-                it->ok = ok;
-            } else {
-                it->next = done;
-                done = it;
-            }
-        }
-        pthread_cond_broadcast(&l->cond);
-        /* hundreds of items a batch: freeing them under mu made every request thread
-         * that records a call wait behind the writer (a head-of-line stall at p99) */
-        pthread_mutex_unlock(&l->mu);
-        for (item *nx; done; done = nx) {
-            nx = done->next;
-            abx__ledger_item_free(done);
-        }
-        pthread_mutex_lock(&l->mu);
+        if (!l->head || l->writing) /* a caller took the batch meanwhile */
+            continue;
+        flush_locked(l, true);
     }
     pthread_mutex_unlock(&l->mu);
     return NULL;
@@ -682,15 +722,22 @@ uint64_t abx__ledger_enqueue(abx_ledger *l, item *it)
     if (it->durable)
         l->n_durable++;
     /* wake the writer only when it has something to decide: the first item starts its
-     * flush timer, a durable item or a full batch is written now */
-    if (was_empty || it->durable || l->queued == WAKE_BATCH)
+     * flush timer, a full batch is written now; a durable item's caller writes it
+     * itself (below), at once or after the batch being written */
+    if (!it->durable && (was_empty || l->queued == WAKE_BATCH))
         pthread_cond_signal(&l->wake);
     if (!it->durable) {
         pthread_mutex_unlock(&l->mu);
         return gid;
     }
-    while (!it->done)
-        pthread_cond_wait(&l->cond, &l->mu);
+    /* no one writing: this caller commits (its item and what queued before it);
+     * else it waits, and takes over if the batch being written was not its own */
+    while (!it->done) {
+        if (!l->writing && l->head)
+            flush_locked(l, false);
+        else
+            pthread_cond_wait(&l->cond, &l->mu);
+    }
     bool ok = it->ok;
     pthread_mutex_unlock(&l->mu);
     abx__ledger_item_free(it);

@@ -40,6 +40,8 @@ struct abx_ledger {
     item *head, *tail;
     bool stop;
     bool healthy;
+    bool writing;                /* a batch is being written (by the writer or a caller) */
+    bool rotate_due;             /* a caller's commit found the segment due: the writer rotates */
     size_t queued;               /* items waiting: bounded, callers wait when it is full */
     uint64_t next_group;
     uint64_t next_ordinal;

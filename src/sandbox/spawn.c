@@ -178,6 +178,9 @@ static int make_cgroups(abx_sandbox *sb, const abx_confine *c, abx_child *out, i
     for (int i = 0; i < 3; i++) {
         if (!sb->cg_parent[i][0] || (sb->caps.cgroup_version == 2 && i > 0) || (i == 2 && c->cpu_milli <= 0))
             continue; /* v2: one directory for everything; v1 cpu only when a cpu limit is set */
+        if (i == 1 && c->memory_max <= 0 && sb->cg_parent[0][0])
+            continue; /* v1 memory only for a limit: the pids hierarchy holds the tree (a memory
+                         cgroup costs a mkdir, a migration and a charge on every page fault) */
         snprintf(out->cgroup[i], sizeof out->cgroup[i], "%s/p%lu", sb->cg_parent[i], n);
         if (mkdir(out->cgroup[i], 0755) != 0) {
             snprintf(err, errlen, "cgroup: mkdir %s: %s", out->cgroup[i], strerror(errno));
@@ -395,8 +398,10 @@ static int child_main(void *arg)
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
             child_fail(a, ST_AMBIENT);
         if (a->set_ids) {
-            if (setgroups(0, NULL) != 0 || setresgid(c->gid, c->gid, c->gid) != 0 ||
-                setresuid(c->uid, c->uid, c->uid) != 0)
+            /* the system calls, not glibc's wrappers: those would signal every thread of abx
+                 * (their "set ids in every thread" broadcast) from a child that shares its memory */
+            if (syscall(SYS_setgroups, 0, NULL) != 0 || syscall(SYS_setresgid, c->gid, c->gid, c->gid) != 0 ||
+                syscall(SYS_setresuid, c->uid, c->uid, c->uid) != 0)
                 child_fail(a, ST_IDS);
         }
         struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
