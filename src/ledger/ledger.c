@@ -432,8 +432,12 @@ static bool archive_tail(const char *path, uint64_t *next_ordinal, char hash[65]
 
 /* Open (or create) the live segment at l->path and continue the chain where it ends:
  * in this segment, else where its row says it starts, else after the newest archive. */
-static int open_segment(abx_ledger *l, char *err, size_t errlen)
+/* Open (or make) the live segment and read where its chain continues. Rotating (callers
+ * go on enqueueing, under mu, while the writer does this under db_mu), the group ids
+ * handed out are left alone: one given to an item not yet written is still taken. */
+static int open_segment(abx_ledger *l, bool rotating, char *err, size_t errlen)
 {
+    uint64_t ng;
     if (sqlite3_open_v2(l->path, &l->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
         SQLITE_OK) {
         snprintf(err, errlen, "cannot open the ledger %s: %s", l->path, l->db ? sqlite3_errmsg(l->db) : "?");
@@ -463,7 +467,7 @@ static int open_segment(abx_ledger *l, char *err, size_t errlen)
     sqlite3_stmt *st;
     snprintf(l->last_hash, sizeof l->last_hash, "%s", prev);
     l->next_ordinal = (uint64_t)first_ordinal;
-    l->next_group = (uint64_t)first_group;
+    ng = (uint64_t)first_group;
     if (sqlite3_prepare_v2(l->db, "SELECT ordinal, hash FROM action_events ORDER BY ordinal DESC LIMIT 1", -1, &st,
                            NULL) == SQLITE_OK) {
         if (sqlite3_step(st) == SQLITE_ROW) {
@@ -475,14 +479,14 @@ static int open_segment(abx_ledger *l, char *err, size_t errlen)
     }
     if (sqlite3_prepare_v2(l->db, "SELECT COALESCE(MAX(group_id), 0) FROM action_groups", -1, &st, NULL) ==
         SQLITE_OK) {
-        if (sqlite3_step(st) == SQLITE_ROW && (uint64_t)sqlite3_column_int64(st, 0) + 1 > l->next_group)
-            l->next_group = (uint64_t)sqlite3_column_int64(st, 0) + 1;
+        if (sqlite3_step(st) == SQLITE_ROW && (uint64_t)sqlite3_column_int64(st, 0) + 1 > ng)
+            ng = (uint64_t)sqlite3_column_int64(st, 0) + 1;
         sqlite3_finalize(st);
     }
     if (!present) {
         /* a new live segment (or a schema-1 ledger): record where its chain starts */
-        if (!has_events && archive_tail(l->path, &l->next_ordinal, l->last_hash, &l->next_group))
-            first_ordinal = (int64_t)l->next_ordinal, first_group = (int64_t)l->next_group,
+        if (!has_events && archive_tail(l->path, &l->next_ordinal, l->last_hash, &ng))
+            first_ordinal = (int64_t)l->next_ordinal, first_group = (int64_t)ng,
             snprintf(prev, sizeof prev, "%s", l->last_hash);
         created_ms = wall_ms();
         if (sqlite3_prepare_v2(l->db, "INSERT INTO ledger_segment VALUES(?,?,?,?)", -1, &st, NULL) != SQLITE_OK) {
@@ -502,6 +506,8 @@ static int open_segment(abx_ledger *l, char *err, size_t errlen)
     }
     l->seg_first_ordinal = (uint64_t)first_ordinal;
     l->seg_created_ms = created_ms;
+    if (!rotating)
+        l->next_group = ng;
     return 0;
 fail:
     abx__ledger_close_db(l);
@@ -570,12 +576,12 @@ static bool rotate(abx_ledger *l)
         abx_free(parent);
     }
     char err[256] = "";
-    if (open_segment(l, err, sizeof err) != 0) {
+    if (open_segment(l, true, err, sizeof err) != 0) {
         /* cannot start a new segment: put the old one back and keep writing there */
         if (moved)
             rename(dst, l->path);
         err[0] = '\0';
-        if (open_segment(l, err, sizeof err) != 0)
+        if (open_segment(l, true, err, sizeof err) != 0)
             fprintf(stderr, "{\"level\":\"error\",\"msg\":\"ledger: cannot reopen %s: %s\"}\n", l->path, err);
         abx_free(dst);
         return false;
@@ -633,7 +639,7 @@ abx_ledger *abx_ledger_open(const abx_ledger_opts *o, char *err, size_t errlen)
             goto fail;
         }
     }
-    if (open_segment(l, err, errlen) != 0)
+    if (open_segment(l, false, err, errlen) != 0)
         goto fail;
     if (o->head_path && abx__ledger_head_open(l, o->head_path, err, errlen) != 0) {
         abx__ledger_close_db(l);
