@@ -106,8 +106,9 @@ done
 kill -0 "$PID" 2>/dev/null || fail "abx died during the calls"
 # every process a call started must be gone
 sleep 0.2
-# (abx's watchdog, a child named abx-watchdog, stays for the server's life: not a call's)
-LEFT=$(for k in $(pgrep -P "$PID" 2>/dev/null); do [ "$(cat "/proc/$k/comm" 2>/dev/null)" = abx-watchdog ] || echo "$k"; done)
+# (abx's watchdog, a child named abx-watchdog, stays for the server's life, and an idle
+# slot's next process, abx-spare (src/sandbox/spare.c), for the slot's: not a call's)
+LEFT=$(for k in $(pgrep -P "$PID" 2>/dev/null); do case "$(cat "/proc/$k/comm" 2>/dev/null)" in abx-watchdog | abx-spare) ;; *) echo "$k" ;; esac; done)
 KIDS=$(grep -c . <<<"$LEFT" || true)
 [ "${KIDS:-0}" = 0 ] || warn "abx still has $KIDS child process(es) after the calls: $(for k in $LEFT; do ps -o pid=,args= -p "$k"; done | head -n 3 | tr '\n' ';')"
 RSS_KB=$(proc_field "$PID" VmRSS) HWM_KB=$(proc_field "$PID" VmHWM) THREADS=$(proc_field "$PID" Threads)

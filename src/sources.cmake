@@ -38,6 +38,7 @@ set(ABX_SRC_SANDBOX
   src/sandbox/seccomp.c
   src/sandbox/slots.c
   src/sandbox/spawn.c
+  src/sandbox/spare.c
   src/sandbox/tiers.c
   src/sandbox/watchdog.c
   src/sandbox/egress_dns.c

@@ -57,11 +57,14 @@ static abx_err system_info(abx_ctx *ctx, const json_t *args, abx_reply *r)
     json_object_set_new(conf, "network_namespaces",
                         json_pack("{s:b, s:I, s:I}", "reuse", reuse, "made_ahead", (json_int_t)made, "reused",
                                   (json_int_t)reused));
-    /* confinements prepared once and used by one process at a time (slots.c) */
-    abx_sandbox_slot_stats(sb, &reuse, &made, &reused);
+    /* confinements prepared once and used by one process at a time (slots.c), and the
+     * processes made ahead for them (spare.c) */
+    abx_slot_stats st;
+    abx_sandbox_slot_stats(sb, &st);
     json_object_set_new(conf, "prepared_confinement",
-                        json_pack("{s:b, s:I, s:I}", "on", reuse, "made", (json_int_t)made, "reused",
-                                  (json_int_t)reused));
+                        json_pack("{s:b, s:I, s:I, s:I, s:I}", "on", st.on, "made", (json_int_t)st.made, "reused",
+                                  (json_int_t)st.reused, "spares_made", (json_int_t)st.spares_made, "spares_used",
+                                  (json_int_t)st.spares_used));
     /* the tier and each layer: active, unavailable (why) or not needed */
     if (sb) {
         json_t *t = abx_tiers_json(abx_sandbox_tiers(sb));

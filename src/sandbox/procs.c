@@ -340,6 +340,12 @@ static void reap(abx_procs *m, abx_proc *p)
         if (p->s[i].fd >= 0) {
             epoll_ctl(m->epfd, EPOLL_CTL_DEL, p->s[i].fd, NULL);
             drain(m, p, i);
+            /* no EOF yet: a killed straggler still holds the write end; it is gone from
+             * epoll, so the read end would stay open with the record (pty: below) */
+            if (p->s[i].fd >= 0 && p->s[i].fd != p->pty_master) {
+                close(p->s[i].fd);
+                p->s[i].fd = -1;
+            }
         }
     defer_release(m, &p->child);
     /* its connections end with it (the namespace goes too); their records are made
@@ -427,6 +433,8 @@ static void *manager_main(void *arg)
                     m->queue = pd->next;
                     do_spawn(m, pd);
                     pd->done = true;
+                    if (pd->rc == 0) /* the child ends of its pipes are closed by now */
+                        abx_child_prepare_next(m->sb, &pd->proc->child);
                 }
                 continue;
             }

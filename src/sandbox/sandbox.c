@@ -368,17 +368,26 @@ void abx_sandbox_free(abx_sandbox *sb)
 void abx_sandbox_prepare(abx_sandbox *sb) { abx__netpool_fill(sb); }
 bool abx_sandbox_wants_prepare(abx_sandbox *sb) { return abx__netpool_wants(sb); }
 
-void abx_sandbox_slot_stats(abx_sandbox *sb, bool *on, unsigned long *made, unsigned long *reused)
+void abx_sandbox_slot_stats(abx_sandbox *sb, abx_slot_stats *out)
 {
-    *on = sb && sb->sl_on;
-    *made = sb ? atomic_load(&sb->sl_made) : 0;
-    *reused = sb ? atomic_load(&sb->sl_reused) : 0;
+    out->on = sb && sb->sl_on;
+    out->made = sb ? atomic_load(&sb->sl_made) : 0;
+    out->reused = sb ? atomic_load(&sb->sl_reused) : 0;
+    out->spares_made = sb ? atomic_load(&sb->sp_made) : 0;
+    out->spares_used = sb ? atomic_load(&sb->sp_used) : 0;
 }
 
 abx_slot *abx_sandbox_slot_take(abx_sandbox *sb, const abx_confine *c, const char *home, uid_t uid, gid_t gid,
                                 char *dir, size_t dirlen)
 {
     abx_slot *s = sb ? abx__slot_take(sb, c, home, uid, gid) : NULL;
+    struct stat st;
+    if (s && s->next_tmp[0] && strlen(s->next_tmp) < dirlen && lstat(s->next_tmp, &st) == 0 &&
+        S_ISDIR(st.st_mode) && st.st_uid == uid && (st.st_mode & 07777) == 0700) {
+        memcpy(dir, s->next_tmp, strlen(s->next_tmp) + 1); /* made when the slot came back */
+        s->next_tmp[0] = '\0';
+        return s;
+    }
     /* the process's own TMPDIR in it, a name no earlier process had */
     if (s && ((size_t)snprintf(dir, dirlen, "%s/tmp-XXXXXX", s->dir) >= dirlen || !mkdtemp(dir) ||
               chown(dir, uid, gid) != 0)) {

@@ -47,6 +47,17 @@ typedef struct abx_slot_id {
     ino_t ino;
     bool absent;                /* there was nothing at path */
 } abx_slot_id;
+/* spare.c: a slot's next process, confined ahead for the settings of the call that used
+ * the slot last (its recipe), waiting for its program (see there). */
+typedef struct abx_spare abx_spare;
+typedef struct abx_spare_recipe {
+    int64_t pids_max, memory_max, cpu_milli; /* its cgroup's limits */
+    long nproc;                              /* RLIMIT_NPROC, 0 none */
+    uid_t uid;
+    gid_t gid;
+    bool use_caps, set_ids;
+    const abx_seccomp_prog *filter;          /* one of the sandbox's (never a guarded copy) */
+} abx_spare_recipe;
 struct abx_slot {
     abx_sandbox *sb;            /* borrowed: its sandbox outlives it */
     char *key;                  /* owned: every path it was built from */
@@ -56,10 +67,15 @@ struct abx_slot {
     ino_t dir_ino;
     uid_t uid;                  /* the run ids the TMPDIRs are made for */
     gid_t gid;
+    char next_tmp[160];         /* the next process's TMPDIR, made in dir when the slot came
+                                   back (a name no process had), or "" */
     int ruleset;                /* Landlock ruleset with its grants and dir */
     int mntns;                  /* the view's mount namespace */
     abx_slot_id *id;            /* what each path was when it was built */
     size_t n_id;
+    abx_spare_recipe recipe;    /* the settings of its last process (has_recipe), for a spare */
+    bool has_recipe;
+    abx_spare *spare;           /* its next process (spare.c), made while the last one ran; or NULL */
     abx_slot *next;
 };
 
@@ -77,6 +93,7 @@ struct abx_sandbox {
     size_t n_slots;
     bool sl_on;
     atomic_ulong sl_made, sl_reused;
+    atomic_ulong sp_made, sp_used;    /* spare.c: processes made ahead, and taken by a call */
     char cg_parent[ABX_CG_SLOTS][ABX_CG_PATH]; /* [0] pids (or the v2 dir), [1] memory (v1), [2] cpu (v1) */
     int cap_last;
     char *runtime_dir;          /* owned */
@@ -135,6 +152,25 @@ void abx__netpool_fill(abx_sandbox *sb);
 int abx__run_helper(int (*fn)(void *), void *arg);
 /* lo up in the caller's network namespace: system calls only */
 int abx__loopback_up(void);
+
+/* spawn.c: a process's cgroups under abx's (out->cgroup) and their cgroup.procs opened
+ * for it to join; 0, or -1 with err */
+int abx__make_cgroups(abx_sandbox *sb, const abx_confine *c, abx_child *out, int procs_fd[3], char *err,
+                      size_t errlen);
+
+/* spare.c. Make one for a slot's view and ruleset (the slot keeps both open while it
+ * lives), with a namespace of the pool: NULL when it cannot be (none ready, no cgroup,
+ * this architecture). */
+abx_spare *abx__spare_make(abx_sandbox *sb, int mntns, int ruleset, const abx_spare_recipe *r);
+/* It was made for recipe r. */
+bool abx__spare_fits(const abx_spare *s, const abx_spare_recipe *r);
+/* Hand req's program to it (stdin/out/err, cwd, argv, envp; devnull for a missing stream)
+ * and wait for its execve: 0 with out filled (pid, pidfd, cgroups, namespace); -1 when it
+ * failed or had died, after which it is gone (discarded) and the caller spawns as usual.
+ * Either way s is consumed. */
+int abx__spare_use(abx_spare *s, const abx_spawn_req *req, int devnull, abx_child *out);
+/* Kill and reap it, remove its cgroup; NULL is fine. */
+void abx__spare_discard(abx_spare *s);
 
 void abx__slots_init(abx_sandbox *sb);
 void abx__slots_free(abx_sandbox *sb);

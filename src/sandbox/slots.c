@@ -96,6 +96,7 @@ static bool still_same(const abx_slot *s)
 
 static void destroy(abx_slot *s)
 {
+    abx__spare_discard(s->spare); /* before what it was made from */
     if (s->ruleset >= 0)
         close(s->ruleset);
     if (s->mntns >= 0)
@@ -255,6 +256,10 @@ void abx__slot_put(abx_slot *s, bool tree_gone)
     struct stat st;
     bool keep = tree_gone && empty_dir(s->dir) == 0 && lstat(s->dir, &st) == 0 && st.st_uid == geteuid() &&
                 (st.st_mode & 07777) == 0711; /* its paths are checked when it is taken next */
+    s->next_tmp[0] = '\0';
+    if (keep && ((size_t)snprintf(s->next_tmp, sizeof s->next_tmp, "%s/tmp-XXXXXX", s->dir) >= sizeof s->next_tmp ||
+                 !mkdtemp(s->next_tmp) || chown(s->next_tmp, s->uid, s->gid) != 0))
+        s->next_tmp[0] = '\0'; /* made when it is taken, then (one left behind is emptied next time) */
     if (keep) {
         pthread_mutex_lock(&sb->sl_mu);
         if (sb->n_slots < SLOTS_MAX) {

@@ -170,8 +170,8 @@ int abx__build_ruleset(const abx_sandbox *sb, const abx_spawn_req *req, char *er
 
 /* ---- cgroups (parent side) ---- */
 
-static int make_cgroups(abx_sandbox *sb, const abx_confine *c, abx_child *out, int procs_fd[3], char *err,
-                        size_t errlen)
+int abx__make_cgroups(abx_sandbox *sb, const abx_confine *c, abx_child *out, int procs_fd[3], char *err,
+                      size_t errlen)
 {
     unsigned long n = atomic_fetch_add(&sb->seq, 1) + 1;
     procs_fd[0] = procs_fd[1] = procs_fd[2] = -1;
@@ -507,6 +507,50 @@ static int plan_child(const abx_sandbox *sb, const abx_confine *c, bool required
     return 0;
 }
 
+/* What a spare must have been made with to run this process (slots.c, spare.c); false
+ * when it cannot have one: not a slot's process, or a layer or filter of its own. The
+ * slot's view and ruleset, its namespaces and the streams are the call's or the slot's,
+ * the rest is here. */
+static bool spare_recipe(const abx_sandbox *sb, const abx_spawn_req *req, const child_args *a, abx_spare_recipe *r)
+{
+    const abx_confine *c = req->confine;
+    if (a->slot_mntns < 0 || req->ctty || req->n_keep_fds || c->egress_port > 0 || !a->use_seccomp ||
+        !a->use_ll || !a->use_netns || !sb->caps.cgroup_pids || a->filter_unix != &sb->filter[ABX_SC_NONET_UNIX])
+        return false;
+    memset(r, 0, sizeof *r); /* compared whole, padding too */
+    r->pids_max = c->pids_max;
+    r->memory_max = c->memory_max;
+    r->cpu_milli = c->cpu_milli;
+    r->nproc = a->nproc;
+    r->use_caps = a->use_caps;
+    r->set_ids = a->set_ids;
+    r->uid = a->set_ids ? c->uid : 0;
+    r->gid = a->set_ids ? c->gid : 0;
+    r->filter = a->filter_unix;
+    return true;
+}
+
+/* The slot's spare (made while its last process ran) runs the program when it was made
+ * for the same recipe: true, out filled. Else it is killed, and the caller spawns as
+ * usual; either way the slot remembers this recipe for its next spare. */
+static bool use_spare(abx_sandbox *sb, const abx_spawn_req *req, const child_args *a, abx_child *out)
+{
+    abx_slot *sl = req->slot;
+    abx_spare *sp = sl->spare;
+    abx_spare_recipe recipe;
+    sl->spare = NULL;
+    if (!(sl->has_recipe = spare_recipe(sb, req, a, &recipe)) || (sp && !abx__spare_fits(sp, &recipe))) {
+        abx__spare_discard(sp);
+        sp = NULL;
+    }
+    if (sl->has_recipe)
+        sl->recipe = recipe;
+    if (!sp || abx__spare_use(sp, req, a->devnull, out) != 0)
+        return false;
+    atomic_fetch_add(&sb->sp_used, 1);
+    return true;
+}
+
 /* Kill and reap a child that started but must not run. */
 static void unstart(abx_child *out)
 {
@@ -583,6 +627,8 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
         goto out;
     }
     a.err_fd = pipefd[1];
+    if (req->slot && (ran = use_spare(sb, req, &a, out)))
+        goto started;
     if (c->egress_port > 0 && egress_pair(c, &a, egress, err, errlen) != 0)
         goto out;
     if (a.slot_mntns >= 0) {
@@ -591,7 +637,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     } else if (a.use_ll && (a.ruleset = abx__build_ruleset(sb, req, err, errlen)) < 0) {
         goto out;
     }
-    if ((sb->caps.cgroup_pids || sb->caps.cgroup_memory) && make_cgroups(sb, c, out, a.procs_fd, err, errlen) != 0) {
+    if ((sb->caps.cgroup_pids || sb->caps.cgroup_memory) && abx__make_cgroups(sb, c, out, a.procs_fd, err, errlen) != 0) {
         if (required)
             goto out;
         no_cgroups(&a, out); /* best effort: run without */
@@ -630,6 +676,7 @@ int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *e
     out->pid = pid;
     out->pidfd = pidfd;
     ran = true;
+started:
     if (a.egress_sock >= 0 && abx__egress_ns_receive(egress[0], c, &out->egress) != 0) {
         unstart(out);
         snprintf(err, errlen, "the egress listener did not arrive");
@@ -729,6 +776,14 @@ static void cleanup(abx_sandbox *sb, abx_child *c)
     for (size_t i = 0; i < c->egress.n; i++)
         close(c->egress.fd[i]);
     c->egress.n = 0;
+}
+
+void abx_child_prepare_next(abx_sandbox *sb, abx_child *c)
+{
+    abx_slot *sl = c->slot; /* c's while it runs: no one else's */
+    if (sb && sl && sl->has_recipe && !sl->spare &&
+        (sl->spare = abx__spare_make(sb, sl->mntns, sl->ruleset, &sl->recipe)) != NULL)
+        atomic_fetch_add(&sb->sp_made, 1);
 }
 
 void abx_child_cleanup(abx_child *c) { cleanup(NULL, c); }

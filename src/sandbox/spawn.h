@@ -106,7 +106,13 @@ bool abx_sandbox_wants_prepare(abx_sandbox *sb);
 abx_slot *abx_sandbox_slot_take(abx_sandbox *sb, const abx_confine *c, const char *home, uid_t uid, gid_t gid,
                                 char *dir, size_t dirlen);
 void abx_sandbox_slot_put(abx_slot *s);
-void abx_sandbox_slot_stats(abx_sandbox *sb, bool *on, unsigned long *made, unsigned long *reused);
+/* Whether slots are used here; how many were built and reused; how many processes were
+ * made ahead for idle slots (spares) and how many of those ran a call's program. */
+typedef struct abx_slot_stats {
+    bool on;
+    unsigned long made, reused, spares_made, spares_used;
+} abx_slot_stats;
+void abx_sandbox_slot_stats(abx_sandbox *sb, abx_slot_stats *out);
 /* Whether a network namespace may come back for a later process (netpool.c), how many
  * were made ahead, and how many came back. */
 void abx_sandbox_netpool_stats(abx_sandbox *sb, bool *reuse, unsigned long *made, unsigned long *reused);
@@ -148,6 +154,11 @@ typedef struct abx_child {
  * confinement, any layer that cannot be applied fails the spawn. Must be called from
  * the thread that should be the child's parent (PDEATHSIG follows that thread). */
 int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *err, size_t errlen);
+/* Once abx_spawn succeeded and the caller closed its copies of the child's descriptors
+ * (the child ends of its pipes): a process with the child's slot is made and confined
+ * ahead for the slot's next call (spare.c), which it serves only once this tree is gone.
+ * Same thread as abx_spawn. */
+void abx_child_prepare_next(abx_sandbox *sb, abx_child *c);
 /* Kill every process of the child (process group and cgroup) with sig. */
 void abx_child_kill(const abx_child *c, int sig);
 /* After the child is reaped: remove its cgroups (killing any stragglers) and close fds. */
