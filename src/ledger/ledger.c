@@ -431,10 +431,10 @@ static bool archive_tail(const char *path, uint64_t *next_ordinal, char hash[65]
 }
 
 /* Open (or create) the live segment at l->path and continue the chain where it ends:
- * in this segment, else where its row says it starts, else after the newest archive. */
-/* Open (or make) the live segment and read where its chain continues. Rotating (callers
- * go on enqueueing, under mu, while the writer does this under db_mu), the group ids
- * handed out are left alone: one given to an item not yet written is still taken. */
+ * in this segment, else where its row says it starts, else after the newest archive.
+ * Rotating (callers go on enqueueing, under mu, while the writer does this under db_mu),
+ * the group ids handed out are left alone: one given to an item not yet written is still
+ * taken. */
 static int open_segment(abx_ledger *l, bool rotating, char *err, size_t errlen)
 {
     uint64_t ng;

@@ -388,9 +388,9 @@ abx_slot *abx_sandbox_slot_take(abx_sandbox *sb, const abx_confine *c, const cha
         s->next_tmp[0] = '\0';
         return s;
     }
-    /* the process's own TMPDIR in it, a name no earlier process had */
-    if (s && ((size_t)snprintf(dir, dirlen, "%s/tmp-XXXXXX", s->dir) >= dirlen || !mkdtemp(dir) ||
-              chown(dir, uid, gid) != 0)) {
+    /* the process's own TMPDIR in it, a name no earlier process had (the slot's ids are
+     * uid and gid: it was taken for them) */
+    if (s && abx__slot_tmpdir(s, dir, dirlen) != 0) {
         abx__slot_put(s, false);
         dir[0] = '\0';
         s = NULL;

@@ -180,6 +180,8 @@ abx_slot *abx__slot_take(abx_sandbox *sb, const abx_confine *c, const char *home
 /* Back from its process: kept when tree_gone and its TMPDIR could be emptied, else
  * destroyed. */
 void abx__slot_put(abx_slot *s, bool tree_gone);
+/* A TMPDIR in the slot's folder for its run ids (mode 0700, a new name); 0, or -1. */
+int abx__slot_tmpdir(const abx_slot *s, char *dir, size_t len);
 
 /* spawn.c: the Landlock ruleset of req's process (an fd), or -1 with why */
 int abx__build_ruleset(const abx_sandbox *sb, const abx_spawn_req *req, char *err, size_t errlen);

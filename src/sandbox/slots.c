@@ -248,6 +248,18 @@ static int empty_dir(const char *dir)
     return n ? -1 : 0;
 }
 
+int abx__slot_tmpdir(const abx_slot *s, char *dir, size_t len)
+{
+    /* mkdtemp's template: a name no earlier process had, mode 0700 */
+    if ((size_t)snprintf(dir, len, "%s/tmp-XXXXXX", s->dir) >= len || !mkdtemp(dir))
+        return -1;
+    if (chown(dir, s->uid, s->gid) != 0) {
+        rmdir(dir); /* empty: made just above */
+        return -1;
+    }
+    return 0;
+}
+
 void abx__slot_put(abx_slot *s, bool tree_gone)
 {
     if (!s)
@@ -256,10 +268,9 @@ void abx__slot_put(abx_slot *s, bool tree_gone)
     struct stat st;
     bool keep = tree_gone && empty_dir(s->dir) == 0 && lstat(s->dir, &st) == 0 && st.st_uid == geteuid() &&
                 (st.st_mode & 07777) == 0711; /* its paths are checked when it is taken next */
-    s->next_tmp[0] = '\0';
-    if (keep && ((size_t)snprintf(s->next_tmp, sizeof s->next_tmp, "%s/tmp-XXXXXX", s->dir) >= sizeof s->next_tmp ||
-                 !mkdtemp(s->next_tmp) || chown(s->next_tmp, s->uid, s->gid) != 0))
-        s->next_tmp[0] = '\0'; /* made when it is taken, then (one left behind is emptied next time) */
+    /* the next process's TMPDIR now, off its call's path; else made when it is taken */
+    if (!keep || abx__slot_tmpdir(s, s->next_tmp, sizeof s->next_tmp) != 0)
+        s->next_tmp[0] = '\0';
     if (keep) {
         pthread_mutex_lock(&sb->sl_mu);
         if (sb->n_slots < SLOTS_MAX) {

@@ -66,8 +66,7 @@ struct abx_spare {
     /* what the child reads while it sets itself up (its own descriptor numbers, the same
      * as abx's at the clone) */
     pid_t abx_pid;
-    int c_ctl, procs_fd[ABX_CG_SLOTS], netns_fd, mntns_fd, ruleset, cap_last;
-    const abx_seccomp_prog *filter;
+    int c_ctl, procs_fd[ABX_CG_SLOTS], mntns_fd, ruleset, cap_last;
 };
 
 typedef struct spare_err {
@@ -104,7 +103,6 @@ __attribute__((no_sanitize_address)) static long spare_sys(long n, long a, long 
 #define SYS2(n, a, b) spare_sys((n), (long)(a), (long)(b), 0, 0, 0)
 #define SYS3(n, a, b, c) spare_sys((n), (long)(a), (long)(b), (long)(c), 0, 0)
 #define SYS4(n, a, b, c, d) spare_sys((n), (long)(a), (long)(b), (long)(c), (long)(d), 0)
-#define SYS5(n, a, b, c, d, e) spare_sys((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e))
 
 enum { SP_SIG = 1, SP_SETSID, SP_PDEATH, SP_CGROUP, SP_NETNS, SP_MNTNS, SP_SECBITS, SP_BSET, SP_AMBIENT, SP_IDS,
        SP_CAPS, SP_RLIMIT, SP_NNP, SP_LANDLOCK, SP_SECCOMP, SP_FDS, SP_RECV, SP_STDIO, SP_CWD, SP_EXEC };
@@ -150,7 +148,7 @@ __attribute__((no_sanitize_address)) static long keep_only(const int *keep, int 
  * filter; system calls only. */
 __attribute__((no_sanitize_address)) static void spare_confine(const abx_spare *s)
 {
-    int keep[] = {s->c_ctl, s->procs_fd[0], s->procs_fd[1], s->procs_fd[2], s->netns_fd, s->mntns_fd, s->ruleset};
+    int keep[] = {s->c_ctl, s->procs_fd[0], s->procs_fd[1], s->procs_fd[2], s->netns, s->mntns_fd, s->ruleset};
     long rc = keep_only(keep, (int)ABX_ARRAY_LEN(keep)); /* first: abx's other descriptors */
     if (rc != 0)
         spare_fail(s, SP_FDS, rc);
@@ -171,7 +169,7 @@ __attribute__((no_sanitize_address)) static void spare_confine(const abx_spare *
     for (int i = 0; i < ABX_CG_SLOTS; i++)
         if (s->procs_fd[i] >= 0 && (rc = SYS3(SYS_write, s->procs_fd[i], "0", 1)) != 1)
             spare_fail(s, SP_CGROUP, rc < 0 ? rc : -EIO);
-    if ((rc = SYS2(SYS_setns, s->netns_fd, CLONE_NEWNET)) != 0)
+    if ((rc = SYS2(SYS_setns, s->netns, CLONE_NEWNET)) != 0)
         spare_fail(s, SP_NETNS, rc);
     if ((rc = SYS2(SYS_setns, s->mntns_fd, CLONE_NEWNS)) != 0)
         spare_fail(s, SP_MNTNS, rc);
@@ -203,7 +201,7 @@ __attribute__((no_sanitize_address)) static void spare_confine(const abx_spare *
         spare_fail(s, SP_NNP, rc);
     if ((rc = SYS2(SYS_landlock_restrict_self, s->ruleset, 0)) != 0)
         spare_fail(s, SP_LANDLOCK, rc);
-    struct sock_fprog prog = {.len = s->filter->len, .filter = (struct sock_filter *)s->filter->insn};
+    struct sock_fprog prog = {.len = s->r.filter->len, .filter = (struct sock_filter *)s->r.filter->insn};
     if ((rc = SYS3(SYS_prctl, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) != 0)
         spare_fail(s, SP_SECCOMP, rc);
     if ((rc = keep_only(&s->c_ctl, 1)) != 0)
@@ -318,7 +316,6 @@ abx_spare *abx__spare_make(abx_sandbox *sb, int mntns, int ruleset, const abx_sp
     s->mntns_fd = mntns;
     s->ruleset = ruleset;
     s->cap_last = sb->cap_last;
-    s->filter = r->filter;
     int ctl[2] = {-1, -1};
     abx_confine c = {.pids_max = r->pids_max, .memory_max = r->memory_max, .cpu_milli = r->cpu_milli};
     abx_child cg;
@@ -328,7 +325,6 @@ abx_spare *abx__spare_make(abx_sandbox *sb, int mntns, int ruleset, const abx_sp
         abx__netpool_fill(sb);
         s->netns = abx__netpool_take(sb);
     }
-    s->netns_fd = s->netns;
     bool ok = s->netns >= 0 &&
               abx__make_cgroups(sb, &c, &cg, s->procs_fd, why, sizeof why) == 0 && cg.cgroup[0][0] &&
               socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) == 0;

@@ -399,7 +399,7 @@ static int child_main(void *arg)
             child_fail(a, ST_AMBIENT);
         if (a->set_ids) {
             /* the system calls, not glibc's wrappers: those would signal every thread of abx
-                 * (their "set ids in every thread" broadcast) from a child that shares its memory */
+             * (their "set ids in every thread" broadcast) from a child that shares its memory */
             if (syscall(SYS_setgroups, 0, NULL) != 0 || syscall(SYS_setresgid, c->gid, c->gid, c->gid) != 0 ||
                 syscall(SYS_setresuid, c->uid, c->uid, c->uid) != 0)
                 child_fail(a, ST_IDS);
