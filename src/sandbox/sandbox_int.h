@@ -87,6 +87,11 @@ struct abx_sandbox {
     int np_fd[ABX_NETPOOL_MAX];
     size_t np_n;
     bool np_reuse;              /*   a tree's namespace may come back (cgroups and Landlock >= 6) */
+    int np_check[ABX_NETPOOL_MAX]; /*   given back, waiting for the checker thread (np_mu) */
+    size_t np_nc;
+    pthread_cond_t np_cv;       /*   the checker's wake-up */
+    pthread_t np_thread;
+    bool np_thread_on, np_stop;
     atomic_ulong np_made, np_reused;
     pthread_mutex_t sl_mu;      /* slots.c: prepared confinements not in use */
     abx_slot *slots;
