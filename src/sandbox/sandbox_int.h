@@ -76,6 +76,7 @@ struct abx_slot {
     abx_spare_recipe recipe;    /* the settings of its last process (has_recipe), for a spare */
     bool has_recipe;
     abx_spare *spare;           /* its next process (spare.c), made while the last one ran; or NULL */
+    void *spare_stack;          /* the stack each of its spares runs on, made with the first */
     abx_slot *next;
 };
 
@@ -164,9 +165,13 @@ int abx__make_cgroups(abx_sandbox *sb, const abx_confine *c, abx_child *out, int
                       size_t errlen);
 
 /* spare.c. Make one for a slot's view and ruleset (the slot keeps both open while it
- * lives), with a namespace of the pool: NULL when it cannot be (none ready, no cgroup,
- * this architecture). */
-abx_spare *abx__spare_make(abx_sandbox *sb, int mntns, int ruleset, const abx_spare_recipe *r);
+ * lives), with a namespace of the pool, running on the slot's stack: NULL when it cannot
+ * be (no stack, none ready, no cgroup, this architecture). */
+abx_spare *abx__spare_make(abx_sandbox *sb, int mntns, int ruleset, const abx_spare_recipe *r, void *stack);
+/* A slot's spare stack (NULL: none could be mapped), and its release once no spare of
+ * the slot is left (after abx__spare_discard). */
+void *abx__spare_stack(void);
+void abx__spare_stack_free(void *stack);
 /* It was made for recipe r. */
 bool abx__spare_fits(const abx_spare *s, const abx_spare_recipe *r);
 /* Hand req's program to it (stdin/out/err, cwd, argv, envp; devnull for a missing stream)

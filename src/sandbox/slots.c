@@ -97,6 +97,7 @@ static bool still_same(const abx_slot *s)
 static void destroy(abx_slot *s)
 {
     abx__spare_discard(s->spare); /* before what it was made from */
+    abx__spare_stack_free(s->spare_stack);
     if (s->ruleset >= 0)
         close(s->ruleset);
     if (s->mntns >= 0)
@@ -234,8 +235,10 @@ static int empty_dir(const char *dir)
             continue;
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= sizeof path)
             continue;
-        if (unlinkat(dirfd(d), de->d_name, 0) != 0)
-            abx_rm_tree(path); /* a directory (or something unlink refused) */
+        /* a file; else an empty directory (the last TMPDIR, most often), in one call; else
+         * a tree (or something unlink refused) */
+        if (unlinkat(dirfd(d), de->d_name, 0) != 0 && unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) != 0)
+            abx_rm_tree(path);
     }
     closedir(d);
     d = opendir(dir);

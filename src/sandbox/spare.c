@@ -62,7 +62,7 @@ struct abx_spare {
                                    a spare_err if a step failed, or EOF once it exec'd */
     int netns;                  /* from the pool (netpool.c); its tree's, given back as any */
     char cgroup[ABX_CG_SLOTS][ABX_CG_PATH];
-    void *stack;
+    void *stack;                /* the slot's (abx__spare_stack): borrowed */
     /* what the child reads while it sets itself up (its own descriptor numbers, the same
      * as abx's at the clone) */
     pid_t abx_pid;
@@ -274,10 +274,6 @@ static void spare_free(abx_spare *s)
     for (size_t i = 0; i < ABX_ARRAY_LEN(fds); i++)
         if (fds[i] >= 0)
             close(fds[i]);
-    if (s->stack) {
-        abx__unpoison(s->stack, SPARE_STACK);
-        munmap(s->stack, SPARE_STACK);
-    }
     abx_free(s);
 }
 
@@ -298,12 +294,36 @@ void abx__spare_discard(abx_spare *s)
     spare_free(s);
 }
 
-abx_spare *abx__spare_make(abx_sandbox *sb, int mntns, int ruleset, const abx_spare_recipe *r)
+/* A spare's stack is its slot's, made once and used by each spare in turn: a spare is
+ * done with it when it has exec'd (abx saw its channel close) or been reaped, and a
+ * mapping made and unmapped per call cost page faults, and an unmap of memory the spare
+ * shared with abx's threads a TLB shoot-down on every CPU they ran on. */
+void *abx__spare_stack(void)
 {
 #ifndef SPARE_ARCH
-    (void)sb, (void)mntns, (void)ruleset, (void)r;
     return NULL;
 #else
+    void *st = mmap(NULL, SPARE_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    return st == MAP_FAILED ? NULL : st;
+#endif
+}
+
+void abx__spare_stack_free(void *stack)
+{
+    if (stack) {
+        abx__unpoison(stack, SPARE_STACK);
+        munmap(stack, SPARE_STACK);
+    }
+}
+
+abx_spare *abx__spare_make(abx_sandbox *sb, int mntns, int ruleset, const abx_spare_recipe *r, void *stack)
+{
+#ifndef SPARE_ARCH
+    (void)sb, (void)mntns, (void)ruleset, (void)r, (void)stack;
+    return NULL;
+#else
+    if (!stack)
+        return NULL;
     abx_spare *s = abx_calloc(1, sizeof *s);
     if (!s)
         return NULL;
@@ -336,13 +356,9 @@ abx_spare *abx__spare_make(abx_sandbox *sb, int mntns, int ruleset, const abx_sp
     memcpy(s->cgroup, cg.cgroup, sizeof s->cgroup);
     s->ctl = ctl[0];
     s->c_ctl = ctl[1];
-    if (ok) {
-        s->stack = mmap(NULL, SPARE_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-        if (s->stack == MAP_FAILED)
-            s->stack = NULL;
-    }
+    s->stack = stack;
     pid_t pid = -1;
-    if (ok && s->stack)
+    if (ok)
         pid = clone(spare_main, (char *)s->stack + SPARE_STACK, CLONE_VM | SIGCHLD, s);
     /* the child has its own copies of what it needs */
     int theirs[] = {ctl[1], s->procs_fd[0], s->procs_fd[1], s->procs_fd[2]};

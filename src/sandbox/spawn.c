@@ -781,8 +781,8 @@ static void cleanup(abx_sandbox *sb, abx_child *c)
 void abx_child_prepare_next(abx_sandbox *sb, abx_child *c)
 {
     abx_slot *sl = c->slot; /* c's while it runs: no one else's */
-    if (sb && sl && sl->has_recipe && !sl->spare &&
-        (sl->spare = abx__spare_make(sb, sl->mntns, sl->ruleset, &sl->recipe)) != NULL)
+    if (sb && sl && sl->has_recipe && !sl->spare && (sl->spare_stack || (sl->spare_stack = abx__spare_stack())) &&
+        (sl->spare = abx__spare_make(sb, sl->mntns, sl->ruleset, &sl->recipe, sl->spare_stack)) != NULL)
         atomic_fetch_add(&sb->sp_made, 1);
 }
 
