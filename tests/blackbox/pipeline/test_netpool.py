@@ -125,34 +125,46 @@ def test_a_later_call_never_meets_what_an_earlier_one_left(srv):
         assert (tcp, unix) == ("tcp-refused", "unix-refused"), (ns, left)
 
 
+# whether this namespace holds a TIME_WAIT on the port, as the kernel lists it (state 06)
+SEES_TW = """
+def sees_tw(port):
+    return any(int(f[1].split(":")[1], 16) == port and f[3] == "06"
+               for name in ("/proc/self/net/tcp", "/proc/self/net/tcp6") if os.path.exists(name)
+               for f in (l.split() for l in open(name).readlines()[1:]))
+"""
+
 TIME_WAIT = """
 import os, socket, sys
+""" + SEES_TW + """
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
 port = s.getsockname()[1]
 c = socket.create_connection(("127.0.0.1", port)); a, _ = s.accept()
 a.close()           # the server closes first: its side of the port goes to TIME_WAIT
 c.recv(1); c.close(); s.close()
-print(os.readlink("/proc/self/ns/net"), port)
+print(os.readlink("/proc/self/ns/net"), port, "time_wait" if sees_tw(port) else "clean")
 """
 
 BIND = """
 import os, socket, sys
+""" + SEES_TW + """
+port = int(sys.argv[1])
+tw = sees_tw(port)
 s = socket.socket()   # no SO_REUSEADDR: a TIME_WAIT on the port would refuse it
 try:
-    s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1); print(os.readlink("/proc/self/ns/net"), "bound")
+    s.bind(("127.0.0.1", port)); s.listen(1); r = "bound"
 except OSError as e:
-    print(os.readlink("/proc/self/ns/net"), "refused", e.errno)
+    r = "refused-%d" % e.errno
+print(os.readlink("/proc/self/ns/net"), r, "time_wait" if tw else "clean")
 """
 
 
 def test_a_namespace_with_a_socket_left_is_not_reused(srv):
     """A connection in TIME_WAIT outlives its process. The namespace that holds it is
     dropped, not reused: no later call sees it, and each can bind that port as it could
-    in a new namespace."""
-    dirty, port = py(srv, TIME_WAIT).split()
-    seen = []
+    in a new namespace. (Which namespace a call got is told by what it finds, not by its
+    inode number: the kernel gives a freed namespace's number to the next one made.)"""
+    dirty, port, seen = py(srv, TIME_WAIT).split()
+    assert seen == "time_wait", "the probe does not see the TIME_WAIT it made"
     for token in (ALICE_TOKEN, BOB_TOKEN) * 4:
-        ns, what = py(srv, BIND, port, token=token).split()[:2]
-        seen.append(ns)
-        assert what == "bound", (ns, dirty, port)
-    assert dirty not in seen, (dirty, seen)
+        ns, what, tw = py(srv, BIND, port, token=token).split()[:3]
+        assert (what, tw) == ("bound", "clean"), (ns, dirty, port, what, tw)
