@@ -70,22 +70,35 @@ static int make_main(void *arg)
     return h->fd >= 0 ? 0 : 1;
 }
 
+/* Reads a namespace's sockstat, sockstat6 and unix from dir (/proc/self/net in a helper
+ * child, /proc/thread-self/net in a thread that entered the namespace) into h. False when
+ * one could not be opened, but for sockstat6 missing (no IPv6: nothing to count there);
+ * no_sockets judges what was read. */
+static bool read_net(helper *h, const char *dir)
+{
+    static const char *const files[3] = {"sockstat", "sockstat6", "unix"};
+    bool all = true;
+    for (int i = 0; i < 3; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        h->len[i] = -1;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            all = all && i == 1 && errno == ENOENT;
+            continue;
+        }
+        h->len[i] = read(fd, h->text[i], sizeof h->text[i] - 1);
+        close(fd);
+    }
+    return all;
+}
+
 static int check_main(void *arg)
 {
     helper *h = arg;
     if (setns(h->fd, CLONE_NEWNET) != 0)
         return 1;
-    static const char *const files[3] = {"/proc/self/net/sockstat", "/proc/self/net/sockstat6",
-                                         "/proc/self/net/unix"};
-    for (int i = 0; i < 3; i++) {
-        h->len[i] = -1;
-        int fd = open(files[i], O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        ssize_t n = read(fd, h->text[i], sizeof h->text[i] - 1);
-        close(fd);
-        h->len[i] = n;
-    }
+    read_net(h, "/proc/self/net");
     return 0;
 }
 
@@ -206,21 +219,12 @@ static bool empty_inside(int fd, int home)
     if (!h)
         return false;
     h->fd = fd;
-    static const char *const files[3] = {"/proc/thread-self/net/sockstat", "/proc/thread-self/net/sockstat6",
-                                         "/proc/thread-self/net/unix"};
-    bool read_here = setns(fd, CLONE_NEWNET) == 0;
-    for (int i = 0; i < 3 && read_here; i++) {
-        h->len[i] = -1;
-        int f = open(files[i], O_RDONLY | O_CLOEXEC);
-        if (f < 0) {
-            read_here = i == 1 && errno == ENOENT; /* no IPv6: as check_main */
-            continue;
-        }
-        h->len[i] = read(f, h->text[i], sizeof h->text[i] - 1);
-        close(f);
+    /* without a way home the thread would keep the namespace alive: the helper reads it */
+    bool read_here = home >= 0 && setns(fd, CLONE_NEWNET) == 0;
+    if (read_here) {
+        read_here = read_net(h, "/proc/thread-self/net");
+        read_here = setns(home, CLONE_NEWNET) == 0 && read_here;
     }
-    if (home >= 0)
-        setns(home, CLONE_NEWNET);
     bool empty = (read_here || abx__run_helper(check_main, h) == 0) && no_sockets(h);
     abx_free(h);
     return empty;
