@@ -309,6 +309,7 @@ abx_sandbox *abx_sandbox_new(const char *runtime_dir, bool required, char *err, 
         abx_tiers_set(&sb->tiers, ABX_L_WATCHDOG, ABX_LAYER_UNAVAILABLE, "cannot start it: %s", strerror(errno));
     abx_tiers_pick(&sb->tiers);
     abx__netpool_init(sb);
+    abx__cloner_init(sb);
     sb->cap_last = CAP_LAST_CAP;
     FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
     if (f) {
@@ -345,6 +346,7 @@ void abx_sandbox_free(abx_sandbox *sb)
         return;
     abx_watchdog_stop(&sb->wd); /* it kills what is left and removes the groups too */
     abx__slots_free(sb);
+    abx__cloner_free(sb); /* no spare left: slots_free discarded them */
     abx__netpool_free(sb);
     if (sb->netns_fd >= 0)
         close(sb->netns_fd);

@@ -100,6 +100,13 @@ struct abx_sandbox {
     bool sl_on;
     atomic_ulong sl_made, sl_reused;
     atomic_ulong sp_made, sp_used;    /* spare.c: processes made ahead, and taken by a call */
+    pthread_mutex_t cl_mu;      /* spare.c: the cloner, a thread under the spares' filter and */
+    pthread_cond_t cl_cv;       /*   bounding set, from which they are cloned with both */
+    pthread_t cl_thread;
+    int cl_state;               /*   0 not started, 1 serving, -1 could not set itself up */
+    bool cl_stop, cl_done, cl_joinable;
+    abx_spare *cl_req;          /*   the spare to clone, then its pid or -errno in cl_rc */
+    long cl_rc;
     char cg_parent[ABX_CG_SLOTS][ABX_CG_PATH]; /* [0] pids (or the v2 dir), [1] memory (v1), [2] cpu (v1) */
     int cap_last;
     char *runtime_dir;          /* owned */
@@ -181,6 +188,10 @@ bool abx__spare_fits(const abx_spare *s, const abx_spare_recipe *r);
 int abx__spare_use(abx_spare *s, const abx_spawn_req *req, int devnull, abx_child *out);
 /* Kill and reap it, remove its cgroup; NULL is fine. */
 void abx__spare_discard(abx_spare *s);
+/* The cloner (spare.c): set up for the sandbox, and stopped once no spare is left
+ * (after abx__slots_free). */
+void abx__cloner_init(abx_sandbox *sb);
+void abx__cloner_free(abx_sandbox *sb);
 
 void abx__slots_init(abx_sandbox *sb);
 void abx__slots_free(abx_sandbox *sb);

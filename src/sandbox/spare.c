@@ -4,7 +4,7 @@
  * (mkdir, knobs, migration), a clone, and in the child: setns into the network and mount
  * namespaces, 41 capability drops, the ids, Landlock's merge of ~160 rules into a domain,
  * the seccomp filter's load and compilation — a third of a `commands.run` of /bin/true
- * (bench/README.md). A slot that comes back idle gets a *spare*: a child of abx made
+ * (bench/README.md). (The drops and the filter are done once, by the cloner below.) A slot that comes back idle gets a *spare*: a child of abx made
  * with everything above done, for the settings of the call that used the slot last
  * (its recipe: limits, ids, filter). It then waits, holding no descriptor of abx but its
  * channel, for a call of the same slot and recipe, which sends it its standard
@@ -47,6 +47,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__aarch64__)
@@ -63,6 +64,8 @@ struct abx_spare {
     int netns;                  /* from the pool (netpool.c); its tree's, given back as any */
     char cgroup[ABX_CG_SLOTS][ABX_CG_PATH];
     void *stack;                /* the slot's (abx__spare_stack): borrowed */
+    bool inherited;             /* cloned by the cloner: born under the filter, without a
+                                   bounding set (both from that thread, the very same) */
     /* what the child reads while it sets itself up (its own descriptor numbers, the same
      * as abx's at the clone) */
     pid_t abx_pid;
@@ -178,7 +181,7 @@ __attribute__((no_sanitize_address)) static void spare_confine(const abx_spare *
                        SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_NOROOT |
                            SECBIT_NOROOT_LOCKED)) != 0)
             spare_fail(s, SP_SECBITS, rc);
-        for (int cap = 0; cap <= s->cap_last; cap++)
+        for (int cap = 0; !s->inherited && cap <= s->cap_last; cap++)
             if ((rc = SYS2(SYS_prctl, PR_CAPBSET_DROP, cap)) != 0 && rc != -EINVAL)
                 spare_fail(s, SP_BSET, rc);
         if ((rc = SYS2(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)) != 0 && rc != -EINVAL)
@@ -202,7 +205,7 @@ __attribute__((no_sanitize_address)) static void spare_confine(const abx_spare *
     if ((rc = SYS2(SYS_landlock_restrict_self, s->ruleset, 0)) != 0)
         spare_fail(s, SP_LANDLOCK, rc);
     struct sock_fprog prog = {.len = s->r.filter->len, .filter = (struct sock_filter *)s->r.filter->insn};
-    if ((rc = SYS3(SYS_prctl, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) != 0)
+    if (!s->inherited && (rc = SYS3(SYS_prctl, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) != 0)
         spare_fail(s, SP_SECCOMP, rc);
     if ((rc = keep_only(&s->c_ctl, 1)) != 0)
         spare_fail(s, SP_FDS, rc);
@@ -316,6 +319,107 @@ void abx__spare_stack_free(void *stack)
     }
 }
 
+/* The cloner. Loading the filter cost each spare ~0.25 ms of CPU (the kernel checks,
+ * converts and JIT-compiles it, in memory it maps for the purpose) and dropping the
+ * bounding set 41 system calls; on a machine of two CPUs that work runs beside the
+ * program of the call before, and slows it. A filter and a bounding set belong to a
+ * thread, and a child cloned by the thread starts with the very same (the kernel shares
+ * the filter, copies the credentials). So one thread of abx, started with the first spare,
+ * loads the spares' filter and drops its bounding set once, and clones each spare whose
+ * recipe asks for exactly that; the spare skips those two steps. The cloner does nothing
+ * else, holds every signal blocked (no handler of abx runs under its filter), and lives
+ * until the sandbox is freed: its spares' PR_SET_PDEATHSIG follows it (after the slots,
+ * so no spare is left then). Where it cannot set itself up, spares do both themselves. */
+#ifdef SPARE_ARCH
+static void *cloner_main(void *arg)
+{
+    abx_sandbox *sb = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, NULL);
+    prctl(PR_SET_NAME, "abx-cloner", 0, 0, 0);
+    bool ok = true;
+    for (int cap = 0; ok && cap <= sb->cap_last; cap++)
+        ok = prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0 || errno == EINVAL;
+    const abx_seccomp_prog *f = &sb->filter[ABX_SC_NONET_UNIX];
+    struct sock_fprog prog = {.len = f->len, .filter = (struct sock_filter *)f->insn};
+    ok = ok && f->len > 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0;
+    pthread_mutex_lock(&sb->cl_mu);
+    sb->cl_state = ok ? 1 : -1;
+    pthread_cond_broadcast(&sb->cl_cv);
+    while (ok) {
+        while (!sb->cl_req && !sb->cl_stop)
+            pthread_cond_wait(&sb->cl_cv, &sb->cl_mu);
+        if (!sb->cl_req)
+            break;
+        abx_spare *s = sb->cl_req;
+        sb->cl_req = NULL;
+        pthread_mutex_unlock(&sb->cl_mu);
+        pid_t pid = clone(spare_main, (char *)s->stack + SPARE_STACK, CLONE_VM | SIGCHLD, s);
+        long rc = pid > 0 ? pid : -errno;
+        pthread_mutex_lock(&sb->cl_mu);
+        sb->cl_rc = rc;
+        sb->cl_done = true;
+        pthread_cond_broadcast(&sb->cl_cv);
+    }
+    pthread_mutex_unlock(&sb->cl_mu);
+    return NULL;
+}
+
+/* s cloned by the cloner (s->inherited), when its recipe is what the cloner carries and
+ * the cloner is up; else by this thread, to confine itself entirely. */
+static pid_t spare_clone(abx_sandbox *sb, abx_spare *s)
+{
+    if (s->r.use_caps && s->r.filter == &sb->filter[ABX_SC_NONET_UNIX]) {
+        pthread_mutex_lock(&sb->cl_mu);
+        if (sb->cl_state == 0 && !sb->cl_stop) {
+            sb->cl_joinable = pthread_create(&sb->cl_thread, NULL, cloner_main, sb) == 0;
+            sb->cl_state = sb->cl_joinable ? 2 : -1; /* 2: setting itself up */
+            while (sb->cl_state == 2)
+                pthread_cond_wait(&sb->cl_cv, &sb->cl_mu);
+        }
+        long rc = 0;
+        if (sb->cl_state == 1 && !sb->cl_stop) {
+            s->inherited = true;
+            sb->cl_req = s;
+            sb->cl_done = false;
+            pthread_cond_broadcast(&sb->cl_cv);
+            while (!sb->cl_done)
+                pthread_cond_wait(&sb->cl_cv, &sb->cl_mu);
+            rc = sb->cl_rc;
+        }
+        pthread_mutex_unlock(&sb->cl_mu);
+        if (s->inherited) {
+            if (rc < 0)
+                errno = (int)-rc;
+            return rc > 0 ? (pid_t)rc : -1;
+        }
+    }
+    return clone(spare_main, (char *)s->stack + SPARE_STACK, CLONE_VM | SIGCHLD, s);
+}
+#endif
+
+void abx__cloner_init(abx_sandbox *sb)
+{
+    pthread_mutex_init(&sb->cl_mu, NULL);
+    pthread_cond_init(&sb->cl_cv, NULL);
+    sb->cl_state = 0;
+    sb->cl_stop = sb->cl_done = sb->cl_joinable = false;
+    sb->cl_req = NULL;
+}
+
+void abx__cloner_free(abx_sandbox *sb)
+{
+    pthread_mutex_lock(&sb->cl_mu);
+    sb->cl_stop = true;
+    pthread_cond_broadcast(&sb->cl_cv);
+    pthread_mutex_unlock(&sb->cl_mu);
+    if (sb->cl_joinable)
+        pthread_join(sb->cl_thread, NULL);
+    pthread_cond_destroy(&sb->cl_cv);
+    pthread_mutex_destroy(&sb->cl_mu);
+}
+
 abx_spare *abx__spare_make(abx_sandbox *sb, int mntns, int ruleset, const abx_spare_recipe *r, void *stack)
 {
 #ifndef SPARE_ARCH
@@ -359,7 +463,7 @@ abx_spare *abx__spare_make(abx_sandbox *sb, int mntns, int ruleset, const abx_sp
     s->stack = stack;
     pid_t pid = -1;
     if (ok)
-        pid = clone(spare_main, (char *)s->stack + SPARE_STACK, CLONE_VM | SIGCHLD, s);
+        pid = spare_clone(sb, s);
     /* the child has its own copies of what it needs */
     int theirs[] = {ctl[1], s->procs_fd[0], s->procs_fd[1], s->procs_fd[2]};
     for (size_t i = 0; i < ABX_ARRAY_LEN(theirs); i++)
