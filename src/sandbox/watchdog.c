@@ -21,6 +21,8 @@
 #define WD_MAX 1024        /* calls tracked at once; more are left to abx alone */
 #define WD_GRACE_MS 500    /* abx's own deadline kill goes first (its record says timed_out) */
 #define WD_REPEAT_MS 1000  /* a group past its deadline is killed again until it is gone */
+#define WD_TICK_MS 50      /* while calls are tracked: how often their messages and exits are read */
+#define WD_SEND_WAIT_MS 250 /* how long a report waits for room in the socket (ticks drain it) */
 
 typedef struct wd_msg {
     int32_t pid;
@@ -40,6 +42,7 @@ typedef struct wd_entry {
 static wd_entry wd_ents[WD_MAX];
 static size_t wd_n;
 static char wd_parents[ABX_CG_SLOTS][ABX_CG_PATH];
+static int64_t wd_last_msg; /* when abx last reported a call */
 
 static int64_t mono_ms(void)
 {
@@ -181,19 +184,8 @@ static bool entry_done(const wd_entry *e)
     return true;
 }
 
-/* abx is gone (or stopped): nothing it started may stay. */
-static _Noreturn void wd_final(void)
-{
-    for (size_t i = 0; i < wd_n; i++)
-        entry_kill(&wd_ents[i]);
-    for (int i = 0; i < ABX_CG_SLOTS; i++)
-        if (wd_parents[i][0])
-            abx_cgroup_kill_tree(wd_parents[i]);
-    _exit(0);
-}
-
-/* One message from abx; false when abx's end is closed. */
-static bool wd_receive(int sock)
+/* One message from abx: 1, 0 when none is waiting, -1 when abx's end is closed. */
+static int wd_receive(int sock)
 {
     wd_msg m;
     union {
@@ -204,9 +196,10 @@ static bool wd_receive(int sock)
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
     ssize_t r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     if (r < 0)
-        return errno == EINTR || errno == EAGAIN;
+        return errno == EINTR ? 1 : errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
     if (r == 0)
-        return false;
+        return -1;
+    wd_last_msg = mono_ms();
     int fd = -1;
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
@@ -214,7 +207,7 @@ static bool wd_receive(int sock)
     if (fd < 0 || r != (ssize_t)sizeof m || wd_n == WD_MAX) {
         if (fd >= 0)
             close(fd);
-        return true;
+        return 1;
     }
     wd_entry *e = &wd_ents[wd_n++];
     e->pidfd = fd;
@@ -224,37 +217,77 @@ static bool wd_receive(int sock)
         memcpy(e->cg[i], m.cg[i], ABX_CG_PATH);
         e->cg[i][ABX_CG_PATH - 1] = '\0';
     }
-    return true;
+    return 1;
 }
 
+/* Every message waiting; false when abx's end is closed. */
+static bool wd_drain(int sock)
+{
+    int r;
+    while ((r = wd_receive(sock)) > 0) {
+    }
+    return r == 0;
+}
+
+/* Which tracked first processes have exited, in one look at all their pidfds. */
+static void wd_exits(void)
+{
+    static struct pollfd pf[WD_MAX];
+    static size_t owner[WD_MAX];
+    nfds_t np = 0;
+    for (size_t i = 0; i < wd_n; i++)
+        if (wd_ents[i].pidfd >= 0) {
+            pf[np] = (struct pollfd){.fd = wd_ents[i].pidfd, .events = POLLIN};
+            owner[np++] = i;
+        }
+    if (np == 0 || poll(pf, np, 0) <= 0)
+        return;
+    for (nfds_t k = 0; k < np; k++)
+        if (pf[k].revents) { /* exited: its number may be another process's from now on */
+            close(wd_ents[owner[k]].pidfd);
+            wd_ents[owner[k]].pidfd = -1;
+        }
+}
+
+/* abx is gone (or stopped): nothing it started may stay, including what it reported just
+ * before (still in the socket) and nothing of another process that took an exited
+ * one's number. */
+static _Noreturn void wd_final(int sock)
+{
+    wd_drain(sock);
+    wd_exits();
+    for (size_t i = 0; i < wd_n; i++)
+        entry_kill(&wd_ents[i]);
+    for (int i = 0; i < ABX_CG_SLOTS; i++)
+        if (wd_parents[i][0])
+            abx_cgroup_kill_tree(wd_parents[i]);
+    _exit(0);
+}
+
+/* While abx reports calls (one in the last second), their messages and exits are read
+ * every WD_TICK_MS, not as each comes: that was two wake-ups of this process per call
+ * (the report, the first process's exit), on a small machine beside the call's own
+ * program. Otherwise a message wakes it, and it looks once a second. abx's death wakes
+ * it at once either way, and what abx reported is read before the final sweep; the
+ * exits are read before any kill. Deadlines are a tick late at most (after WD_GRACE_MS).
+ * Without a pidfd of abx the socket's end is the news of its death: then every message
+ * wakes it, as before. */
 static void wd_loop(int abx_pidfd, int sock)
 {
-    static struct pollfd pf[WD_MAX + 2];
-    static size_t owner[WD_MAX + 2];
     for (;;) {
         int64_t now = mono_ms(), wait = WD_REPEAT_MS;
-        size_t np = 2;
-        pf[0] = (struct pollfd){.fd = abx_pidfd, .events = POLLIN}; /* -1: ignored by poll */
-        pf[1] = (struct pollfd){.fd = sock, .events = POLLIN};
-        for (size_t i = 0; i < wd_n; i++) {
+        for (size_t i = 0; i < wd_n; i++)
             if (wd_ents[i].next_kill && wd_ents[i].next_kill - now < wait)
                 wait = wd_ents[i].next_kill - now;
-            if (wd_ents[i].pidfd >= 0) {
-                pf[np] = (struct pollfd){.fd = wd_ents[i].pidfd, .events = POLLIN};
-                owner[np++] = i;
-            }
-        }
-        if (poll(pf, (nfds_t)np, wait > 0 ? (int)wait : 0) < 0 && errno != EINTR)
-            wd_final();
-        if (pf[0].revents)
-            wd_final();
-        if (pf[1].revents && !wd_receive(sock))
-            wd_final();
-        for (size_t k = 2; k < np; k++)
-            if (pf[k].revents) { /* the first process exited */
-                close(wd_ents[owner[k]].pidfd);
-                wd_ents[owner[k]].pidfd = -1;
-            }
+        bool batch = wd_n > 0 && abx_pidfd >= 0 && now - wd_last_msg < 1000;
+        if (batch && wait > WD_TICK_MS)
+            wait = WD_TICK_MS;
+        struct pollfd pf[2] = {{.fd = abx_pidfd, .events = POLLIN}, {.fd = batch ? -1 : sock, .events = POLLIN}};
+        if (poll(pf, 2, wait > 0 ? (int)wait : 0) < 0 && errno != EINTR) /* -1: ignored by poll */
+            wd_final(sock);
+        if (pf[0].revents || !wd_drain(sock))
+            wd_final(sock);
+        wd_exits();
         now = mono_ms();
         for (size_t i = 0; i < wd_n;) {
             wd_entry *e = &wd_ents[i];
@@ -323,7 +356,7 @@ static _Noreturn void wd_main(pid_t abx, int sock, const char (*parents)[ABX_CG_
     close_all_but(sock, pidfd < 0 ? sock : pidfd); /* abx's listening sockets, files, netns */
     wd_drop_privileges();
     if (getppid() != abx)
-        wd_final(); /* abx died before we held it */
+        wd_final(sock); /* abx died before we held it */
     /* without a pidfd (a kernel before 5.3), the end of abx's socket alone says abx is
      * gone: abx's end is close-on-exec and no other process keeps it */
     wd_loop(pidfd, sock);
@@ -381,7 +414,16 @@ int abx_watchdog_watch(abx_watchdog *wd, int pidfd, pid_t pid, const char (*cgro
     c->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(c), &pidfd, sizeof pidfd);
     ssize_t r;
-    while ((r = sendmsg(wd->sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+    int64_t until = mono_ms() + WD_SEND_WAIT_MS;
+    for (;;) {
+        r = sendmsg(wd->sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (r >= 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
+            break;
+        /* full: the watchdog reads a tick's reports at once (wd_loop); wait for room */
+        int64_t left = until - mono_ms();
+        struct pollfd pf = {.fd = wd->sock, .events = POLLOUT};
+        if (errno != EINTR && (left <= 0 || poll(&pf, 1, (int)left) < 0 || !(pf.revents & POLLOUT)))
+            break;
     }
     return r == (ssize_t)sizeof m ? 0 : -1;
 }

@@ -36,7 +36,9 @@ typedef struct abx_watchdog {
 int abx_watchdog_start(abx_watchdog *wd, const char (*parents)[ABX_CG_PATH]);
 /* Register a spawned process: pidfd (the watchdog gets its own copy), the cgroup
  * directories it was put in ("" when none), deadline (CLOCK_MONOTONIC ms; 0 none).
- * Never blocks. 0, or -1 (the watchdog is gone or not keeping up). */
+ * While abx reports calls the watchdog reads them every 50 ms, not each as it comes;
+ * when the socket is full this waits up to 250 ms for room. 0, or -1 (the watchdog is
+ * gone or not keeping up). */
 int abx_watchdog_watch(abx_watchdog *wd, int pidfd, pid_t pid, const char (*cgroups)[ABX_CG_PATH],
                        int64_t deadline_ms);
 /* When the watchdog has died (killed by hand, by the OOM killer), reap it and say so:

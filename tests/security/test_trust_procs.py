@@ -167,16 +167,53 @@ def test_deadline_holds_while_abx_is_wedged(abx, workspace):
     """abx is stopped (SIGSTOP: alive, but doing nothing): the watchdog kills the call's
     processes at the statement's deadline on its own."""
     s = abx(config(workspace, timeout="2s"))
+    killed_at_deadline_while_wedged(s, "the deadline passed with abx wedged and the grandchild still runs")
+
+
+def killed_at_deadline_while_wedged(s, why):
+    """Start DAEMON (a 2 s statement timeout), stop abx at once, and wait for the watchdog
+    to kill it: the deadline and its 0.5 s grace, plus some slack."""
     m = marker()
     t0 = time.time()
     start_daemon(s, "process", m)
     os.kill(s.proc.pid, signal.SIGSTOP)
     try:
-        assert wait_for(lambda: not pgrep("sleep " + m), timeout=max(2 - (time.time() - t0) + 2.5, 1.0)), \
-            "the deadline passed with abx wedged and the grandchild still runs"
+        assert wait_for(lambda: not pgrep("sleep " + m), timeout=max(2 - (time.time() - t0) + 2.5, 1.0)), why
     finally:
         os.kill(s.proc.pid, signal.SIGCONT)
         kill_leftovers(m)
+
+
+def _wakeups(pid):
+    """How many times a process has gone to sleep and woken (context switches)."""
+    with open("/proc/%d/status" % pid) as f:
+        return sum(int(line.split()[1]) for line in f if "ctxt_switches:" in line)
+
+
+def test_the_watchdog_reads_a_stream_of_calls_in_batches_and_still_acts(abx, workspace):
+    """While calls keep coming, the watchdog reads their reports and exits every 50 ms
+    instead of waking twice a call beside the call's program (issue 14): 120 calls wake
+    it far fewer than 120 times. Batching must not cost what it is for: a call reported
+    in the same instant as abx is wedged (SIGSTOP) is still killed at its deadline."""
+    cfg = config(workspace, timeout="2s")
+    cfg["policy"]["allow"][1]["commands"].append("true")
+    s = abx(cfg)
+    wd = wait_for(lambda: watchdogs_of(s), timeout=5)
+    assert wd, "no watchdog"
+    for _ in range(3):
+        r = s.post("/commands/run", token=ALICE_TOKEN, json_body={"argv": ["true"]}, timeout=30)
+        assert r.status_code == 200 and r.json()["exit_code"] == 0, r.text
+    before = _wakeups(wd[0])
+    t0 = time.time()
+    for _ in range(150):
+        r = s.post("/commands/run", token=ALICE_TOKEN, json_body={"argv": ["true"]}, timeout=30)
+        assert r.status_code == 200 and r.json()["exit_code"] == 0, r.text
+    took = time.time() - t0
+    woke = _wakeups(wd[0]) - before
+    # two a call before (300); now about one a tick, 20 a second, and a few more
+    assert woke <= 25 * took + 10 and woke < 150, "the watchdog woke %d times for 150 calls in %.1f s" % (woke, took)
+    # reported while the watchdog reads in batches
+    killed_at_deadline_while_wedged(s, "a call reported during a stream of calls outlived its deadline with abx wedged")
 
 
 def test_confined_process_cannot_kill_the_watchdog(abx, workspace):
