@@ -229,9 +229,10 @@ int abx_policy_fs_view(const abx_policy *p, int slot, const abx_op *op, const ab
     if (rc != 0)
         goto oom;
     struct stat st;
-    for (size_t i = 0; i < p->n_protected; i++) {
+    for (size_t i = 0; i < p->n_protected; i++) { /* looked up only when the roots hold it */
         const char *f = p->protected_files[i];
-        if (lstat(f, &st) == 0 && view_place(v, f, true) != 0)
+        if ((outer_root(v->rw, v->n_rw, f) || outer_root(v->ro, v->n_ro, f)) && lstat(f, &st) == 0 &&
+            view_place(v, f, true) != 0)
             goto oom;
     }
     if (!view_git(v))

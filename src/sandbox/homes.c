@@ -57,20 +57,26 @@ int abx_procs_home(abx_procs *m, const char *principal, char *dir, size_t dirlen
         dir[0] = '\0';
         return -1;
     }
-    if (mkdir(m->homes_dir, 0711) != 0 && errno != EEXIST) {
-        snprintf(why, whylen, "cannot create %s: %s", m->homes_dir, strerror(errno));
-        dir[0] = '\0';
-        return -1;
-    }
-    bool made = mkdir(dir, 0700) == 0;
-    if (!made && errno != EEXIST) {
-        snprintf(why, whylen, "cannot create the private HOME %s: %s", dir, strerror(errno));
-        dir[0] = '\0';
-        return -1;
-    }
-    /* a HOME is a real directory owned by the run ids, never a link planted in its place */
+    /* a HOME is a real directory owned by the run ids, never a link planted in its place;
+     * made (with the homes folder) at its first use */
     struct stat st;
-    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    bool made = false;
+    if (lstat(dir, &st) != 0) {
+        if (mkdir(m->homes_dir, 0711) != 0 && errno != EEXIST) {
+            snprintf(why, whylen, "cannot create %s: %s", m->homes_dir, strerror(errno));
+            dir[0] = '\0';
+            return -1;
+        }
+        made = mkdir(dir, 0700) == 0;
+        if (!made && errno != EEXIST) {
+            snprintf(why, whylen, "cannot create the private HOME %s: %s", dir, strerror(errno));
+            dir[0] = '\0';
+            return -1;
+        }
+        if (lstat(dir, &st) != 0)
+            st.st_mode = 0;
+    }
+    if (!S_ISDIR(st.st_mode)) {
         snprintf(why, whylen, "the private HOME %s is not a directory", dir);
         dir[0] = '\0';
         return -1;
@@ -82,7 +88,14 @@ int abx_procs_home(abx_procs *m, const char *principal, char *dir, size_t dirlen
             return -1;
         }
     }
-    utimensat(AT_FDCWD, dir, NULL, AT_SYMLINK_NOFOLLOW); /* last use, for homes.ttl */
+    /* last use, for homes.ttl: its time is set again once it is half a ttl old (a minute
+     * at most, and without a ttl), so a HOME in use never looks unused */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t age_ms = ((int64_t)now.tv_sec - st.st_mtim.tv_sec) * 1000 + (now.tv_nsec - st.st_mtim.tv_nsec) / 1000000;
+    int64_t every_ms = m->homes_ttl_ms > 0 && m->homes_ttl_ms / 2 < 60000 ? m->homes_ttl_ms / 2 : 60000;
+    if (made || age_ms < 0 || age_ms >= every_ms)
+        utimensat(AT_FDCWD, dir, NULL, AT_SYMLINK_NOFOLLOW);
     return 0;
 }
 
