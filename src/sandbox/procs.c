@@ -280,8 +280,9 @@ static void drain(abx_procs *m, abx_proc *p, int i)
 }
 
 /* A reaped child's cgroups and network namespace are released after its waiters are
- * woken (release_deferred): removing cgroups and checking the namespace is the manager's
- * work, not the caller's wait. Its processes were killed already (abx_child_kill). */
+ * woken (release_deferred): removing cgroups, making its slot's next process (a spare)
+ * and checking the namespace are the manager's work, not the caller's wait. Its
+ * processes were killed already (abx_child_kill). */
 static void defer_release(abx_procs *m, abx_child *c)
 {
     if (m->n_released == m->cap_released) {
@@ -433,8 +434,6 @@ static void *manager_main(void *arg)
                     m->queue = pd->next;
                     do_spawn(m, pd);
                     pd->done = true;
-                    if (pd->rc == 0) /* the child ends of its pipes are closed by now */
-                        abx_child_prepare_next(m->sb, &pd->proc->child);
                 }
                 continue;
             }

@@ -75,7 +75,8 @@ struct abx_slot {
     size_t n_id;
     abx_spare_recipe recipe;    /* the settings of its last process (has_recipe), for a spare */
     bool has_recipe;
-    abx_spare *spare;           /* its next process (spare.c), made while the last one ran; or NULL */
+    abx_spare *spare;           /* its next process (spare.c), made when the last one's tree was
+                                   gone; or NULL */
     void *spare_stack;          /* the stack each of its spares runs on, made with the first */
     abx_slot *next;
 };

@@ -4,8 +4,10 @@
  * (mkdir, knobs, migration), a clone, and in the child: setns into the network and mount
  * namespaces, 41 capability drops, the ids, Landlock's merge of ~160 rules into a domain,
  * the seccomp filter's load and compilation — a third of a `commands.run` of /bin/true
- * (bench/README.md). (The drops and the filter are done once, by the cloner below.) A slot that comes back idle gets a *spare*: a child of abx made
- * with everything above done, for the settings of the call that used the slot last
+ * (bench/README.md); the drops and the filter are done once, by the cloner below. A
+ * slot whose process tree is gone gets a *spare* before it goes back (spawn.c,
+ * prepare_next): a child of abx made with everything above done, for the settings of
+ * the call that used the slot last
  * (its recipe: limits, ids, filter). It then waits, holding no descriptor of abx but its
  * channel, for a call of the same slot and recipe, which sends it its standard
  * streams and working directory (SCM_RIGHTS) and the address of its argv and

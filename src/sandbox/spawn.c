@@ -744,6 +744,19 @@ void abx_child_kill(const abx_child *c, int sig)
             kill_cgroup(c->cgroup[i], sig); /* members that left the group (setsid) too */
 }
 
+/* The slot's next process, made and confined now for the slot's next call (spare.c):
+ * c's tree is gone and the slot still c's, before it goes back (nothing else touches it).
+ * Made here rather than as soon as c's program had started: then its making ran beside
+ * that program on a small machine and slowed it, and it held a namespace and a cgroup
+ * while the slot could not be used anyway. */
+static void prepare_next(abx_sandbox *sb, abx_child *c)
+{
+    abx_slot *sl = c->slot;
+    if (sl->has_recipe && !sl->spare && (sl->spare_stack || (sl->spare_stack = abx__spare_stack())) &&
+        (sl->spare = abx__spare_make(sb, sl->mntns, sl->ruleset, &sl->recipe, sl->spare_stack)) != NULL)
+        atomic_fetch_add(&sb->sp_made, 1);
+}
+
 /* Remove the cgroups (killing stragglers) and close what the child holds. The network
  * namespace goes back to sb's pool when the tree is known gone: its pids cgroup (every
  * process of the tree, wherever it moved in its session) was emptied and removed. */
@@ -759,6 +772,8 @@ static void cleanup(abx_sandbox *sb, abx_child *c)
         c->cgroup[i][0] = '\0';
     }
     if (c->slot) {
+        if (sb && tree_gone)
+            prepare_next(sb, c);
         abx__slot_put(c->slot, tree_gone);
         c->slot = NULL;
     }
@@ -778,13 +793,6 @@ static void cleanup(abx_sandbox *sb, abx_child *c)
     c->egress.n = 0;
 }
 
-void abx_child_prepare_next(abx_sandbox *sb, abx_child *c)
-{
-    abx_slot *sl = c->slot; /* c's while it runs: no one else's */
-    if (sb && sl && sl->has_recipe && !sl->spare && (sl->spare_stack || (sl->spare_stack = abx__spare_stack())) &&
-        (sl->spare = abx__spare_make(sb, sl->mntns, sl->ruleset, &sl->recipe, sl->spare_stack)) != NULL)
-        atomic_fetch_add(&sb->sp_made, 1);
-}
 
 void abx_child_cleanup(abx_child *c) { cleanup(NULL, c); }
 

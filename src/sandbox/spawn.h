@@ -154,11 +154,6 @@ typedef struct abx_child {
  * confinement, any layer that cannot be applied fails the spawn. Must be called from
  * the thread that should be the child's parent (PDEATHSIG follows that thread). */
 int abx_spawn(abx_sandbox *sb, const abx_spawn_req *req, abx_child *out, char *err, size_t errlen);
-/* Once abx_spawn succeeded and the caller closed its copies of the child's descriptors
- * (the child ends of its pipes): a process with the child's slot is made and confined
- * ahead for the slot's next call (spare.c), which it serves only once this tree is gone.
- * Same thread as abx_spawn. */
-void abx_child_prepare_next(abx_sandbox *sb, abx_child *c);
 /* Kill every process of the child (process group and cgroup) with sig. */
 void abx_child_kill(const abx_child *c, int sig);
 /* After the child is reaped: remove its cgroups (killing any stragglers) and close fds. */

@@ -185,9 +185,9 @@ def killed_at_deadline_while_wedged(s, why):
 
 
 def _wakeups(pid):
-    """How many times a process has gone to sleep and woken (context switches)."""
+    """How many times a process has gone to sleep and been woken (voluntary switches)."""
     with open("/proc/%d/status" % pid) as f:
-        return sum(int(line.split()[1]) for line in f if "ctxt_switches:" in line)
+        return sum(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches:"))
 
 
 def test_the_watchdog_reads_a_stream_of_calls_in_batches_and_still_acts(abx, workspace):
@@ -210,8 +210,8 @@ def test_the_watchdog_reads_a_stream_of_calls_in_batches_and_still_acts(abx, wor
         assert r.status_code == 200 and r.json()["exit_code"] == 0, r.text
     took = time.time() - t0
     woke = _wakeups(wd[0]) - before
-    # two a call before (300); now about one a tick, 20 a second, and a few more
-    assert woke <= 25 * took + 10 and woke < 150, "the watchdog woke %d times for 150 calls in %.1f s" % (woke, took)
+    # one or two a call before (150-300); now about one a tick, 20 a second, and a few more
+    assert woke <= 40 * took + 10 and woke < 100, "the watchdog woke %d times for 150 calls in %.1f s" % (woke, took)
     # reported while the watchdog reads in batches
     killed_at_deadline_while_wedged(s, "a call reported during a stream of calls outlived its deadline with abx wedged")
 

@@ -1,5 +1,5 @@
-"""Spares (src/sandbox/spare.c, issue 14): while a slot's process runs, abx makes the slot's
-next process and confines it ahead; a later call of the same slot and settings hands it
+"""Spares (src/sandbox/spare.c, issue 14): once a slot's process tree is gone, abx makes the
+slot's next process and confines it ahead; a later call of the same slot and settings hands it
 its streams, cwd, argv and environment, and it execs.
 
 The attacker wants what waits between calls to be a way in: a process that holds abx's
