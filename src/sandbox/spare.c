@@ -333,6 +333,15 @@ void abx__spare_stack_free(void *stack)
  * until the sandbox is freed: its spares' PR_SET_PDEATHSIG follows it (after the slots,
  * so no spare is left then). Where it cannot set itself up, spares do both themselves. */
 #ifdef SPARE_ARCH
+/* The one filter the cloner carries, and so the one a spare it clones is born under. */
+static const abx_seccomp_prog *cloner_filter(const abx_sandbox *sb) { return &sb->filter[ABX_SC_NONET_UNIX]; }
+
+/* s started on its stack, sharing abx's memory, as the calling thread's child. */
+static pid_t clone_spare(abx_spare *s)
+{
+    return clone(spare_main, (char *)s->stack + SPARE_STACK, CLONE_VM | SIGCHLD, s);
+}
+
 static void *cloner_main(void *arg)
 {
     abx_sandbox *sb = arg;
@@ -343,7 +352,7 @@ static void *cloner_main(void *arg)
     bool ok = true;
     for (int cap = 0; ok && cap <= sb->cap_last; cap++)
         ok = prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0 || errno == EINVAL;
-    const abx_seccomp_prog *f = &sb->filter[ABX_SC_NONET_UNIX];
+    const abx_seccomp_prog *f = cloner_filter(sb);
     struct sock_fprog prog = {.len = f->len, .filter = (struct sock_filter *)f->insn};
     ok = ok && f->len > 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0;
     pthread_mutex_lock(&sb->cl_mu);
@@ -357,7 +366,7 @@ static void *cloner_main(void *arg)
         abx_spare *s = sb->cl_req;
         sb->cl_req = NULL;
         pthread_mutex_unlock(&sb->cl_mu);
-        pid_t pid = clone(spare_main, (char *)s->stack + SPARE_STACK, CLONE_VM | SIGCHLD, s);
+        pid_t pid = clone_spare(s);
         long rc = pid > 0 ? pid : -errno;
         pthread_mutex_lock(&sb->cl_mu);
         sb->cl_rc = rc;
@@ -372,7 +381,7 @@ static void *cloner_main(void *arg)
  * the cloner is up; else by this thread, to confine itself entirely. */
 static pid_t spare_clone(abx_sandbox *sb, abx_spare *s)
 {
-    if (s->r.use_caps && s->r.filter == &sb->filter[ABX_SC_NONET_UNIX]) {
+    if (s->r.use_caps && s->r.filter == cloner_filter(sb)) {
         pthread_mutex_lock(&sb->cl_mu);
         if (sb->cl_state == 0 && !sb->cl_stop) {
             sb->cl_joinable = pthread_create(&sb->cl_thread, NULL, cloner_main, sb) == 0;
@@ -397,7 +406,7 @@ static pid_t spare_clone(abx_sandbox *sb, abx_spare *s)
             return rc > 0 ? (pid_t)rc : -1;
         }
     }
-    return clone(spare_main, (char *)s->stack + SPARE_STACK, CLONE_VM | SIGCHLD, s);
+    return clone_spare(s);
 }
 #endif
 
@@ -447,7 +456,7 @@ abx_spare *abx__spare_make(abx_sandbox *sb, int mntns, int ruleset, const abx_sp
     abx_child cg;
     char why[256];
     memset(&cg, 0, sizeof cg);
-    if ((s->netns = abx__netpool_take(sb)) < 0) { /* while a process runs: made now, not by a call */
+    if ((s->netns = abx__netpool_take(sb)) < 0) { /* none ready: made now, by the manager, not by a call */
         abx__netpool_fill(sb);
         s->netns = abx__netpool_take(sb);
     }
